@@ -1,0 +1,28 @@
+"""Crawl configuration: TOML -> frozen, typed settings (leaf package)."""
+
+from frontier_crawl.config.loader import ConfigError, load, parse, to_toml
+from frontier_crawl.config.settings import (
+    CrawlSection,
+    CrawlSettings,
+    FetchSection,
+    FrontierSection,
+    OutputSection,
+    PolitenessSection,
+    ScopeSection,
+    WorkersSection,
+)
+
+__all__ = [
+    "ConfigError",
+    "CrawlSection",
+    "CrawlSettings",
+    "FetchSection",
+    "FrontierSection",
+    "OutputSection",
+    "PolitenessSection",
+    "ScopeSection",
+    "WorkersSection",
+    "load",
+    "parse",
+    "to_toml",
+]

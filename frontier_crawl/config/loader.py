@@ -1,0 +1,141 @@
+"""Load crawl.toml into :class:`CrawlSettings`, turning every problem into one clear message.
+
+A :class:`ConfigError` message always starts with the dotted key it is about, e.g.
+``politeness.min_delay_s: must be >= 0, got -1``; the CLI prints it and exits with status 2
+before any request is sent.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from frontier_crawl.config.settings import SECTIONS, CrawlSettings
+
+_AT_RE = re.compile(r"^(?P<msg>.*) - at `\$(?P<path>[^`]*)`$", re.S)
+_UNKNOWN_RE = re.compile(r"^Object contains unknown field `(?P<field>[^`]+)`$")
+_BOUND_RE = re.compile(r"^Expected `\w+` (?P<op>[<>]=?) (?P<bound>\S+)$")
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message names the key."""
+
+
+def _lookup(raw: dict[str, Any], path: list[str]) -> Any:
+    node: Any = raw
+    for part in path:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _fields_of(path: list[str]) -> list[str]:
+    if not path:
+        return list(SECTIONS)
+    cls = SECTIONS.get(path[0])
+    return list(cls.__struct_fields__) if cls is not None else []
+
+
+def _explain(err: msgspec.ValidationError, raw: dict[str, Any]) -> str:
+    text = str(err)
+    m = _AT_RE.match(text)
+    msg, dotted = (m["msg"], m["path"]) if m else (text, "")
+    path = [p for p in re.split(r"\.|\[|\]", dotted) if p]
+    unknown = _UNKNOWN_RE.match(msg)
+    if unknown:
+        field = unknown["field"]
+        key = ".".join([*path, field])
+        known = _fields_of(path)
+        hint = difflib.get_close_matches(field, known, n=1)
+        suffix = f" (did you mean {hint[0]!r}?)" if hint else f" (known keys: {', '.join(known)})"
+        return f"{key}: unknown key{suffix}"
+    # A ValueError from __post_init__ reads "<field>: <problem>" and is reported at the section.
+    if ": " in msg and msg.split(": ", 1)[0].isidentifier() and len(path) <= 1:
+        field, problem = msg.split(": ", 1)
+        return f"{'.'.join([*path, field])}: {problem}"
+    key = ".".join(path) or "<top level>"
+    value = _lookup(raw, path)
+    bound = _BOUND_RE.match(msg)
+    if bound:
+        return f"{key}: must be {bound['op']} {bound['bound']}, got {json.dumps(value)}"
+    if msg.startswith("Expected"):
+        return f"{key}: {msg[0].lower()}{msg[1:]} (value {json.dumps(value)})"
+    return f"{key}: {msg}"
+
+
+def parse(raw: dict[str, Any], base_dir: Path | None = None) -> CrawlSettings:
+    """Validate a TOML document already read into a dict."""
+    try:
+        settings = msgspec.convert(raw, CrawlSettings, strict=True)
+    except msgspec.ValidationError as err:
+        raise ConfigError(_explain(err, raw)) from None
+    crawl = settings.crawl
+    seeds = list(crawl.seeds)
+    if crawl.seeds_file is not None:
+        seeds_path = Path(crawl.seeds_file)
+        if base_dir is not None and not seeds_path.is_absolute():
+            seeds_path = base_dir / seeds_path
+        try:
+            lines = seeds_path.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ConfigError(f"crawl.seeds_file: cannot read {str(seeds_path)!r}: {exc}") from None
+        seeds += [s.strip() for s in lines if s.strip() and not s.lstrip().startswith("#")]
+    if not seeds:
+        raise ConfigError("crawl.seeds: at least one seed is required (or crawl.seeds_file)")
+    output_dir = Path(crawl.output_dir)
+    if base_dir is not None and not output_dir.is_absolute():
+        output_dir = base_dir / output_dir
+    try:
+        new_crawl = msgspec.structs.replace(
+            crawl, seeds=tuple(seeds), seeds_file=None, output_dir=str(output_dir)
+        )
+    except ValueError as exc:  # a bad seed from seeds_file
+        raise ConfigError(f"crawl.{exc}") from None
+    return msgspec.structs.replace(settings, crawl=new_crawl)
+
+
+def load(path: str | Path) -> CrawlSettings:
+    """Read and validate a crawl.toml file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    return parse(raw, base_dir=path.resolve().parent)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot render {value!r} as TOML")
+
+
+def to_toml(settings: CrawlSettings) -> str:
+    """Render the effective settings as TOML (unset optional keys become comments)."""
+    out: list[str] = []
+    for section, values in msgspec.to_builtins(settings).items():
+        out.append(f"[{section}]")
+        for key, value in values.items():
+            out.append(f"# {key} = (unset)" if value is None else f"{key} = {_toml_value(value)}")
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,231 @@
+"""Typed, frozen crawl settings: one class per TOML section.
+
+Every key has a default that is safe on the real web; units are part of the key name
+(``_s`` seconds, ``_bytes`` bytes). Numeric bounds are declared with ``msgspec.Meta`` so a bad
+value is reported with its full key path; cross-field checks live in ``__post_init__`` and raise
+``ValueError("<key>: <problem>")`` so the loader can prefix the section name.
+
+The reference of every key (``docs/config.md``) is generated from these classes by
+``frontier-crawl config-reference``; the ``doc`` strings below are that reference.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+
+NonNegFloat = Annotated[float, Meta(ge=0)]
+PosFloat = Annotated[float, Meta(gt=0)]
+NonNegInt = Annotated[int, Meta(ge=0)]
+PosInt = Annotated[int, Meta(ge=1)]
+
+_RESOLVE_RE = re.compile(r"^(?P<host>[^:\s]+):(?P<port>\d{1,5}):(?P<addr>\S+)$")
+
+
+class _Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Base for sections: frozen, keyword-only, unknown keys rejected."""
+
+
+class CrawlSection(_Section):
+    seeds: Annotated[tuple[str, ...], Meta(description="Start URLs (http or https).")] = ()
+    seeds_file: Annotated[
+        str | None, Meta(description="File with one seed URL per line ('#' comments allowed).")
+    ] = None
+    output_dir: Annotated[
+        str,
+        Meta(description="Directory for WARC files, crawl log, report and frontier state; "
+             "relative paths are relative to the config file."),
+    ] = "crawl-output"
+    max_depth: Annotated[
+        NonNegInt, Meta(description="Links followed from a seed (seeds are depth 0).")
+    ] = 20
+    max_pages: Annotated[
+        NonNegInt, Meta(description="URLs admitted to the frontier, 0 for no limit.")
+    ] = 0
+
+    def __post_init__(self) -> None:
+        for seed in self.seeds:
+            if not seed.lower().startswith(("http://", "https://")):
+                raise ValueError(f"seeds: only http and https URLs are allowed, got {seed!r}")
+
+
+class ScopeSection(_Section):
+    allow_domains: Annotated[
+        tuple[str, ...],
+        Meta(description="Domains to crawl, subdomains included; empty: the seeds' hosts."),
+    ] = ()
+    exclude: Annotated[
+        tuple[str, ...], Meta(description="Regular expressions; a URL matching any is skipped.")
+    ] = ()
+
+    def __post_init__(self) -> None:
+        for pattern in self.exclude:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"exclude: invalid regular expression {pattern!r}: {exc}") from None
+
+
+class PolitenessSection(_Section):
+    min_delay_s: Annotated[
+        NonNegFloat,
+        Meta(description="Seconds from the end of one response to the next request to a host."),
+    ] = 1.0
+    connections_per_host: Annotated[
+        PosInt, Meta(description="Requests open at once to one host.")
+    ] = 1
+    obey_robots: Annotated[
+        bool, Meta(description="Fetch robots.txt first and obey it, Crawl-delay included.")
+    ] = True
+    user_agent: Annotated[
+        str, Meta(description="User-Agent header, also the name matched in robots.txt.")
+    ] = "frontier-crawl/0.1 (+https://github.com/frontier-crawl/frontier-crawl)"
+    robots_ttl_s: Annotated[
+        NonNegFloat, Meta(description="How long a fetched robots.txt stays valid (disk cache).")
+    ] = 86_400.0
+    robots_retry_s: Annotated[
+        PosFloat,
+        Meta(description="First wait before refetching a robots.txt that failed with 5xx or no "
+             "answer (doubles each time; the host is disallowed meanwhile)."),
+    ] = 30.0
+    robots_attempts: Annotated[
+        PosInt,
+        Meta(description="robots.txt fetches (5xx / unreachable) before the host is retired "
+             "and its URLs recorded as robots-unavailable."),
+    ] = 4
+
+    def __post_init__(self) -> None:
+        if not self.user_agent.strip() or "\n" in self.user_agent or "\r" in self.user_agent:
+            raise ValueError("user_agent: must be a non-empty single line")
+
+
+class FetchSection(_Section):
+    concurrency: Annotated[
+        Annotated[int, Meta(ge=1, le=10_000)], Meta(description="Transfers in flight at once.")
+    ] = 256
+    connect_timeout_s: Annotated[
+        PosFloat, Meta(description="Timeout for DNS and TCP/TLS connect.")
+    ] = 10.0
+    timeout_s: Annotated[PosFloat, Meta(description="Timeout for a whole transfer.")] = 30.0
+    low_speed_bytes_s: Annotated[
+        NonNegInt, Meta(description="Abort a transfer slower than this for low_speed_time_s.")
+    ] = 100
+    low_speed_time_s: Annotated[
+        PosInt, Meta(description="Seconds below low_speed_bytes_s before aborting.")
+    ] = 15
+    max_body_bytes: Annotated[
+        PosInt, Meta(description="Cap on a body's size after decompression; larger is too-large.")
+    ] = 10_485_760
+    max_redirects: Annotated[
+        NonNegInt, Meta(description="Redirect hops followed from one URL.")
+    ] = 5
+    retries: Annotated[
+        NonNegInt, Meta(description="Retries of a transient failure (timeout, connect, 5xx, 429).")
+    ] = 3
+    retry_backoff_s: Annotated[
+        NonNegFloat, Meta(description="First retry delay; doubles with each retry.")
+    ] = 2.0
+    max_retry_delay_s: Annotated[
+        NonNegFloat,
+        Meta(description="Upper bound of a retry delay, Retry-After included."),
+    ] = 600.0
+    resolve: Annotated[
+        tuple[str, ...],
+        Meta(description="Like curl --resolve: 'host:port:address' entries."),
+    ] = ()
+    proxy: Annotated[
+        str | None, Meta(description="Proxy URL (http://, socks5://, socks5h://).")
+    ] = None
+    verify_tls: Annotated[bool, Meta(description="Verify TLS certificates.")] = True
+    ca_bundle: Annotated[
+        str | None, Meta(description="CA bundle file to trust instead of the system store.")
+    ] = None
+    dns_cache_ttl_s: Annotated[
+        NonNegInt, Meta(description="How long resolved addresses are reused.")
+    ] = 120
+    parse_types: Annotated[
+        tuple[str, ...],
+        Meta(description="Content types parsed for links (others are archived only)."),
+    ] = ("text/html", "application/xhtml+xml")
+
+    def __post_init__(self) -> None:
+        for entry in self.resolve:
+            m = _RESOLVE_RE.match(entry)
+            if m is None or not 0 < int(m["port"]) < 65536:
+                raise ValueError(f"resolve: expected 'host:port:address', got {entry!r}")
+        if self.proxy is not None and not self.proxy.lower().startswith(
+            ("http://", "https://", "socks4://", "socks4a://", "socks5://", "socks5h://")
+        ):
+            raise ValueError(f"proxy: unsupported proxy scheme in {self.proxy!r}")
+
+
+class FrontierSection(_Section):
+    memory_urls: Annotated[
+        PosInt, Meta(description="Queued URLs held in memory over all hosts; the rest in LMDB.")
+    ] = 200_000
+    seen_capacity: Annotated[
+        PosInt,
+        Meta(description="URLs the Bloom filter is sized for (about 4.2 MB per million at 1e-7)."),
+    ] = 10_000_000
+    seen_error_rate: Annotated[
+        Annotated[float, Meta(gt=0, lt=1)],
+        Meta(description="Bloom filter false-positive rate at capacity (an exact LMDB check "
+             "rescues false positives, so this only costs lookups)."),
+    ] = 1e-7
+    checkpoint_interval_s: Annotated[
+        PosFloat, Meta(description="Seconds between frontier checkpoints.")
+    ] = 30.0
+    lmdb_map_size_bytes: Annotated[
+        Annotated[int, Meta(ge=1 << 20)],
+        Meta(description="Upper bound of the LMDB file (sparse; grows as used)."),
+    ] = 1 << 40
+
+
+class OutputSection(_Section):
+    warc: Annotated[bool, Meta(description="Write WARC files.")] = True
+    warc_max_bytes: Annotated[
+        Annotated[int, Meta(ge=1 << 16)], Meta(description="Rotate WARC files past this size.")
+    ] = 1_073_741_824
+    warc_prefix: Annotated[str, Meta(description="WARC file name prefix.")] = "frontier-crawl"
+    progress_interval_s: Annotated[
+        NonNegFloat, Meta(description="Seconds between progress lines (0: none).")
+    ] = 5.0
+
+
+class WorkersSection(_Section):
+    processes: Annotated[
+        int, Meta(description="Worker processes; only 1 is supported in this version.")
+    ] = 1
+
+    def __post_init__(self) -> None:
+        if self.processes != 1:
+            raise ValueError(
+                f"processes: only 1 worker process is supported in this version, "
+                f"got {self.processes}"
+            )
+
+
+class CrawlSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """The whole crawl.toml."""
+
+    crawl: CrawlSection = CrawlSection()
+    scope: ScopeSection = ScopeSection()
+    politeness: PolitenessSection = PolitenessSection()
+    fetch: FetchSection = FetchSection()
+    frontier: FrontierSection = FrontierSection()
+    output: OutputSection = OutputSection()
+    workers: WorkersSection = WorkersSection()
+
+
+SECTIONS: dict[str, type[_Section]] = {
+    "crawl": CrawlSection,
+    "scope": ScopeSection,
+    "politeness": PolitenessSection,
+    "fetch": FetchSection,
+    "frontier": FrontierSection,
+    "output": OutputSection,
+    "workers": WorkersSection,
+}

@@ -1,0 +1,5 @@
+"""Fetching: one pycurl CurlMulti driving many transfers (never imports frontier/)."""
+
+from frontier_crawl.fetch.types import ErrorKind, FetchRequest, FetchResult
+
+__all__ = ["ErrorKind", "FetchRequest", "FetchResult"]

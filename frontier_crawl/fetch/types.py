@@ -1,0 +1,85 @@
+"""Records of the fetch subsystem: what is asked (FetchRequest) and what came back (FetchResult).
+
+Both are frozen; the fetcher never returns dicts. ``ErrorKind`` is the only vocabulary of failure
+the rest of the crawler sees: every libcurl error code is mapped to one kind, once, in
+``fetch/errors.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class ErrorKind(StrEnum):
+    """Why a transfer produced no complete response. The value is what the crawl log shows."""
+
+    DNS = "dns-error"  #: the host name did not resolve (or the resolver timed out)
+    CONNECT = "connect-error"  #: TCP connect refused / unreachable / connect timeout
+    TIMEOUT = "timeout"  #: total timeout, or slower than the low-speed limit
+    TLS = "tls-error"  #: TLS handshake or certificate verification failed
+    TOO_LARGE = "too-large"  #: body exceeded max_body_bytes (after decompression)
+    TRUNCATED = "truncated"  #: connection closed before the announced end of the body
+    PROTOCOL = "protocol-error"  #: malformed HTTP, bad chunking, undecodable content
+    PROXY = "proxy-error"  #: the proxy refused or failed
+    FORBIDDEN_SCHEME = "forbidden-scheme"  #: not http or https; never sent
+    OTHER = "other-error"  #: anything else libcurl reports
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying later (the same request may succeed)."""
+        return self in _TRANSIENT
+
+
+_TRANSIENT = frozenset(
+    {ErrorKind.DNS, ErrorKind.CONNECT, ErrorKind.TIMEOUT, ErrorKind.TRUNCATED, ErrorKind.PROXY}
+)
+
+
+@dataclass(slots=True, frozen=True)
+class FetchRequest:
+    """One GET. ``token`` is opaque to the fetcher and handed back in the result."""
+
+    url: str
+    token: object = None
+    headers: tuple[tuple[str, str], ...] = ()
+    #: redirects libcurl may follow itself (0 for crawl pages: hops go through the frontier;
+    #: robots.txt uses 5 as RFC 9309 asks). Redirect targets are http/https only.
+    follow_redirects: int = 0
+
+
+@dataclass(slots=True, frozen=True)
+class FetchResult:
+    """The outcome of one FetchRequest: a response (``status > 0``) and/or an ``error``."""
+
+    request: FetchRequest
+    url: str  #: effective URL (differs from request.url only when redirects were followed)
+    status: int  #: HTTP status of the final response, 0 if none was received
+    error: ErrorKind | None
+    error_detail: str  #: libcurl's message, empty when error is None
+    #: response header block exactly as received (status line + headers, CRLF, blank line)
+    header_bytes: bytes
+    headers: tuple[tuple[str, str], ...]  #: parsed (name lower-cased, value stripped)
+    raw_body: bytes  #: body as on the wire after de-chunking (still content-encoded)
+    body: bytes  #: body after content decoding (== raw_body when not encoded)
+    request_bytes: bytes  #: request header block as sent (for the WARC request record)
+    ip: str  #: primary IP address of the connection, "" if none
+    http_version: str  #: "1.0", "1.1", "2", or "" if no response
+    started_at: float  #: wall clock (time.time()) when the request was submitted
+    finished: float  #: time.monotonic() when the transfer completed
+    duration_s: float  #: submit -> completion
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def header(self, name: str) -> str | None:
+        """Last value of a response header (case-insensitive), or None."""
+        name = name.lower()
+        for key, value in reversed(self.headers):
+            if key == name:
+                return value
+        return None
+
+    @property
+    def content_type(self) -> str:
+        """Media type without parameters, lower-case ("" if absent)."""
+        value = self.header("content-type") or ""
+        return value.split(";", 1)[0].strip().lower()
