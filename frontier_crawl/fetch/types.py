@@ -7,7 +7,7 @@ the rest of the crawler sees: every libcurl error code is mapped to one kind, on
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -68,7 +68,6 @@ class FetchResult:
     started_at: float  #: wall clock (time.time()) when the request was submitted
     finished: float  #: time.monotonic() when the transfer completed
     duration_s: float  #: submit -> completion
-    extra: dict[str, str] = field(default_factory=dict)
 
     def header(self, name: str) -> str | None:
         """Last value of a response header (case-insensitive), or None."""
