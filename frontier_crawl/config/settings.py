@@ -66,7 +66,8 @@ class ScopeSection(_Section):
             try:
                 re.compile(pattern)
             except re.error as exc:
-                raise ValueError(f"exclude: invalid regular expression {pattern!r}: {exc}") from None
+                msg = f"exclude: invalid regular expression {pattern!r}: {exc}"
+                raise ValueError(msg) from None
 
 
 class PolitenessSection(_Section):
