@@ -29,7 +29,7 @@ class _Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     """Base for sections: frozen, keyword-only, unknown keys rejected."""
 
 
-class CrawlSection(_Section):
+class CrawlSection(_Section, frozen=True):
     seeds: Annotated[tuple[str, ...], Meta(description="Start URLs (http or https).")] = ()
     seeds_file: Annotated[
         str | None, Meta(description="File with one seed URL per line ('#' comments allowed).")
@@ -52,7 +52,7 @@ class CrawlSection(_Section):
                 raise ValueError(f"seeds: only http and https URLs are allowed, got {seed!r}")
 
 
-class ScopeSection(_Section):
+class ScopeSection(_Section, frozen=True):
     allow_domains: Annotated[
         tuple[str, ...],
         Meta(description="Domains to crawl, subdomains included; empty: the seeds' hosts."),
@@ -70,7 +70,7 @@ class ScopeSection(_Section):
                 raise ValueError(msg) from None
 
 
-class PolitenessSection(_Section):
+class PolitenessSection(_Section, frozen=True):
     min_delay_s: Annotated[
         NonNegFloat,
         Meta(description="Seconds from the end of one response to the next request to a host."),
@@ -103,7 +103,7 @@ class PolitenessSection(_Section):
             raise ValueError("user_agent: must be a non-empty single line")
 
 
-class FetchSection(_Section):
+class FetchSection(_Section, frozen=True):
     concurrency: Annotated[
         Annotated[int, Meta(ge=1, le=10_000)], Meta(description="Transfers in flight at once.")
     ] = 256
@@ -163,7 +163,7 @@ class FetchSection(_Section):
             raise ValueError(f"proxy: unsupported proxy scheme in {self.proxy!r}")
 
 
-class FrontierSection(_Section):
+class FrontierSection(_Section, frozen=True):
     memory_urls: Annotated[
         PosInt, Meta(description="Queued URLs held in memory over all hosts; the rest in LMDB.")
     ] = 200_000
@@ -185,7 +185,7 @@ class FrontierSection(_Section):
     ] = 1 << 40
 
 
-class OutputSection(_Section):
+class OutputSection(_Section, frozen=True):
     warc: Annotated[bool, Meta(description="Write WARC files.")] = True
     warc_max_bytes: Annotated[
         Annotated[int, Meta(ge=1 << 16)], Meta(description="Rotate WARC files past this size.")
@@ -196,7 +196,7 @@ class OutputSection(_Section):
     ] = 5.0
 
 
-class WorkersSection(_Section):
+class WorkersSection(_Section, frozen=True):
     processes: Annotated[
         int, Meta(description="Worker processes; only 1 is supported in this version.")
     ] = 1
