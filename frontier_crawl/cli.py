@@ -1,0 +1,82 @@
+"""Command line: ``frontier-crawl --config crawl.toml [--check]``, ``demo``, ``config-reference``.
+
+Exit status: 0 crawl finished (or stopped gracefully), 1 runtime failure, 2 bad configuration or
+usage (reported before any network traffic).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from frontier_crawl import __version__
+from frontier_crawl.config import ConfigError, load, to_toml
+from frontier_crawl.config.reference import render_reference
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_CONFIG = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="frontier-crawl",
+        description="Polite, crash-safe, memory-bounded web crawler.",
+    )
+    p.add_argument("--version", action="version", version=f"frontier-crawl {__version__}")
+    p.add_argument("--config", type=Path, help="crawl.toml describing the crawl")
+    p.add_argument(
+        "--check", action="store_true", help="validate the config, print it in full, and exit"
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = p.add_subparsers(dest="command")
+    demo = sub.add_parser("demo", help="serve a generated web on 127.0.0.1 and crawl it")
+    demo.add_argument("--output", type=Path, default=Path("demo-crawl"), help="output directory")
+    demo.add_argument("--hosts", type=int, default=4, help="number of generated hosts")
+    demo.add_argument("--pages", type=int, default=2000, help="number of generated pages")
+    demo.add_argument(
+        "--delay", type=float, default=0.0, help="politeness.min_delay_s for the demo crawl"
+    )
+    sub.add_parser("config-reference", help="print the configuration reference (Markdown)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``frontier-crawl`` console script."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    out = Console(stderr=False)
+    err = Console(stderr=True)
+    if args.command == "config-reference":
+        sys.stdout.write(render_reference())
+        return EXIT_OK
+    if args.command == "demo":
+        from frontier_crawl.demo import run_demo
+
+        return run_demo(args.output, hosts=args.hosts, pages=args.pages, delay_s=args.delay)
+    if args.config is None:
+        err.print("frontier-crawl: --config crawl.toml is required (or a command: demo)")
+        return EXIT_CONFIG
+    try:
+        settings = load(args.config)
+    except ConfigError as exc:
+        err.print(f"frontier-crawl: config error: {exc}", highlight=False, markup=False)
+        return EXIT_CONFIG
+    if args.check:
+        sys.stdout.write(to_toml(settings))
+        return EXIT_OK
+    from frontier_crawl.runner import crawl
+
+    report = crawl(settings, out)
+    return EXIT_OK if report else EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

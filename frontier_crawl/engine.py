@@ -1,0 +1,337 @@
+"""The engine: the only module that knows every subsystem, and the one event loop that drives them.
+
+    next_ready -> submit -> poll -> write -> extract -> add / complete
+
+One thread, no sleeps: the loop waits in ``Fetcher.poll`` for socket activity or curl's timer,
+at most until the earliest snoozed host wakes. The crawl ends by itself exactly when the frontier
+has nothing queued or in flight (retries wait in the frontier as queued URLs).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+from urllib.parse import urljoin
+
+from frontier_crawl import __version__
+from frontier_crawl.config import CrawlSettings
+from frontier_crawl.fetch import Fetcher, FetchRequest, FetchResult
+from frontier_crawl.frontier import Frontier, Ticket
+from frontier_crawl.frontier.politeness import parse_retry_after, retry_delay
+from frontier_crawl.output import (
+    ArchiveRecord,
+    CrawlLog,
+    CrawlStats,
+    LogEntry,
+    Outcome,
+    WarcWriter,
+    write_report,
+)
+from frontier_crawl.parse import LinkParser, Parser
+
+log = logging.getLogger(__name__)
+
+ROBOTS_REDIRECTS = 5  # RFC 9309: follow at least five redirect hops for robots.txt
+MAX_WAIT_S = 1.0  # upper bound of one wait, so progress, checkpoints and signals stay timely
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"
+
+
+@dataclass(slots=True, frozen=True)
+class Layout:
+    """Where a crawl keeps its files, all under ``output_dir``."""
+
+    root: Path
+
+    @property
+    def warc_dir(self) -> Path:
+        return self.root / "warc"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / "state"
+
+    @property
+    def crawl_log(self) -> Path:
+        return self.root / "crawl.jsonl"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.json"
+
+
+class Engine:
+    """Wires frontier, fetcher, parser and outputs for one crawl process."""
+
+    def __init__(
+        self,
+        settings: CrawlSettings,
+        *,
+        parser: Parser | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.layout = Layout(Path(settings.crawl.output_dir))
+        self.layout.root.mkdir(parents=True, exist_ok=True)
+        self.stats = CrawlStats()
+        self._log = CrawlLog(self.layout.crawl_log)
+        self.frontier = Frontier.from_settings(
+            settings, self.layout.state_dir, on_reject=self._rejected
+        )
+        self.fetcher = Fetcher.from_settings(settings.fetch, settings.politeness)
+        self.parser: Parser = parser or LinkParser(settings.fetch.parse_types)
+        self._warc = (
+            WarcWriter(
+                self.layout.warc_dir,
+                settings.output.warc_prefix,
+                settings.output.warc_max_bytes,
+                {
+                    "software": f"frontier-crawl/{__version__}",
+                    "format": "WARC File Format 1.1",
+                    "hostname": socket.gethostname(),
+                    "http-header-user-agent": settings.politeness.user_agent,
+                    "robots": "obey" if settings.politeness.obey_robots else "ignore",
+                },
+            )
+            if settings.output.warc
+            else None
+        )
+        self._on_progress = on_progress
+        self._stop_requested = 0
+        self._started = time.monotonic()
+
+    # ----------------------------------------------------------------------------- the loop
+
+    def run(self) -> dict[str, Any]:
+        """Crawl until nothing is left (or a stop signal), then write and return the report."""
+        s = self.settings
+        self.frontier.add(s.crawl.seeds, depth=0, now=time.monotonic())
+        previous = self._install_signals()
+        try:
+            self._loop()
+        finally:
+            self._restore_signals(previous)
+            report = self._finish()
+        return report
+
+    def _loop(self) -> None:
+        frontier, fetcher = self.frontier, self.fetcher
+        ckpt_every = self.settings.frontier.checkpoint_interval_s
+        progress_every = self.settings.output.progress_interval_s
+        next_ckpt = time.monotonic() + ckpt_every
+        next_progress = time.monotonic() + progress_every if progress_every else float("inf")
+        drain_deadline = float("inf")
+        while True:
+            now = time.monotonic()
+            if self._stop_requested:
+                if drain_deadline == float("inf"):
+                    drain_deadline = now + self.settings.fetch.timeout_s
+                    log.warning("stop requested: draining %d transfers", fetcher.in_flight)
+                if fetcher.in_flight == 0 or now >= drain_deadline or self._stop_requested > 1:
+                    return
+            elif fetcher.free_slots:
+                for ticket in frontier.next_ready(now, fetcher.free_slots):
+                    fetcher.submit(self._request(ticket))
+            if frontier.pending == 0 and fetcher.in_flight == 0:
+                return
+            for result in fetcher.poll(self._wait_s(now)):
+                self._handle(result)
+            now = time.monotonic()
+            if now >= next_ckpt:
+                self._checkpoint()
+                next_ckpt = now + ckpt_every
+            if now >= next_progress:
+                self._progress()
+                next_progress = now + progress_every
+
+    def _wait_s(self, now: float) -> float:
+        """How long poll may block: until the next host wakes, or work is ready now."""
+        if self._stop_requested:
+            return 0.1
+        if self.fetcher.free_slots and self.frontier.has_ready:
+            return 0.0
+        wake = self.frontier.next_wake()
+        if wake is None:
+            if self.fetcher.in_flight == 0 and self.frontier.pending:
+                raise RuntimeError(f"frontier stalled: {self.frontier.stats()}")
+            return MAX_WAIT_S
+        return min(MAX_WAIT_S, max(0.0, wake - now))
+
+    def _request(self, ticket: Ticket) -> FetchRequest:
+        return FetchRequest(
+            ticket.url, token=ticket, follow_redirects=ROBOTS_REDIRECTS if ticket.robots else 0
+        )
+
+    # ----------------------------------------------------------------------------- results
+
+    def _handle(self, r: FetchResult) -> None:
+        ticket = r.request.token
+        assert isinstance(ticket, Ticket)
+        if ticket.robots:
+            self.frontier.robots_done(
+                ticket, r.finished, r.status if r.error is None else 0, r.body, r.duration_s
+            )
+            self._archive(r)
+            self._record(ticket, r, Outcome.ROBOTS_TXT)
+            return
+        if self._should_retry(ticket, r):
+            return
+        outcome = self._dispose(ticket, r)
+        self.frontier.complete(ticket, r.finished, r.duration_s)
+        self._record(ticket, r, outcome)
+
+    def _should_retry(self, ticket: Ticket, r: FetchResult) -> bool:
+        """Send a transient failure back to the frontier, if it has retries left."""
+        f = self.settings.fetch
+        transient = (r.error.transient if r.error is not None else r.status == 429
+                     or r.status >= 500)
+        if not transient or ticket.attempt >= f.retries:
+            return False
+        after = parse_retry_after(r.header("retry-after"), time.time()) if r.status else None
+        delay = retry_delay(ticket.attempt, f.retry_backoff_s, f.max_retry_delay_s, after)
+        self.frontier.retry(ticket, r.finished, delay, r.duration_s)
+        return True
+
+    def _dispose(self, ticket: Ticket, r: FetchResult) -> Outcome:
+        """Archive a final result, feed its links or redirect target back; return the outcome."""
+        if r.error is not None:
+            return Outcome.FAILED
+        self._archive(r)
+        if 300 <= r.status < 400 and r.header("location"):
+            return self._redirect(ticket, r)
+        if 200 <= r.status < 300:
+            links = self.parser.parse(r.url, r.content_type, r.body)
+            if links.links:
+                self.frontier.add(
+                    links.links, depth=ticket.depth + 1, referrer=ticket.url, now=r.finished
+                )
+            return Outcome.FETCHED
+        return Outcome.HTTP_ERROR if r.status >= 400 else Outcome.REDIRECT
+
+    def _redirect(self, ticket: Ticket, r: FetchResult) -> Outcome:
+        if ticket.hops >= self.settings.fetch.max_redirects:
+            return Outcome.TOO_MANY_REDIRECTS
+        try:
+            target = urljoin(r.url, r.header("location") or "")
+        except ValueError:
+            return Outcome.REDIRECT
+        self.frontier.add(
+            [target], depth=ticket.depth, referrer=ticket.url, hops=ticket.hops + 1, now=r.finished
+        )
+        return Outcome.REDIRECT
+
+    def _archive(self, r: FetchResult) -> None:
+        if self._warc is None or r.error is not None or r.status == 0:
+            return
+        self._warc.write(
+            ArchiveRecord(
+                url=r.url,
+                ip=r.ip,
+                fetched_at=r.started_at,
+                request_bytes=r.request_bytes,
+                header_bytes=r.header_bytes,
+                payload=r.raw_body,
+            )
+        )
+
+    def _record(self, ticket: Ticket, r: FetchResult, outcome: Outcome) -> None:
+        error = r.error.value if r.error is not None else None
+        nbytes = len(r.body)
+        self.stats.record(outcome.value, r.status, error, nbytes)
+        self._log.write(
+            LogEntry(
+                time=_iso(time.time()),
+                url=ticket.url,
+                status=r.status,
+                outcome=outcome.value,
+                error=error,
+                bytes=nbytes,
+                duration_s=round(r.duration_s, 6),
+                depth=ticket.depth,
+                referrer=ticket.referrer,
+                content_type=r.content_type,
+            )
+        )
+
+    def _rejected(self, ticket: Ticket, reason: str) -> None:
+        """A URL the frontier gave up on (robots): it still gets its crawl-log line."""
+        self.stats.record(reason, 0, None, 0)
+        self._log.write(
+            LogEntry(
+                time=_iso(time.time()),
+                url=ticket.url,
+                status=0,
+                outcome=reason,
+                error=None,
+                bytes=0,
+                duration_s=0.0,
+                depth=ticket.depth,
+                referrer=ticket.referrer,
+                content_type="",
+            )
+        )
+
+    # ----------------------------------------------------------------------------- lifecycle
+
+    def _checkpoint(self) -> None:
+        self._log.flush()
+        self.frontier.checkpoint()
+
+    def _progress(self) -> None:
+        if self._on_progress is not None:
+            self._on_progress(self.progress())
+
+    def progress(self) -> dict[str, Any]:
+        """A snapshot for progress displays."""
+        elapsed = time.monotonic() - self._started
+        pages = self.stats.pages
+        return {
+            "elapsed_s": elapsed,
+            "pages": pages,
+            "pages_per_s": pages / elapsed if elapsed > 0 else 0.0,
+            "in_flight": self.fetcher.in_flight,
+            **self.frontier.stats(),
+        }
+
+    def _finish(self) -> dict[str, Any]:
+        elapsed = time.monotonic() - self._started
+        self.fetcher.close()
+        if self._warc is not None:
+            self._warc.close()
+        self._log.close()
+        report = self.stats.report(elapsed, self.frontier.seen_stats())
+        report["frontier"] = self.frontier.stats()
+        report["complete"] = self.frontier.pending == 0
+        report["output_dir"] = str(self.layout.root)
+        report["warc_files"] = [str(p) for p in self._warc.paths] if self._warc else []
+        self.frontier.close()
+        write_report(self.layout.report, report)
+        return report
+
+    def _install_signals(self) -> dict[int, Any]:
+        previous: dict[int, Any] = {}
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                previous[sig] = signal.signal(sig, self._on_signal)
+            except ValueError:  # not the main thread
+                break
+        return previous
+
+    @staticmethod
+    def _restore_signals(previous: dict[int, Any]) -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        del frame
+        self._stop_requested += 1
+        log.warning("received %s", signal.Signals(signum).name)

@@ -1,0 +1,38 @@
+"""Run one crawl with console output: progress lines while it runs, the report at the end."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+
+from frontier_crawl.config import CrawlSettings
+from frontier_crawl.engine import Engine
+from frontier_crawl.output import render_report
+
+
+def progress_printer(console: Console) -> Callable[[dict[str, Any]], None]:
+    """A progress callback printing one line per call."""
+
+    def show(p: dict[str, Any]) -> None:
+        console.print(
+            f"[dim]{p['elapsed_s']:7.1f}s[/]  pages {p['pages']:>8,}  "
+            f"{p['pages_per_s']:8.1f}/s  queued {p['queued']:>8,}  "
+            f"in flight {p['in_flight']:>4}  hosts {p['hosts']:>6,}",
+            highlight=False,
+        )
+
+    return show
+
+
+def crawl(settings: CrawlSettings, console: Console) -> dict[str, Any]:
+    """Run (or resume) one crawl and print its report."""
+    engine = Engine(settings, on_progress=progress_printer(console))
+    console.print(
+        f"crawling {len(settings.crawl.seeds)} seed(s) into [bold]{engine.layout.root}[/]",
+        highlight=False,
+    )
+    report = engine.run()
+    render_report(report, console)
+    return report

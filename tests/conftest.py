@@ -1,0 +1,66 @@
+"""Shared fixtures: the generated demo web served on 127.0.0.1 (port 0) and crawl configs for it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from frontier_crawl.demo.server import DemoServer
+from frontier_crawl.demo.site import Site, SiteSpec
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return repr(value)
+
+
+def render_toml(sections: dict[str, dict[str, Any]]) -> str:
+    out = []
+    for name, values in sections.items():
+        out.append(f"[{name}]")
+        out += [f"{k} = {toml_value(v)}" for k, v in values.items()]
+        out.append("")
+    return "\n".join(out)
+
+
+ConfigWriter = Callable[..., Path]
+
+
+def crawl_config(
+    tmp_path: Path, site: Site, port: int, **sections: dict[str, Any]
+) -> Path:
+    """Write a crawl.toml for ``site`` served on ``port``; ``sections`` override defaults."""
+    base: dict[str, dict[str, Any]] = {
+        "crawl": {"seeds": site.seeds(port), "output_dir": "out", "max_depth": 100},
+        "politeness": {"min_delay_s": 0.02, "user_agent": "frontier-crawl-test/0.1"},
+        "fetch": {
+            "concurrency": 32,
+            "connect_timeout_s": 5.0,
+            "timeout_s": 10.0,
+            "resolve": site.resolve_entries(port),
+            "retry_backoff_s": 0.05,
+        },
+        "frontier": {"seen_capacity": 100_000, "checkpoint_interval_s": 1.0},
+        "output": {"warc_max_bytes": 1_000_000, "progress_interval_s": 0.0},
+    }
+    for name, values in sections.items():
+        base.setdefault(name, {}).update(values)
+    path = tmp_path / "crawl.toml"
+    path.write_text(render_toml(base))
+    return path
+
+
+@pytest.fixture(scope="module")
+def e2e_site() -> Iterator[tuple[Site, DemoServer]]:
+    """3 hosts, >= 500 pages, a Disallow on host 0 and a Crawl-delay on host 1."""
+    site = Site(SiteSpec(hosts=3, pages=540, crawl_delay_s=0.05, seed=7))
+    with DemoServer(site) as server:
+        yield site, server

@@ -1,0 +1,183 @@
+"""Frontier scheduling on real LMDB with a test clock: politeness, robots, spill/refill, resume."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from frontier_crawl.frontier import Frontier, HostState, Ticket
+
+A = "http://a.test"
+B = "http://b.test"
+
+
+def make(tmp_path: Path, **overrides: Any) -> tuple[Frontier, list[tuple[str, str]]]:
+    rejected: list[tuple[str, str]] = []
+    options: dict[str, Any] = {
+        "allow_domains": ["a.test", "b.test"],
+        "exclude": [r"\.jpg$"],
+        "max_depth": 3,
+        "max_pages": 0,
+        "min_delay_s": 1.0,
+        "connections_per_host": 1,
+        "obey_robots": False,
+        "user_agent": "testbot",
+        "robots_ttl_s": 3600.0,
+        "robots_retry_s": 10.0,
+        "robots_attempts": 2,
+        "memory_urls": 1000,
+        "seen_capacity": 10_000,
+        "seen_error_rate": 1e-6,
+        "map_size": 1 << 26,
+    }
+    options.update(overrides)
+    f = Frontier(tmp_path / "state", on_reject=lambda t, r: rejected.append((t.url, r)), **options)
+    return f, rejected
+
+
+@pytest.fixture
+def frontier(tmp_path: Path) -> Iterator[Frontier]:
+    f, _ = make(tmp_path)
+    yield f
+    f.close()
+
+
+def urls(tickets: list[Ticket]) -> list[str]:
+    return [t.url for t in tickets]
+
+
+def test_admission_scope_dedup_depth(frontier: Frontier) -> None:
+    added = frontier.add(
+        [f"{A}/1", f"{A}/1#frag", "HTTP://A.TEST:80/1", f"{A}/x.jpg", "http://c.test/", "mailto:x@y",
+         f"{B}/1", "http://sub.a.test/"],
+        depth=0,
+    )
+    assert added == 3  # a/1 (three spellings), b/1, sub.a.test/ ; jpg excluded, c.test out of scope
+    assert frontier.add([f"{A}/2"], depth=4) == 0  # beyond max_depth
+    assert frontier.pending == 3
+
+
+def test_one_request_per_host_and_delay_from_end_of_response(frontier: Frontier) -> None:
+    frontier.add([f"{A}/1", f"{A}/2", f"{B}/1"], depth=0, now=0.0)
+    first = frontier.next_ready(0.0, 10)
+    assert sorted(urls(first)) == [f"{A}/1", f"{B}/1"]  # one per host, even with 10 slots
+    assert frontier.next_ready(0.5, 10) == []
+    a1 = next(t for t in first if t.origin == A)
+    frontier.complete(a1, now=2.0, fetch_s=2.0)
+    assert frontier.host_state(A) is HostState.SNOOZED
+    assert frontier.next_wake() == 3.0  # end of response + min_delay_s
+    assert frontier.next_ready(2.9, 10) == []
+    assert urls(frontier.next_ready(3.0, 10)) == [f"{A}/2"]
+
+
+def test_waiting_host_does_not_hold_a_slot(frontier: Frontier) -> None:
+    frontier.add([f"{A}/{i}" for i in range(5)] + [f"{B}/1"], depth=0, now=0.0)
+    got = frontier.next_ready(0.0, 1)
+    frontier.complete(got[0], now=0.0)
+    # the host just served is snoozed; the other is handed out with the only free slot
+    nxt = frontier.next_ready(0.1, 1)
+    assert len(nxt) == 1 and nxt[0].origin != got[0].origin
+
+
+def test_connections_per_host(tmp_path: Path) -> None:
+    f, _ = make(tmp_path, connections_per_host=3, min_delay_s=0.0)
+    f.add([f"{A}/{i}" for i in range(10)], depth=0)
+    assert len(f.next_ready(0.0, 10)) == 3
+    f.close()
+
+
+def test_retry_goes_first_and_waits(frontier: Frontier) -> None:
+    frontier.add([f"{A}/1", f"{A}/2"], depth=0)
+    (t,) = frontier.next_ready(0.0, 5)
+    frontier.retry(t, now=1.0, delay_s=30.0)
+    assert frontier.pending == 2
+    assert frontier.next_ready(5.0, 5) == []
+    (again,) = frontier.next_ready(31.0, 5)
+    assert again.url == t.url and again.attempt == 1
+
+
+def test_spill_and_refill_through_lmdb(tmp_path: Path) -> None:
+    f, _ = make(tmp_path, memory_urls=10, min_delay_s=0.0)
+    hosts = [A, B]
+    f.add([f"{h}/{i}" for i in range(100) for h in hosts], depth=0)
+    assert f.hot_total <= 10 and f.spilled == 190
+    seen: list[str] = []
+    now = 0.0
+    while f.pending:
+        batch = f.next_ready(now, 4)
+        for t in batch:
+            seen.append(t.url)
+            f.complete(t, now)
+        assert f.hot_total <= 10 + 2  # the budget, plus at most one forced refill per host
+        now += 0.001
+    assert sorted(seen) == sorted(f"{h}/{i}" for i in range(100) for h in hosts)
+    assert [u for u in seen if u.startswith(A)] == [f"{A}/{i}" for i in range(100)]  # FIFO
+    assert f.refilled == 190
+    f.close()
+
+
+def test_robots_first_then_disallow_and_crawl_delay(tmp_path: Path) -> None:
+    f, rejected = make(tmp_path, obey_robots=True, min_delay_s=0.5)
+    f.add([f"{A}/private/x", f"{A}/ok"], depth=0)
+    (robots,) = f.next_ready(0.0, 5)
+    assert robots.robots and robots.url == f"{A}/robots.txt"
+    assert f.next_ready(0.0, 5) == []  # nothing else until robots.txt is known
+    f.robots_done(robots, 1.0, 200, b"User-agent: *\nDisallow: /private/\nCrawl-delay: 4\n")
+    assert f.next_ready(2.0, 5) == []  # Crawl-delay 4 > min_delay 0.5
+    (t,) = f.next_ready(5.0, 5)
+    assert t.url == f"{A}/ok"
+    assert rejected == [(f"{A}/private/x", "robots-denied")]
+    f.complete(t, 5.0)
+    assert f.pending == 0
+    f.close()
+    # the robots.txt is cached on disk: a new frontier on the same state does not refetch it
+    g, _ = make(tmp_path, obey_robots=True)
+    g.add([f"{A}/again"], depth=0)
+    assert not g.next_ready(100.0, 5)[0].robots
+    g.close()
+
+
+def test_robots_4xx_allows_all_and_5xx_retries_then_retires(tmp_path: Path) -> None:
+    f, rejected = make(tmp_path, obey_robots=True, min_delay_s=0.0)
+    f.add([f"{A}/1", f"{B}/1", f"{B}/2"], depth=0)
+    tickets = {t.origin: t for t in f.next_ready(0.0, 5)}
+    f.robots_done(tickets[A], 0.0, 404, b"")
+    f.robots_done(tickets[B], 0.0, 503, b"")
+    assert urls(f.next_ready(0.0, 5)) == [f"{A}/1"]
+    assert f.next_wake() == 10.0  # robots_retry_s
+    (again,) = f.next_ready(10.0, 5)
+    assert again.robots and again.origin == B
+    f.robots_done(again, 10.0, 0, b"")  # unreachable: second and last attempt
+    assert f.host_state(B) is HostState.RETIRED
+    assert sorted(rejected) == [(f"{B}/1", "robots-unavailable"), (f"{B}/2", "robots-unavailable")]
+    assert f.pending == 1  # only a/1 in flight
+    f.close()
+
+
+def test_resume_from_lmdb(tmp_path: Path) -> None:
+    f, _ = make(tmp_path, memory_urls=5)
+    f.add([f"{A}/{i}" for i in range(20)], depth=1)
+    (t,) = f.next_ready(0.0, 5)  # in flight when the process "dies"
+    f.close()
+    g, _ = make(tmp_path, memory_urls=5, min_delay_s=0.0)
+    assert g.pending == 20  # the in-flight URL is still outstanding
+    assert g.add([f"{A}/3", t.url], depth=1) == 0  # seen-set restored
+    got: list[str] = []
+    now = 0.0
+    while g.pending:
+        for x in g.next_ready(now, 5):
+            got.append(x.url)
+            g.complete(x, now)
+        now += 1
+    assert sorted(got) == sorted(f"{A}/{i}" for i in range(20))
+    g.close()
+
+
+def test_max_pages(tmp_path: Path) -> None:
+    f, _ = make(tmp_path, max_pages=3)
+    assert f.add([f"{A}/{i}" for i in range(10)], depth=0) == 3
+    assert f.add([f"{B}/1"], depth=0) == 0
+    f.close()
