@@ -192,8 +192,7 @@ class Engine:
     def _should_retry(self, ticket: Ticket, r: FetchResult) -> bool:
         """Send a transient failure back to the frontier, if it has retries left."""
         f = self.settings.fetch
-        transient = (r.error.transient if r.error is not None else r.status == 429
-                     or r.status >= 500)
+        transient = r.error.transient if r.error is not None else r.status == 429 or r.status >= 500
         if not transient or ticket.attempt >= f.retries:
             return False
         after = parse_retry_after(r.header("retry-after"), time.time()) if r.status else None

@@ -34,9 +34,7 @@ def render_toml(sections: dict[str, dict[str, Any]]) -> str:
 ConfigWriter = Callable[..., Path]
 
 
-def crawl_config(
-    tmp_path: Path, site: Site, port: int, **sections: dict[str, Any]
-) -> Path:
+def crawl_config(tmp_path: Path, site: Site, port: int, **sections: dict[str, Any]) -> Path:
     """Write a crawl.toml for ``site`` served on ``port``; ``sections`` override defaults."""
     base: dict[str, dict[str, Any]] = {
         "crawl": {"seeds": site.seeds(port), "output_dir": "out", "max_depth": 100},

@@ -69,7 +69,12 @@ def render_reference() -> str:
     for section, cls in SECTIONS.items():
         info = msgspec.inspect.type_info(cls)
         assert isinstance(info, msgspec.inspect.StructType)
-        lines += [f"## [{section}]", "", "| key | default | unit | type | meaning |", "|---|---|---|---|---|"]
+        lines += [
+            f"## [{section}]",
+            "",
+            "| key | default | unit | type | meaning |",
+            "|---|---|---|---|---|",
+        ]
         for f in info.fields:
             t = f.type
             doc = ""

@@ -36,8 +36,10 @@ class CrawlSection(_Section, frozen=True):
     ] = None
     output_dir: Annotated[
         str,
-        Meta(description="Directory for WARC files, crawl log, report and frontier state; "
-             "relative paths are relative to the config file."),
+        Meta(
+            description="Directory for WARC files, crawl log, report and frontier state; "
+            "relative paths are relative to the config file."
+        ),
     ] = "crawl-output"
     max_depth: Annotated[
         NonNegInt, Meta(description="Links followed from a seed (seeds are depth 0).")
@@ -89,13 +91,17 @@ class PolitenessSection(_Section, frozen=True):
     ] = 86_400.0
     robots_retry_s: Annotated[
         PosFloat,
-        Meta(description="First wait before refetching a robots.txt that failed with 5xx or no "
-             "answer (doubles each time; the host is disallowed meanwhile)."),
+        Meta(
+            description="First wait before refetching a robots.txt that failed with 5xx or no "
+            "answer (doubles each time; the host is disallowed meanwhile)."
+        ),
     ] = 30.0
     robots_attempts: Annotated[
         PosInt,
-        Meta(description="robots.txt fetches (5xx / unreachable) before the host is retired "
-             "and its URLs recorded as robots-unavailable."),
+        Meta(
+            description="robots.txt fetches (5xx / unreachable) before the host is retired "
+            "and its URLs recorded as robots-unavailable."
+        ),
     ] = 4
 
     def __post_init__(self) -> None:
@@ -173,8 +179,10 @@ class FrontierSection(_Section, frozen=True):
     ] = 10_000_000
     seen_error_rate: Annotated[
         Annotated[float, Meta(gt=0, lt=1)],
-        Meta(description="Bloom filter false-positive rate at capacity (an exact LMDB check "
-             "rescues false positives, so this only costs lookups)."),
+        Meta(
+            description="Bloom filter false-positive rate at capacity (an exact LMDB check "
+            "rescues false positives, so this only costs lookups)."
+        ),
     ] = 1e-7
     checkpoint_interval_s: Annotated[
         PosFloat, Meta(description="Seconds between frontier checkpoints.")

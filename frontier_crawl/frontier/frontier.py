@@ -185,9 +185,7 @@ class Frontier:
     def in_scope(self, url: str) -> bool:
         """Is a canonical URL inside the allowed domains and not excluded?"""
         host = host_of(url)
-        if self._domains and not any(
-            host == d or host.endswith("." + d) for d in self._domains
-        ):
+        if self._domains and not any(host == d or host.endswith("." + d) for d in self._domains):
             return False
         return self._exclude is None or self._exclude.search(url) is None
 
@@ -224,8 +222,10 @@ class Frontier:
         if host is None:
             host = self._new_host(host_key)
         elif host.state is HostState.RETIRED:
-            self._on_reject(Ticket(b"", host_key, entry.url, entry.depth, entry.hops, 0,
-                                   entry.referrer), ROBOTS_UNAVAILABLE)
+            self._on_reject(
+                Ticket(b"", host_key, entry.url, entry.depth, entry.hops, 0, entry.referrer),
+                ROBOTS_UNAVAILABLE,
+            )
             return
         key = self._store.put(txn, host_key, NORMAL_PRIO, entry)
         self.queued += 1
@@ -338,9 +338,13 @@ class Frontier:
     def _refill(self, host: HostQueue) -> None:
         room = max(1, min(REFILL_BATCH, self._memory_urls - self.hot_total))
         with self._env.begin() as txn:
-            batch = self._store.read_after(txn, host.origin, host.loaded_upto, min(room, host.unloaded))
+            batch = self._store.read_after(
+                txn, host.origin, host.loaded_upto, min(room, host.unloaded)
+            )
         if not batch:  # LMDB and the counters disagree: trust LMDB
-            log.error("host %s: %d entries expected in LMDB, none found", host.origin, host.unloaded)
+            log.error(
+                "host %s: %d entries expected in LMDB, none found", host.origin, host.unloaded
+            )
             self.queued -= host.unloaded
             host.unloaded = 0
             return
@@ -357,12 +361,16 @@ class Frontier:
         host = self._hosts[ticket.origin]
         with self._env.begin(write=True) as txn:
             self._store.delete(txn, ticket.key)
-        self._release(host, ticket, now, delay_for(fetch_s, self._crawl_delay(host), self._min_delay_s))
+        self._release(
+            host, ticket, now, delay_for(fetch_s, self._crawl_delay(host), self._min_delay_s)
+        )
 
     def retry(self, ticket: Ticket, now: float, delay_s: float, fetch_s: float = 0.0) -> None:
         """Fetch this ticket again, no earlier than ``delay_s`` from now (host snoozed as well)."""
         host = self._hosts[ticket.origin]
-        entry = QueueEntry(ticket.url, ticket.depth, ticket.hops, ticket.attempt + 1, ticket.referrer)
+        entry = QueueEntry(
+            ticket.url, ticket.depth, ticket.hops, ticket.attempt + 1, ticket.referrer
+        )
         with self._env.begin(write=True) as txn:
             self._store.rewrite(txn, ticket.key, entry)
         host.hot.appendleft((ticket.key, entry))
@@ -419,7 +427,9 @@ class Frontier:
     def _reject_entry(
         self, txn: lmdb.Transaction, host: HostQueue, key: bytes, entry: QueueEntry, reason: str
     ) -> None:
-        ticket = Ticket(key, host.origin, entry.url, entry.depth, entry.hops, entry.attempt, entry.referrer)
+        ticket = Ticket(
+            key, host.origin, entry.url, entry.depth, entry.hops, entry.attempt, entry.referrer
+        )
         self._on_reject(ticket, reason)
         self._store.delete(txn, key)
 

@@ -28,16 +28,22 @@ def _url(port: int, host: str, path: str) -> str:
     return f"http://{host}:{port}{path}"
 
 
-def check_crawl(site: Site, server: DemoServer, since: int, report: dict[str, Any], out: Path) -> None:
+def check_crawl(
+    site: Site, server: DemoServer, since: int, report: dict[str, Any], out: Path
+) -> None:
     port = server.port
     log = server.log()[since:]
     expected = site.expected_pages(port)
-    ok = Counter(_url(port, e.host, e.path) for e in log if e.status == 200 and e.path != "/robots.txt")
+    ok = Counter(
+        _url(port, e.host, e.path) for e in log if e.status == 200 and e.path != "/robots.txt"
+    )
     # exactly the expected 200 pages, each exactly once
     assert set(ok) == expected
     assert all(n == 1 for n in ok.values()), [u for u, n in ok.items() if n > 1]
     # the linked 404s were tried once each (no retries for 404)
-    missing = Counter(_url(port, e.host, e.path) for e in log if e.status == 404 and e.path != "/robots.txt")
+    missing = Counter(
+        _url(port, e.host, e.path) for e in log if e.status == 404 and e.path != "/robots.txt"
+    )
     assert set(missing) == site.expected_404(port)
     assert all(n == 1 for n in missing.values())
     # robots.txt obeyed, and fetched first
@@ -78,14 +84,18 @@ def check_crawl(site: Site, server: DemoServer, since: int, report: dict[str, An
 
 
 @pytest.mark.timeout(180)
-def test_crawl_generated_site_exactly_once(tmp_path: Path, e2e_site: tuple[Site, DemoServer]) -> None:
+def test_crawl_generated_site_exactly_once(
+    tmp_path: Path, e2e_site: tuple[Site, DemoServer]
+) -> None:
     site, server = e2e_site
     assert len(site.hosts) >= 3 and len(site.expected_pages(server.port)) >= 500
     since = len(server.log())
     cfg = crawl_config(tmp_path, site, server.port, politeness={"min_delay_s": MIN_DELAY})
     proc = subprocess.run(
         [sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg)],
-        capture_output=True, text=True, timeout=170,
+        capture_output=True,
+        text=True,
+        timeout=170,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = tmp_path / "out"
@@ -101,8 +111,11 @@ def test_small_memory_budget_spills_and_refills(
     site, server = e2e_site
     since = len(server.log())
     cfg = crawl_config(
-        tmp_path, site, server.port,
-        politeness={"min_delay_s": MIN_DELAY}, frontier={"memory_urls": 100},
+        tmp_path,
+        site,
+        server.port,
+        politeness={"min_delay_s": MIN_DELAY},
+        frontier={"memory_urls": 100},
     )
     report = Engine(load(cfg)).run()
     check_crawl(site, server, since, report, tmp_path / "out")

@@ -33,8 +33,11 @@ def _run_cli(tmp_path: Path, text: str, *extra: str) -> subprocess.CompletedProc
 @pytest.mark.parametrize(
     ("snippet", "expected"),
     [
-        ("[politeness]\nmn_delay_s = 1\n", "politeness.mn_delay_s: unknown key (did you mean 'min_delay_s'?)"),
-        ("[fetch]\ntimeout_s = \"30\"\n", "fetch.timeout_s: expected `float`, got `str`"),
+        (
+            "[politeness]\nmn_delay_s = 1\n",
+            "politeness.mn_delay_s: unknown key (did you mean 'min_delay_s'?)",
+        ),
+        ('[fetch]\ntimeout_s = "30"\n', "fetch.timeout_s: expected `float`, got `str`"),
         ("[politeness]\nmin_delay_s = -1\n", "politeness.min_delay_s: must be >= 0.0, got -1"),
         ("[crawl2]\nx = 1\n", "crawl2: unknown key"),
         ("[workers]\nprocesses = 4\n", "workers.processes: only 1 worker process is supported"),

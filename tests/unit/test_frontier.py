@@ -51,8 +51,16 @@ def urls(tickets: list[Ticket]) -> list[str]:
 
 def test_admission_scope_dedup_depth(frontier: Frontier) -> None:
     added = frontier.add(
-        [f"{A}/1", f"{A}/1#frag", "HTTP://A.TEST:80/1", f"{A}/x.jpg", "http://c.test/", "mailto:x@y",
-         f"{B}/1", "http://sub.a.test/"],
+        [
+            f"{A}/1",
+            f"{A}/1#frag",
+            "HTTP://A.TEST:80/1",
+            f"{A}/x.jpg",
+            "http://c.test/",
+            "mailto:x@y",
+            f"{B}/1",
+            "http://sub.a.test/",
+        ],
         depth=0,
     )
     assert added == 3  # a/1 (three spellings), b/1, sub.a.test/ ; jpg excluded, c.test out of scope
