@@ -1,0 +1,229 @@
+"""The fetcher: ``submit`` requests, ``poll`` for results, one event loop, no threads.
+
+One :class:`~frontier_crawl.fetch.multi.MultiLoop` (a ``CurlMulti`` driven by
+``socket_action``), one ``CurlShare`` (DNS cache, TLS sessions and the connection cache,
+shared by every handle), and a :class:`~frontier_crawl.fetch.pool.HandlePool` of at most
+``concurrency`` handles. Per-transfer state lives in ``dict[pycurl.Curl, Transfer]``.
+
+Only http and https URLs reach libcurl: anything else is answered by the next ``poll()`` with
+``FORBIDDEN_SCHEME``, and every handle is restricted to http/https (``PROTOCOLS`` and
+``REDIR_PROTOCOLS``) so a redirect cannot reach ``file://`` either.
+
+Content encoding: the request offers ``Accept-Encoding: gzip, deflate`` (unless the request
+brings its own), libcurl's decoding is off, and ``fetch/decode.py`` decodes the body with a
+hard cap of ``max_body_bytes`` (see there for the handling of unknown encodings).
+"""
+
+from __future__ import annotations
+
+import logging
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+import pycurl
+
+from frontier_crawl.config.settings import PolitenessSection
+from frontier_crawl.fetch.multi import MultiLoop
+from frontier_crawl.fetch.pool import CurlOptions, HandlePool
+from frontier_crawl.fetch.transfer import Transfer, error_result
+from frontier_crawl.fetch.types import ErrorKind, FetchRequest, FetchResult
+
+if TYPE_CHECKING:
+    from frontier_crawl.config.settings import FetchSection
+
+__all__ = ["Fetcher"]
+
+log = logging.getLogger(__name__)
+
+_SCHEMES = frozenset({"http", "https"})
+_ACCEPT_ENCODING = "Accept-Encoding: gzip, deflate"
+#: idle connections kept beyond the in-flight ones, for hosts revisited soon
+_IDLE_CONNECTIONS = 256
+_DEFAULT_USER_AGENT = PolitenessSection().user_agent
+
+
+class Fetcher:
+    """Concurrent HTTP(S) GETs: ``submit()`` while ``free_slots > 0``, then ``poll()``.
+
+    Every submitted request comes back exactly once from :meth:`poll` as a
+    :class:`FetchResult`; ``in_flight`` counts requests submitted and not yet returned.
+    """
+
+    def __init__(
+        self,
+        *,
+        concurrency: int = 256,
+        user_agent: str = _DEFAULT_USER_AGENT,
+        connect_timeout_s: float = 10.0,
+        timeout_s: float = 30.0,
+        low_speed_bytes_s: int = 100,
+        low_speed_time_s: int = 15,
+        max_body_bytes: int = 10_485_760,
+        resolve: tuple[str, ...] = (),
+        proxy: str | None = None,
+        verify_tls: bool = True,
+        ca_bundle: str | None = None,
+        dns_cache_ttl_s: int = 120,
+        http2: bool = True,
+    ) -> None:
+        """Build the multi, the share and the (empty) handle pool."""
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        self._concurrency = concurrency
+        self._max_body_bytes = max_body_bytes
+        maxconnects = concurrency + min(concurrency, _IDLE_CONNECTIONS)
+        self._options = CurlOptions(
+            user_agent=user_agent,
+            connect_timeout_s=connect_timeout_s,
+            timeout_s=timeout_s,
+            low_speed_bytes_s=low_speed_bytes_s,
+            low_speed_time_s=low_speed_time_s,
+            max_body_bytes=max_body_bytes,
+            resolve=resolve,
+            proxy=proxy,
+            verify_tls=verify_tls,
+            ca_bundle=ca_bundle,
+            dns_cache_ttl_s=dns_cache_ttl_s,
+            maxconnects=maxconnects,
+            http2=http2,
+        )
+        self._share = _make_share()
+        self._loop = MultiLoop(maxconnects)
+        self._pool = HandlePool(concurrency, self._options.apply, self._share)
+        self._transfers: dict[pycurl.Curl, Transfer] = {}
+        self._ready: list[FetchResult] = []
+        self._closed = False
+
+    @classmethod
+    def from_settings(cls, fetch: FetchSection, politeness: PolitenessSection) -> Fetcher:
+        """A fetcher configured from the ``[fetch]`` and ``[politeness]`` sections."""
+        return cls(
+            concurrency=fetch.concurrency,
+            user_agent=politeness.user_agent,
+            connect_timeout_s=fetch.connect_timeout_s,
+            timeout_s=fetch.timeout_s,
+            low_speed_bytes_s=fetch.low_speed_bytes_s,
+            low_speed_time_s=fetch.low_speed_time_s,
+            max_body_bytes=fetch.max_body_bytes,
+            resolve=fetch.resolve,
+            proxy=fetch.proxy,
+            verify_tls=fetch.verify_tls,
+            ca_bundle=fetch.ca_bundle,
+            dns_cache_ttl_s=fetch.dns_cache_ttl_s,
+        )
+
+    # -- the seam --------------------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        """Requests submitted whose result poll() has not returned yet."""
+        return len(self._transfers) + len(self._ready)
+
+    @property
+    def free_slots(self) -> int:
+        """How many more requests submit() accepts now."""
+        return self._concurrency - self.in_flight
+
+    def submit(self, req: FetchRequest) -> None:
+        """Start a GET; its result comes from a later poll(). RuntimeError if no slot is free."""
+        if self._closed:
+            raise RuntimeError("fetcher is closed")
+        if self.free_slots <= 0:
+            raise RuntimeError(f"no free slot: {self.in_flight} requests in flight")
+        scheme = _scheme(req.url)
+        if scheme not in _SCHEMES:
+            detail = f"scheme {scheme!r} is not http or https; not fetched"
+            self._ready.append(error_result(req, ErrorKind.FORBIDDEN_SCHEME, detail))
+            return
+        handle = self._pool.acquire()
+        transfer = Transfer(req, self._max_body_bytes)
+        try:
+            _set_request_options(handle, req, transfer)
+        except (pycurl.error, ValueError, TypeError) as exc:
+            self._pool.release(handle)
+            self._ready.append(error_result(req, ErrorKind.OTHER, f"bad request: {exc}"))
+            return
+        self._transfers[handle] = transfer
+        self._loop.add(handle)
+
+    def poll(self, timeout_s: float) -> list[FetchResult]:
+        """Wait at most ``timeout_s`` for transfers to finish; return every finished one.
+
+        Returns as soon as at least one result is available (results of requests that never
+        reached libcurl are returned without waiting). May return an empty list.
+        """
+        if self._closed:
+            raise RuntimeError("fetcher is closed")
+        completions = self._loop.run(0.0 if self._ready else timeout_s)
+        results, self._ready = self._ready, []
+        for completion in completions:
+            transfer = self._transfers.pop(completion.handle)
+            results.append(transfer.result(completion.handle, completion.code, completion.message))
+            self._pool.release(completion.handle)
+        return results
+
+    def close(self) -> None:
+        """Abandon transfers in flight and free every libcurl resource (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        for handle in self._transfers:
+            self._loop.remove(handle)
+        if self._transfers:
+            log.debug("closing with %d transfers in flight", len(self._transfers))
+        self._transfers.clear()
+        self._ready.clear()
+        self._pool.close()
+        self._loop.close()
+        self._share.close()
+
+    def __enter__(self) -> Fetcher:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _scheme(url: str) -> str:
+    """The URL's scheme, lower-cased ("" when there is none); never raises."""
+    head, colon, _ = url.partition(":")
+    return head.lower() if colon else ""
+
+
+def _make_share() -> pycurl.CurlShare:
+    share = pycurl.CurlShare()
+    share.setopt(pycurl.SH_SHARE, pycurl.LOCK_DATA_DNS)
+    share.setopt(pycurl.SH_SHARE, pycurl.LOCK_DATA_SSL_SESSION)
+    share.setopt(pycurl.SH_SHARE, pycurl.LOCK_DATA_CONNECT)
+    return share
+
+
+def _set_request_options(handle: pycurl.Curl, req: FetchRequest, transfer: Transfer) -> None:
+    """The per-request options (the common ones were applied by the pool)."""
+    handle.setopt(pycurl.URL, req.url)
+    handle.setopt(pycurl.HTTPHEADER, _header_lines(req.headers))
+    if req.follow_redirects > 0:
+        handle.setopt(pycurl.FOLLOWLOCATION, 1)
+        handle.setopt(pycurl.MAXREDIRS, req.follow_redirects)
+    else:
+        handle.setopt(pycurl.FOLLOWLOCATION, 0)
+    handle.setopt(pycurl.WRITEFUNCTION, transfer.on_write)
+    handle.setopt(pycurl.HEADERFUNCTION, transfer.on_header)
+    handle.setopt(pycurl.DEBUGFUNCTION, transfer.on_debug)
+    handle.setopt(pycurl.VERBOSE, 1)  # libcurl calls DEBUGFUNCTION only when verbose
+
+
+def _header_lines(headers: tuple[tuple[str, str], ...]) -> list[str]:
+    lines: list[str] = []
+    for name, value in headers:
+        if any(ch in name or ch in value for ch in "\r\n\0") or not name.strip():
+            raise ValueError(f"invalid request header {name!r}")
+        lines.append(f"{name}: {value}")
+    if not any(name.lower() == "accept-encoding" for name, _ in headers):
+        lines.append(_ACCEPT_ENCODING)
+    return lines

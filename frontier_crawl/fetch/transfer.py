@@ -1,0 +1,221 @@
+"""State of one transfer in flight, the libcurl callbacks that fill it, and its result.
+
+The fetcher keeps a ``dict[pycurl.Curl, Transfer]``; the handle's ``WRITEFUNCTION``,
+``HEADERFUNCTION`` and ``DEBUGFUNCTION`` are bound methods of the transfer, and the handle's
+``reset()`` drops them (and the buffers) when the handle goes back to the pool.
+
+* Response headers: every line goes to :meth:`Transfer.on_header`; a status line starts a new
+  block, so with redirects followed by libcurl (or ``100 Continue``, or a proxy's CONNECT
+  reply) only the last response's block is kept. Lines after its blank line are trailers and
+  are not part of the block.
+* Request headers: :meth:`Transfer.on_debug` keeps the last ``HEADER_OUT`` block libcurl
+  reports (``VERBOSE`` must be on for libcurl to call the debug function).
+* Body: :meth:`Transfer.on_write` keeps the raw bytes and decodes them incrementally
+  (``fetch/decode.py``); past ``max_body_bytes`` raw or decoded bytes it aborts the transfer
+  by returning 0, and records that it did, so ``CURLE_WRITE_ERROR`` maps to TOO_LARGE.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import pycurl
+
+from frontier_crawl.fetch.decode import BodyDecoder, DecodedTooLarge, DecodeError, decoder_for
+from frontier_crawl.fetch.errors import Phase, map_curl_error
+from frontier_crawl.fetch.types import ErrorKind, FetchRequest, FetchResult
+
+__all__ = ["Transfer", "error_result", "parse_header_block"]
+
+_HTTP_VERSIONS: dict[int, str] = {
+    pycurl.CURL_HTTP_VERSION_1_0: "1.0",
+    pycurl.CURL_HTTP_VERSION_1_1: "1.1",
+    pycurl.CURL_HTTP_VERSION_2_0: "2",
+    pycurl.CURL_HTTP_VERSION_3: "3",
+}
+_BLANK_LINES = (b"\r\n", b"\n")
+
+
+@dataclass(slots=True, eq=False)
+class Transfer:
+    """Everything gathered for one request between submit and completion."""
+
+    request: FetchRequest
+    max_body_bytes: int
+    started_at: float = field(default_factory=time.time)
+    started_mono: float = field(default_factory=time.monotonic)
+    header_lines: list[bytes] = field(default_factory=list)
+    header_done: bool = False
+    request_chunks: list[bytes] = field(default_factory=list)
+    request_done: bool = True  # the next HEADER_OUT data starts a new block
+    raw_chunks: list[bytes] = field(default_factory=list)
+    raw_size: int = 0
+    body_started: bool = False
+    decoder: BodyDecoder | None = None
+    decode_error: str = ""
+    too_large: bool = False
+
+    # -- libcurl callbacks -----------------------------------------------------------------
+
+    def on_header(self, line: bytes) -> None:
+        """HEADERFUNCTION: collect the last response's header block."""
+        if line.startswith(b"HTTP/"):
+            self.header_lines = [line]
+            self.header_done = False
+        elif not self.header_done and self.header_lines:
+            self.header_lines.append(line)
+            self.header_done = line in _BLANK_LINES
+
+    def on_debug(self, kind: int, data: bytes) -> None:
+        """DEBUGFUNCTION: keep the last request header block libcurl sent."""
+        if kind != pycurl.INFOTYPE_HEADER_OUT:
+            return
+        if self.request_done:
+            self.request_chunks = []
+        self.request_chunks.append(data)
+        self.request_done = data.endswith(b"\r\n\r\n")
+
+    def on_write(self, data: bytes) -> int | None:
+        """WRITEFUNCTION: keep and decode the body; return 0 to abort when it is too large."""
+        if not self.body_started:
+            self._start_body()
+        self.raw_size += len(data)
+        if self.raw_size > self.max_body_bytes:
+            return self._abort_too_large()
+        self.raw_chunks.append(data)
+        if self.decoder is not None:
+            try:
+                self.decoder.feed(data)
+            except DecodedTooLarge:
+                return self._abort_too_large()
+            except DecodeError as exc:
+                self.decode_error = str(exc)
+                self.decoder = None  # keep receiving the raw bytes for the archive
+        return None
+
+    def _start_body(self) -> None:
+        self.body_started = True
+        headers = parse_header_block(self.header_lines)
+        codings = [value for name, value in headers if name == "content-encoding"]
+        if codings:
+            self.decoder = decoder_for(", ".join(codings), self.max_body_bytes)
+
+    def _abort_too_large(self) -> int:
+        self.too_large = True
+        self.raw_chunks = []
+        self.decoder = None
+        return 0
+
+    # -- the result ------------------------------------------------------------------------
+
+    def result(self, handle: pycurl.Curl, code: int, message: str) -> FetchResult:
+        """Build the result from the collected state and the handle's info (before reset)."""
+        finished = time.monotonic()
+        status = int(handle.getinfo(pycurl.RESPONSE_CODE))
+        header_bytes = b"".join(self.header_lines)
+        raw_body, body, error, detail = self._body_and_error(handle, code, message, status)
+        redirected = int(handle.getinfo(pycurl.REDIRECT_COUNT)) > 0
+        return FetchResult(
+            request=self.request,
+            url=str(handle.getinfo(pycurl.EFFECTIVE_URL)) if redirected else self.request.url,
+            status=status,
+            error=error,
+            error_detail=detail,
+            header_bytes=header_bytes,
+            headers=parse_header_block(self.header_lines),
+            raw_body=raw_body,
+            body=body,
+            request_bytes=b"".join(self.request_chunks),
+            ip=str(handle.getinfo(pycurl.PRIMARY_IP) or ""),
+            http_version=_http_version(handle) if status else "",
+            started_at=self.started_at,
+            finished=finished,
+            duration_s=finished - self.started_mono,
+        )
+
+    def _body_and_error(
+        self, handle: pycurl.Curl, code: int, message: str, status: int
+    ) -> tuple[bytes, bytes, ErrorKind | None, str]:
+        """(raw_body, body, error, error_detail) for the way the transfer ended."""
+        if self.too_large:  # we aborted it: libcurl's "Failure writing output" says nothing
+            detail = f"body exceeds max_body_bytes ({self.max_body_bytes}), raw or decoded"
+            return b"", b"", ErrorKind.TOO_LARGE, detail
+        raw = b"".join(self.raw_chunks)
+        self.raw_chunks = []
+        if code != 0:
+            message = message or f"libcurl error {code}"
+            kind = map_curl_error(code, message, self._phase(handle, status))
+            if kind is ErrorKind.TOO_LARGE:
+                return b"", b"", kind, message
+            # what arrived is kept; an encoded body is not decoded when the transfer failed
+            return raw, b"" if self._encoded else raw, kind, message
+        if self.decode_error:
+            return raw, b"", ErrorKind.PROTOCOL, self.decode_error
+        if self.decoder is None:
+            return raw, raw, None, ""
+        try:
+            return raw, self.decoder.finish(), None, ""
+        except DecodeError as exc:
+            return raw, b"", ErrorKind.PROTOCOL, str(exc)
+
+    @property
+    def _encoded(self) -> bool:
+        return self.decoder is not None or bool(self.decode_error)
+
+    def _phase(self, handle: pycurl.Curl, status: int) -> Phase:
+        """How far the transfer got, from what the callbacks saw and libcurl's timings.
+
+        Once request headers went out (``HEADER_OUT``) the connection was up, TLS included;
+        this also covers a reused connection, for which libcurl reports zero resolve and
+        connect times. (``PRETRANSFER_TIME`` is no help: libcurl fills it in on failure.)
+        """
+        connected = status > 0 or bool(self.header_lines) or bool(self.request_chunks)
+        resolved = connected or float(handle.getinfo(pycurl.NAMELOOKUP_TIME)) > 0
+        return Phase(resolved=resolved, connected=connected, aborted_too_large=self.too_large)
+
+
+def _http_version(handle: pycurl.Curl) -> str:
+    return _HTTP_VERSIONS.get(int(handle.getinfo(pycurl.INFO_HTTP_VERSION)), "")
+
+
+def parse_header_block(lines: list[bytes]) -> tuple[tuple[str, str], ...]:
+    """(lower-cased name, stripped value) pairs of a header block; the status line is skipped.
+
+    Bytes are decoded as ISO-8859-1 (lossless); obsolete line folding is joined with a space.
+    """
+    parsed: list[tuple[str, str]] = []
+    for raw in lines[1:]:
+        line = raw.decode("iso-8859-1").rstrip("\r\n")
+        if not line:
+            break
+        if line[0] in " \t" and parsed:
+            name, value = parsed[-1]
+            parsed[-1] = (name, f"{value} {line.strip()}".strip())
+            continue
+        name, sep, value = line.partition(":")
+        if sep:
+            parsed.append((name.strip().lower(), value.strip()))
+    return tuple(parsed)
+
+
+def error_result(request: FetchRequest, error: ErrorKind, detail: str) -> FetchResult:
+    """A result for a request that never reached libcurl (forbidden scheme, bad option)."""
+    now = time.monotonic()
+    return FetchResult(
+        request=request,
+        url=request.url,
+        status=0,
+        error=error,
+        error_detail=detail,
+        header_bytes=b"",
+        headers=(),
+        raw_body=b"",
+        body=b"",
+        request_bytes=b"",
+        ip="",
+        http_version="",
+        started_at=time.time(),
+        finished=now,
+        duration_s=0.0,
+    )

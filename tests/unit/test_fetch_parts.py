@@ -1,0 +1,232 @@
+"""The fetcher's socket-free parts: error mapping, bounded decoding, header parsing, pool.
+
+(These need no network; they live here only because tests/net/test_fetch*.py is the fetch
+subsystem's test location for now.)
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+
+import pycurl
+import pytest
+
+from frontier_crawl.fetch import errors
+from frontier_crawl.fetch.decode import DecodedTooLarge, DecodeError, decoder_for
+from frontier_crawl.fetch.errors import Phase, map_curl_error
+from frontier_crawl.fetch.pool import CurlOptions, HandlePool
+from frontier_crawl.fetch.transfer import parse_header_block
+from frontier_crawl.fetch.types import ErrorKind
+
+pytestmark = pytest.mark.timeout(10)
+
+# -- map_curl_error -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [
+        (pycurl.E_COULDNT_RESOLVE_HOST, ErrorKind.DNS),
+        (pycurl.E_COULDNT_CONNECT, ErrorKind.CONNECT),
+        (pycurl.E_OPERATION_TIMEDOUT, ErrorKind.TIMEOUT),
+        (pycurl.E_SSL_CONNECT_ERROR, ErrorKind.TLS),
+        (pycurl.E_PEER_FAILED_VERIFICATION, ErrorKind.TLS),
+        (pycurl.E_SSL_CACERT_BADFILE, ErrorKind.TLS),
+        (pycurl.E_PARTIAL_FILE, ErrorKind.TRUNCATED),
+        (pycurl.E_RECV_ERROR, ErrorKind.TRUNCATED),
+        (pycurl.E_GOT_NOTHING, ErrorKind.TRUNCATED),
+        (pycurl.E_FILESIZE_EXCEEDED, ErrorKind.TOO_LARGE),
+        (pycurl.E_WRITE_ERROR, ErrorKind.OTHER),
+        (pycurl.E_BAD_CONTENT_ENCODING, ErrorKind.PROTOCOL),
+        (pycurl.E_HTTP2, ErrorKind.PROTOCOL),
+        (8, ErrorKind.PROTOCOL),  # WEIRD_SERVER_REPLY
+        (92, ErrorKind.PROTOCOL),  # HTTP2_STREAM
+        (pycurl.E_COULDNT_RESOLVE_PROXY, ErrorKind.PROXY),
+        (97, ErrorKind.PROXY),  # CURLE_PROXY
+        (100, ErrorKind.TOO_LARGE),  # CURLE_TOO_LARGE
+        (pycurl.E_TOO_MANY_REDIRECTS, ErrorKind.OTHER),
+        (pycurl.E_URL_MALFORMAT, ErrorKind.OTHER),
+        (9999, ErrorKind.OTHER),
+    ],
+)
+def test_table(code: int, kind: ErrorKind) -> None:
+    assert map_curl_error(code, "message") is kind
+
+
+def test_every_code_maps_to_a_kind() -> None:
+    for code in range(1, 102):
+        assert isinstance(map_curl_error(code, ""), ErrorKind)
+
+
+def test_write_error_is_too_large_only_when_we_aborted() -> None:
+    aborted = Phase(aborted_too_large=True)
+    assert map_curl_error(errors.CURLE_WRITE_ERROR, "", aborted) is ErrorKind.TOO_LARGE
+    assert map_curl_error(errors.CURLE_WRITE_ERROR, "Failure writing output") is ErrorKind.OTHER
+
+
+@pytest.mark.parametrize(
+    ("phase", "message", "kind"),
+    [
+        (Phase(resolved=False, connected=False), "Operation timed out", ErrorKind.DNS),
+        (Phase(resolved=True, connected=False), "Connection timed out", ErrorKind.CONNECT),
+        (Phase(), "Operation timed out after 1000 ms", ErrorKind.TIMEOUT),
+        (Phase(), "Operation too slow. Less than 100 bytes/sec", ErrorKind.TIMEOUT),
+        (Phase(connected=False), "Resolving timed out after 2000 milliseconds", ErrorKind.DNS),
+    ],
+)
+def test_timeout_by_phase(phase: Phase, message: str, kind: ErrorKind) -> None:
+    assert map_curl_error(pycurl.E_OPERATION_TIMEDOUT, message, phase) is kind
+
+
+def test_unsupported_protocol_vs_malformed_reply() -> None:
+    code = pycurl.E_UNSUPPORTED_PROTOCOL
+    assert map_curl_error(code, 'Protocol "file" disabled') is ErrorKind.FORBIDDEN_SCHEME
+    assert map_curl_error(code, 'Protocol "gopher" not supported') is ErrorKind.FORBIDDEN_SCHEME
+    assert map_curl_error(code, "Received HTTP/0.9 when not allowed") is ErrorKind.PROTOCOL
+    assert map_curl_error(code, "Unsupported HTTP/1 subversion in response") is ErrorKind.PROTOCOL
+
+
+def test_bad_chunking_is_protocol() -> None:
+    message = "chunk hex-length char not a hex digit: 0x7a"
+    assert map_curl_error(pycurl.E_RECV_ERROR, message) is ErrorKind.PROTOCOL
+    assert map_curl_error(pycurl.E_RECV_ERROR, "Connection reset by peer") is ErrorKind.TRUNCATED
+
+
+# -- decoding -------------------------------------------------------------------------------
+
+TEXT = b"All work and no play makes Jack a dull boy.\n" * 500
+
+
+def _decode(encoding: str, data: bytes, limit: int = 1 << 20, step: int = 7) -> bytes:
+    decoder = decoder_for(encoding, limit)
+    assert decoder is not None
+    for start in range(0, len(data), step):
+        decoder.feed(data[start : start + step])
+    return decoder.finish()
+
+
+def _raw_deflate(data: bytes) -> bytes:
+    comp = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    return comp.compress(data) + comp.flush()
+
+
+@pytest.mark.parametrize("step", [1, 2, 7, 100_000])
+def test_decode_gzip_zlib_and_raw_deflate(step: int) -> None:
+    assert _decode("gzip", gzip.compress(TEXT), step=step) == TEXT
+    assert _decode("x-gzip", gzip.compress(TEXT), step=step) == TEXT
+    assert _decode("GZIP", zlib.compress(TEXT), step=step) == TEXT  # zlib under a gzip label
+    assert _decode("deflate", zlib.compress(TEXT), step=step) == TEXT
+    assert _decode("deflate", _raw_deflate(TEXT), step=step) == TEXT
+
+
+@pytest.mark.parametrize("encoding", [None, "identity", "br", "zstd", "gzip, gzip", ""])
+def test_no_decoder(encoding: str | None) -> None:
+    assert decoder_for(encoding, 100) is None
+
+
+def test_decoder_never_exceeds_limit_plus_one() -> None:
+    bomb = gzip.compress(bytes(50 << 20))  # 50 MB of zeros, about 50 KB compressed
+    decoder = decoder_for("gzip", 1000)
+    assert decoder is not None
+    with pytest.raises(DecodedTooLarge):
+        for start in range(0, len(bomb), 16384):
+            decoder.feed(bomb[start : start + 16384])
+            assert decoder.size <= 1001
+    assert decoder.size == 1001
+
+
+def test_decoder_limit_is_inclusive() -> None:
+    assert _decode("gzip", gzip.compress(TEXT), limit=len(TEXT)) == TEXT
+    with pytest.raises(DecodedTooLarge):
+        _decode("gzip", gzip.compress(TEXT), limit=len(TEXT) - 1)
+
+
+def test_corrupt_and_truncated_streams() -> None:
+    with pytest.raises(DecodeError):
+        _decode("gzip", gzip.compress(TEXT)[:10] + b"garbage garbage garbage" * 5)
+    with pytest.raises(DecodeError):
+        _decode("gzip", gzip.compress(TEXT)[:-20])
+    with pytest.raises(DecodeError):
+        _decode("deflate", b"x")  # one byte: not even a header
+
+
+def test_empty_encoded_body_is_empty() -> None:
+    decoder = decoder_for("gzip", 10)
+    assert decoder is not None
+    with pytest.raises(DecodeError):  # gzip with zero bytes has no end marker
+        decoder.finish()
+    deflate = decoder_for("deflate", 10)
+    assert deflate is not None
+    assert deflate.finish() == b""
+
+
+def test_trailing_garbage_after_the_stream_is_ignored() -> None:
+    assert _decode("gzip", gzip.compress(TEXT) + b"\0\0junk") == TEXT
+
+
+# -- header parsing ---------------------------------------------------------------------------
+
+
+def test_parse_header_block() -> None:
+    lines = [
+        b"HTTP/1.1 200 OK\r\n",
+        b"Content-Type:  text/html \r\n",
+        b"X-Folded: one\r\n",
+        b"  two\r\n",
+        b"Set-Cookie: a=1\r\n",
+        b"SET-COOKIE: b=2\r\n",
+        b"X-Latin: caf\xe9\r\n",
+        b"garbage line\r\n",
+        b"\r\n",
+    ]
+    assert parse_header_block(lines) == (
+        ("content-type", "text/html"),
+        ("x-folded", "one two"),
+        ("set-cookie", "a=1"),
+        ("set-cookie", "b=2"),
+        ("x-latin", "café"),
+    )
+    assert parse_header_block([]) == ()
+
+
+# -- pool ---------------------------------------------------------------------------------------
+
+
+def test_pool_is_lazy_bounded_and_reuses_handles() -> None:
+    configured: list[pycurl.Curl] = []
+    pool = HandlePool(2, configured.append)
+    try:
+        assert (pool.created, pool.available) == (0, 2)
+        first = pool.acquire()
+        assert (pool.created, pool.available) == (1, 1)
+        second = pool.acquire()
+        with pytest.raises(RuntimeError):
+            pool.acquire()
+        pool.release(first)
+        assert pool.available == 1
+        assert pool.acquire() is first  # LIFO reuse, no new handle
+        assert pool.created == 2
+        assert configured == [first, second, first]  # configured at creation and after reset
+        pool.release(second)
+    finally:
+        pool.close()
+
+
+def test_curl_options_apply_to_a_handle() -> None:
+    options = CurlOptions(
+        user_agent="x/1",
+        resolve=("alpha.test:80:127.0.0.1",),
+        proxy="http://127.0.0.1:3128",
+        verify_tls=False,
+        ca_bundle="/dev/null",
+        maxconnects=10,
+        http2=False,
+    )
+    handle = pycurl.Curl()
+    try:
+        options.apply(handle)
+        handle.reset()
+        options.apply(handle)  # re-applicable after reset
+    finally:
+        handle.close()
