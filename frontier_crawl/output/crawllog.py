@@ -1,0 +1,119 @@
+"""The crawl log: one JSON object per line for every URL the engine finishes with.
+
+Entries are encoded with msgspec into a buffer and written in whole lines with one
+``write()`` on an ``O_APPEND`` file, so lines never interleave or tear even if several
+processes share the file. ``flush()`` hands the buffer to the OS; the engine calls it at
+checkpoints. U+2028, U+2029 and U+0085, legal raw in JSON, are escaped so that even
+``str.splitlines()`` sees one entry per line. Strings that cannot be UTF-8 (lone surrogates
+from undecodable input) are written with backslash escapes rather than failing the crawl.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import msgspec
+
+_FLUSH_BYTES = 1 << 16
+# U+0085, U+2028, U+2029 in UTF-8. These byte sequences only ever occur inside JSON strings.
+_LINE_BREAKS = (
+    (b"\xc2\x85", b"\\u0085"),
+    (b"\xe2\x80\xa8", b"\\u2028"),
+    (b"\xe2\x80\xa9", b"\\u2029"),
+)
+
+
+class LogEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One finished URL. ``time`` is ISO 8601 UTC with milliseconds (see :func:`iso_time`)."""
+
+    time: str
+    url: str
+    status: int  #: HTTP status, 0 when no response
+    outcome: str  #: an :class:`~frontier_crawl.output.outcomes.Outcome` value
+    error: str | None  #: error kind ("timeout", "dns-error"...), None on success
+    bytes: int  #: payload bytes received
+    duration_s: float  #: request start to response end
+    depth: int  #: links followed from a seed (seeds are 0)
+    referrer: str | None  #: page the URL was found on; None for seeds
+    content_type: str  #: response Content-Type, "" when none
+
+
+def iso_time(epoch_s: float) -> str:
+    """``2024-05-01T12:00:00.123Z`` for a ``time.time()`` value (milliseconds truncated)."""
+    millis = math.floor(epoch_s * 1000)
+    seconds, ms = divmod(millis, 1000)
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{ms:03d}Z"
+
+
+class CrawlLog:
+    """Appends :class:`LogEntry` lines to ``path`` (created with its parent directory)."""
+
+    def __init__(self, path: Path, flush_bytes: int = _FLUSH_BYTES) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._flush_bytes = flush_bytes
+        self._buffer = bytearray()
+        self._encoder = msgspec.json.Encoder()
+
+    def write(self, entry: LogEntry) -> None:
+        """Buffer one line; written out once the buffer passes ``flush_bytes``."""
+        if self._fd is None:
+            raise ValueError("write to a closed CrawlLog")
+        start = len(self._buffer)
+        try:
+            self._encoder.encode_into(entry, self._buffer, -1)
+        except UnicodeEncodeError:
+            del self._buffer[start:]
+            self._encoder.encode_into(_escaped(entry), self._buffer, -1)
+        self._buffer += b"\n"
+        if len(self._buffer) >= self._flush_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered lines to the file (one write call per flush when possible)."""
+        data = memoryview(_line_safe(bytes(self._buffer)))
+        self._buffer.clear()
+        while data and self._fd is not None:
+            data = data[os.write(self._fd, data) :]
+
+    def close(self) -> None:
+        """Flush and close. Idempotent."""
+        if self._fd is not None:
+            self.flush()
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _line_safe(data: bytes) -> bytes:
+    """Escape the code points JSON leaves raw but ``str.splitlines`` breaks lines at."""
+    for raw, escaped in _LINE_BREAKS:
+        if raw in data:
+            data = data.replace(raw, escaped)
+    return data
+
+
+def _escaped(entry: LogEntry) -> LogEntry:
+    """``entry`` with every string made UTF-8-safe by backslash-escaping surrogates."""
+    changes = {
+        name: value.encode("utf-8", "backslashreplace").decode("utf-8")
+        for name in entry.__struct_fields__
+        if isinstance(value := getattr(entry, name), str)
+    }
+    return msgspec.structs.replace(entry, **changes)

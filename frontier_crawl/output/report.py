@@ -1,0 +1,159 @@
+"""Crawl counters and the final report (``report.json`` plus a table on the console).
+
+:class:`CrawlStats` is fed one call per crawl-log entry. robots.txt fetches (outcome
+``robots-txt``) count towards ``bytes``, ``errors_by_kind`` and ``timeouts`` (they are network
+work) but not towards page counters such as ``status_classes`` or ``not_found_404``: a missing
+robots.txt is not a broken page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.filesize import decimal
+from rich.table import Table
+
+from frontier_crawl.output.outcomes import Outcome
+
+_STATUS_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
+_TIMEOUT = "timeout"
+
+
+def _zero_classes() -> dict[str, int]:
+    return dict.fromkeys(_STATUS_CLASSES, 0)
+
+
+@dataclass(slots=True)
+class CrawlStats:
+    """Running totals of a crawl (mutable; owned by the engine loop)."""
+
+    pages: int = 0  #: outcome fetched
+    http_errors: int = 0
+    redirects: int = 0
+    too_many_redirects: int = 0
+    robots_denied: int = 0
+    robots_unavailable: int = 0
+    robots_txt: int = 0  #: robots.txt fetches
+    failed: int = 0  #: outcome failed, any error kind
+    other_errors: int = 0  #: outcome failed with an error other than timeout
+    timeouts: int = 0  #: any entry with error "timeout"
+    not_found: int = 0  #: pages answered 404
+    bytes: int = 0
+    status_classes: dict[str, int] = field(default_factory=_zero_classes)
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+
+    def record(self, outcome: str, status: int, error: str | None, nbytes: int) -> None:
+        """Count one crawl-log entry."""
+        self.bytes += nbytes
+        if error is not None:
+            self.errors_by_kind[error] = self.errors_by_kind.get(error, 0) + 1
+            self.timeouts += error == _TIMEOUT
+        if outcome == Outcome.ROBOTS_TXT:
+            self.robots_txt += 1
+            return
+        if 100 <= status <= 599:
+            self.status_classes[_STATUS_CLASSES[status // 100 - 1]] += 1
+            self.not_found += status == 404
+        self._count_outcome(outcome, error)
+
+    def _count_outcome(self, outcome: str, error: str | None) -> None:
+        """Bump the counter of ``outcome`` (unknown outcomes are ignored)."""
+        if outcome == Outcome.FETCHED:
+            self.pages += 1
+        elif outcome == Outcome.HTTP_ERROR:
+            self.http_errors += 1
+        elif outcome == Outcome.REDIRECT:
+            self.redirects += 1
+        elif outcome == Outcome.FAILED:
+            self.failed += 1
+            self.other_errors += error != _TIMEOUT
+        elif outcome == Outcome.TOO_MANY_REDIRECTS:
+            self.too_many_redirects += 1
+        elif outcome == Outcome.ROBOTS_DENIED:
+            self.robots_denied += 1
+        elif outcome == Outcome.ROBOTS_UNAVAILABLE:
+            self.robots_unavailable += 1
+
+    def report(self, elapsed_s: float, bloom: Mapping[str, float | int]) -> dict[str, object]:
+        """The final report as a JSON-able dict; ``bloom`` is passed through."""
+        return {
+            "fetched": self.pages,
+            "status_classes": dict(self.status_classes),
+            "not_found_404": self.not_found,
+            "timeouts": self.timeouts,
+            "too_many_redirects": self.too_many_redirects,
+            "robots_denied": self.robots_denied,
+            "robots_unavailable": self.robots_unavailable,
+            "other_errors": self.other_errors,
+            "errors_by_kind": dict(sorted(self.errors_by_kind.items())),
+            "redirects": self.redirects,
+            "http_errors": self.http_errors,
+            "robots_txt_fetches": self.robots_txt,
+            "bytes": self.bytes,
+            "elapsed_s": round(elapsed_s, 3),
+            "pages_per_s": round(self.pages / elapsed_s, 3) if elapsed_s > 0 else 0.0,
+            "bloom": dict(bloom),
+        }
+
+
+def write_report(path: Path, report: Mapping[str, object]) -> None:
+    """Write ``report`` as indented JSON, atomically (temporary file, fsync, rename)."""
+    text = json.dumps(report, indent=2) + "\n"  # serialise first: a TypeError leaves no file
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def render_report(report: Mapping[str, object], console: Console) -> None:
+    """Print the report as a compact two-column table."""
+    table = Table(title="crawl report", box=box.SIMPLE, show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    for label, value in _rows(report):
+        table.add_row(label, value)
+    console.print(table)
+
+
+def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
+    """(label, formatted value) for each line of the table."""
+    get = report.get
+    nbytes = get("bytes", 0)
+    rows = [
+        ("fetched", f"{get('fetched', 0)}  ({get('pages_per_s', 0)}/s, {get('elapsed_s', 0)} s)"),
+        ("bytes", decimal(nbytes) if isinstance(nbytes, int) else str(nbytes)),
+        ("status", _pairs(get("status_classes"))),
+        ("404 / http errors", f"{get('not_found_404', 0)} / {get('http_errors', 0)}"),
+        ("redirects (too many)", f"{get('redirects', 0)} ({get('too_many_redirects', 0)})"),
+        ("timeouts / other errors", f"{get('timeouts', 0)} / {get('other_errors', 0)}"),
+        ("errors by kind", _pairs(get("errors_by_kind")) or "none"),
+        ("robots denied / unavailable",
+         f"{get('robots_denied', 0)} / {get('robots_unavailable', 0)}"),
+        ("bloom", _pairs(get("bloom"))),
+    ]  # fmt: skip
+    return rows
+
+
+def _pairs(value: object) -> str:
+    """``k v, k v`` for a mapping, the plain string otherwise."""
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {_number(v)}" for k, v in value.items())
+    return "" if value is None else str(value)
+
+
+def _number(value: object) -> str:
+    """Floats in short scientific-or-plain form, everything else as str()."""
+    return f"{value:.3g}" if isinstance(value, float) else str(value)

@@ -1,0 +1,289 @@
+"""WARC 1.1 output: one gzip member per record, files rotated by size.
+
+File layout::
+
+    warcinfo                                   (first record of every file)
+    response  WARC-Record-ID: <A>              (per fetch)
+    request   WARC-Concurrent-To: <A>          (same Target-URI, Date and IP-Address)
+    ...
+
+A file is written as ``<name>.open`` and renamed to ``<name>`` (after an fsync) when it passes
+``max_bytes`` or the writer closes, so a finished name is always a complete file. Names are
+``{prefix}-{UTC YYYYmmddHHMMSSffffff}-{serial:05d}-{pid}.warc.gz``.
+
+The response record's block is the response header block *as received*, minus its
+``Transfer-Encoding`` lines, followed by the payload as received after de-chunking (libcurl
+removes chunked framing, so leaving the header would make readers de-chunk again; a
+``Content-Encoding`` stays, since the payload is still encoded). warcio normally re-serialises
+parsed headers (normalising spacing, folding and percent-encoding non-ASCII values);
+:class:`_VerbatimHeaders` keeps the received bytes instead, which is what an archive is for.
+When ``header_bytes`` holds several blocks (1xx interim responses, redirects libcurl
+followed), the last one is the response the payload belongs to.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.metadata import version
+from io import BytesIO
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, BinaryIO, Self
+
+from warcio.recordbuilder import RecordBuilder
+from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
+from warcio.warcwriter import WARCWriter
+
+from frontier_crawl import __version__
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from frontier_crawl.config import CrawlSettings
+
+_WARC_1_1_SPEC = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
+_PARSER = StatusAndHeadersParser([], verify=False)  # verify=False: also accepts "HTTP/2 200"
+_CONTROL_ESCAPES = {c: f"%{c:02X}" for c in (*range(0x21), 0x7F)}
+_BUILDER = RecordBuilder(warc_version="1.1")  # builds records; a WARCWriter writes them
+
+
+@dataclass(slots=True, frozen=True)
+class ArchiveRecord:
+    """One fetch as it went over the wire."""
+
+    url: str
+    ip: str  #: remote address, "" when unknown (WARC-IP-Address is then omitted)
+    fetched_at: float  #: wall clock (time.time()) of the fetch
+    request_bytes: bytes  #: request header block as sent
+    header_bytes: bytes  #: response status line + headers as received
+    payload: bytes  #: body as received after de-chunking; may still be gzip-encoded
+
+
+class WarcWriter:
+    """Writes ArchiveRecords as response/request pairs into rotating ``.warc.gz`` files.
+
+    ``info`` adds fields to each file's warcinfo record (``operator``, ``isPartOf``,
+    ``http-header-user-agent``...); ``software``, ``format``, ``conformsTo`` and ``hostname``
+    are filled in unless given. Not thread-safe: one writer per process.
+    """
+
+    def __init__(self, directory: Path, prefix: str, max_bytes: int, info: Mapping[str, str]):
+        _check_prefix(prefix)
+        if max_bytes <= 0:
+            raise ValueError(f"max_bytes must be positive, got {max_bytes}")
+        self._directory = directory
+        self._prefix = prefix
+        self._max_bytes = max_bytes
+        self._info = _warcinfo_fields(info)
+        self._serial = 0
+        self._paths: list[Path] = []
+        self._file: BinaryIO | None = None
+        self._warc: Any = None
+        self._name = ""
+        self._closed = False
+        directory.mkdir(parents=True, exist_ok=True)
+
+    @classmethod
+    def from_settings(
+        cls, settings: CrawlSettings, directory: Path, info: Mapping[str, str]
+    ) -> WarcWriter:
+        """Build from ``[output] warc_prefix`` and ``warc_max_bytes``."""
+        return cls(directory, settings.output.warc_prefix, settings.output.warc_max_bytes, info)
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        """Finished (closed and renamed) files, oldest first."""
+        return tuple(self._paths)
+
+    def write(self, rec: ArchiveRecord) -> None:
+        """Append a response record and its request record; rotate past ``max_bytes``.
+
+        Raises ValueError for an empty ``header_bytes`` or a closed writer.
+        """
+        if self._closed:
+            raise ValueError("write to a closed WarcWriter")
+        response = _response_record(rec)
+        if self._file is None:
+            self._open()
+        assert self._file is not None
+        self._warc.write_record(response)
+        if rec.request_bytes.strip():
+            self._warc.write_record(_request_record(rec, response))
+        if self._file.tell() > self._max_bytes:
+            self._finish()
+
+    def close(self) -> None:
+        """Finish the current file. Idempotent."""
+        if self._file is not None:
+            self._finish()
+        self._closed = True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _open(self) -> None:
+        """Start the next file with its warcinfo record."""
+        self._name = warc_file_name(self._prefix, datetime.now(UTC), self._serial, os.getpid())
+        self._serial += 1
+        self._file = open(self._directory / f"{self._name}.open", "xb")  # noqa: SIM115
+        self._warc = WARCWriter(self._file, gzip=True, warc_version="1.1")
+        self._warc.write_record(self._warc.create_warcinfo_record(self._name, self._info))
+
+    def _finish(self) -> None:
+        """fsync, close and rename the current file to its final name."""
+        assert self._file is not None
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        self._file = None
+        final = self._directory / self._name
+        os.replace(self._directory / f"{self._name}.open", final)
+        _fsync_directory(self._directory)
+        self._paths.append(final)
+
+
+def _response_record(rec: ArchiveRecord) -> Any:
+    """The warcio response record for ``rec``."""
+    if not rec.header_bytes.strip():
+        raise ValueError(f"empty response header block for {rec.url}")
+    head = without_transfer_encoding(last_header_block(rec.header_bytes))
+    return _record(rec, "response", head, rec.payload, {})
+
+
+def _request_record(rec: ArchiveRecord, response: Any) -> Any:
+    """The warcio request record concurrent to ``response``."""
+    concurrent = {"WARC-Concurrent-To": response.rec_headers.get_header("WARC-Record-ID")}
+    return _record(rec, "request", last_header_block(rec.request_bytes), b"", concurrent)
+
+
+def _record(
+    rec: ArchiveRecord, kind: str, head: bytes, payload: bytes, extra: dict[str, str]
+) -> Any:
+    """A warcio record whose block is ``head`` (kept verbatim) followed by ``payload``."""
+    fields = {
+        "WARC-Type": kind,
+        "WARC-Record-ID": StatusAndHeadersParser.make_warc_id(),
+        "WARC-Target-URI": _header_safe(rec.url),
+        "WARC-Date": warc_date(rec.fetched_at),
+    }
+    if rec.ip:
+        fields["WARC-IP-Address"] = rec.ip
+    fields.update(extra)
+    return _BUILDER.create_warc_record(
+        fields["WARC-Target-URI"],
+        kind,
+        payload=BytesIO(payload),
+        length=len(payload),
+        warc_headers_dict=fields,
+        http_headers=_VerbatimHeaders(head),
+    )
+
+
+class _VerbatimHeaders(StatusAndHeaders):  # type: ignore[misc]  # warcio is untyped
+    """Parsed HTTP headers that serialise back to exactly the bytes they were parsed from."""
+
+    def __init__(self, head: bytes) -> None:
+        parsed = _PARSER.parse(BytesIO(head))
+        super().__init__(
+            parsed.statusline, parsed.headers, protocol=parsed.protocol, total_len=len(head)
+        )
+        self._raw = head
+
+    def compute_headers_buffer(self, header_filter: object = None) -> None:
+        """warcio calls this before writing: hand it the received bytes."""
+        self.headers_buff = self._raw
+
+
+def warc_file_name(prefix: str, now: datetime, serial: int, pid: int) -> str:
+    """``{prefix}-{UTC YYYYmmddHHMMSSffffff}-{serial:05d}-{pid}.warc.gz``."""
+    return f"{prefix}-{now.astimezone(UTC):%Y%m%d%H%M%S%f}-{serial:05d}-{pid}.warc.gz"
+
+
+def warc_date(epoch_s: float) -> str:
+    """WARC 1.1 date with microseconds, e.g. ``2024-05-01T12:00:00.123456Z``."""
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def last_header_block(block: bytes) -> bytes:
+    """The last non-empty header block in ``block``, ending with a blank line."""
+    current: list[bytes] = []
+    last: list[bytes] = []
+    for line in _lines(block):
+        if line.strip(b"\r\n"):
+            current.append(line)
+        elif current:
+            last, current = current, []
+    last = current or last
+    newline = b"\r\n" if not last or last[0].endswith(b"\r\n") else b"\n"
+    if last and not last[-1].endswith(b"\n"):
+        last[-1] += newline
+    return b"".join(last) + newline
+
+
+def without_transfer_encoding(head: bytes) -> bytes:
+    """``head`` without ``Transfer-Encoding`` header lines (and their folded continuations)."""
+    out: list[bytes] = []
+    dropping = False
+    for line in _lines(head):
+        if dropping and line[:1] in (b" ", b"\t"):
+            continue
+        name, colon, _ = line.partition(b":")
+        dropping = bool(colon) and name.strip().lower() == b"transfer-encoding"
+        if not dropping:
+            out.append(line)
+    return b"".join(out)
+
+
+def _lines(data: bytes) -> list[bytes]:
+    """``data`` split after each LF (a lone CR is not a line break in HTTP/1.1)."""
+    parts = data.split(b"\n")
+    lines = [part + b"\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def _header_safe(url: str) -> str:
+    """``url`` with controls and spaces percent-encoded: a CR/LF must not end a WARC header."""
+    return url.translate(_CONTROL_ESCAPES) if not url.isprintable() or " " in url else url
+
+
+def _warcinfo_fields(info: Mapping[str, str]) -> dict[str, str]:
+    """Default warcinfo fields overlaid with ``info``; values kept to one line."""
+    fields = {
+        "software": f"frontier-crawl/{__version__} warcio/{version('warcio')}",
+        "format": "WARC File Format 1.1",
+        "conformsTo": _WARC_1_1_SPEC,
+        "hostname": socket.gethostname(),
+    }
+    fields.update(info)
+    return {k: " ".join(str(v).split()) for k, v in fields.items()}
+
+
+def _check_prefix(prefix: str) -> None:
+    """A prefix is a plain file-name part: files must stay inside the directory."""
+    if not prefix or prefix in (".", "..") or any(c in prefix for c in "/\\\x00"):
+        raise ValueError(f"warc prefix must be a plain file name part, got {prefix!r}")
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename durable (no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,91 @@
+"""Turn response bytes into a lexbor document, choosing the character encoding.
+
+The order follows the HTML Standard's encoding sniffing, simplified:
+
+1. A byte-order mark wins: lexbor's own detection (``encoding=True``) reads it.
+2. Otherwise the ``charset`` of the Content-Type header, when it names an encoding the web
+   platform supports. UTF-8 bytes go straight to lexbor (invalid sequences become U+FFFD);
+   other encodings are decoded by Python with ``errors="replace"`` and the text handed over.
+   Labels map as browsers map them (``iso-8859-1`` and ``us-ascii`` mean windows-1252, and so on).
+3. No usable header charset (absent, unknown, or something like ``utf-7`` or ``base64`` that
+   browsers refuse): lexbor's detection, i.e. ``<meta charset>`` within the first 1024 bytes,
+   else UTF-8.
+
+A wrong header therefore costs at most some U+FFFD in non-ASCII URLs; it never raises.
+"""
+
+from __future__ import annotations
+
+import codecs
+from functools import lru_cache
+
+from selectolax.lexbor import LexborHTMLParser
+
+_BOMS = (b"\xef\xbb\xbf", b"\xfe\xff", b"\xff\xfe")
+
+# WHATWG labels Python does not know, and Python codecs to replace by the WHATWG decoder.
+_LABEL_ALIASES = {
+    "windows-874": "cp874",
+    "x-mac-cyrillic": "mac-cyrillic",
+    "x-sjis": "cp932",
+    "windows-31j": "cp932",
+    "x-gbk": "gb18030",
+}
+_WHATWG_DECODER = {
+    "ascii": "cp1252",
+    "iso8859-1": "cp1252",
+    "iso8859-9": "cp1254",
+    "iso8859-11": "cp874",
+    "tis-620": "cp874",
+    "gb2312": "gb18030",
+    "gbk": "gb18030",
+    "big5": "big5hkscs",
+    "shift_jis": "cp932",
+    "euc_kr": "cp949",
+    "utf-16": "utf-16-le",
+}
+# Encodings of the WHATWG Encoding Standard, as Python codec names (after _WHATWG_DECODER).
+_SUPPORTED = frozenset(
+    codecs.lookup(name).name
+    for name in (
+        "utf-8", "cp866", "iso8859-2", "iso8859-3", "iso8859-4", "iso8859-5", "iso8859-6",
+        "iso8859-7", "iso8859-8", "iso8859-10", "iso8859-13", "iso8859-14", "iso8859-15",
+        "iso8859-16", "koi8-r", "koi8-u", "mac-roman", "mac-cyrillic", "cp874", "cp932",
+        "cp949", "cp1250", "cp1251", "cp1252", "cp1253", "cp1254", "cp1255", "cp1256",
+        "cp1257", "cp1258", "gb18030", "big5hkscs", "euc_jp", "iso2022_jp", "utf-16-be",
+        "utf-16-le",
+    )
+)  # fmt: skip
+
+
+def parse_document(body: bytes, content_type_header: str | None) -> LexborHTMLParser:
+    """Parse ``body`` as HTML, decoded as described in the module docstring."""
+    codec = header_codec(content_type_header) if content_type_header else None
+    if codec is None or body.startswith(_BOMS):
+        return LexborHTMLParser(body, encoding=True)
+    if codec == "utf-8":
+        return LexborHTMLParser(body)
+    return LexborHTMLParser(body.decode(codec, "replace"))
+
+
+@lru_cache(maxsize=256)
+def header_codec(content_type_header: str) -> str | None:
+    """Python codec for the header's ``charset`` parameter; None if absent or unsupported."""
+    label = _charset_label(content_type_header)
+    if not label:
+        return None
+    try:
+        name = codecs.lookup(_LABEL_ALIASES.get(label, label)).name
+    except (LookupError, ValueError):
+        return None
+    name = _WHATWG_DECODER.get(name, name)
+    return name if name in _SUPPORTED else None
+
+
+def _charset_label(content_type_header: str) -> str:
+    """The lower-cased, unquoted ``charset`` parameter value, "" when there is none."""
+    for param in content_type_header.split(";")[1:]:
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset":
+            return value.strip().strip("\"'").strip().lower()
+    return ""

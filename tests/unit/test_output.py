@@ -1,0 +1,441 @@
+"""Output: WARC files readable by warcio, JSONL crawl log, stats and the atomic report."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from warcio.archiveiterator import ArchiveIterator
+
+import frontier_crawl.output as output
+from frontier_crawl.config import CrawlSettings, OutputSection
+from frontier_crawl.output import (
+    ArchiveRecord,
+    CrawlLog,
+    CrawlStats,
+    LogEntry,
+    Outcome,
+    WarcWriter,
+    iso_time,
+    render_report,
+    write_report,
+)
+from frontier_crawl.output.warc import (
+    last_header_block,
+    warc_date,
+    warc_file_name,
+    without_transfer_encoding,
+)
+
+T0 = 1_714_564_800.123456
+NAME_RE = re.compile(r"^crawl-\d{20}-\d{5}-\d+\.warc\.gz$")
+
+
+def request_block(path: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: h.test\r\nAccept-Encoding: gzip\r\n\r\n".encode()
+
+
+def record(
+    path: str,
+    payload: bytes,
+    headers: bytes = b"Content-Type: text/html\r\n",
+    ip: str = "192.0.2.7",
+    status: bytes = b"HTTP/1.1 200 OK\r\n",
+) -> ArchiveRecord:
+    return ArchiveRecord(
+        url=f"http://h.test{path}",
+        ip=ip,
+        fetched_at=T0,
+        request_bytes=request_block(path),
+        header_bytes=status + headers + b"\r\n",
+        payload=payload,
+    )
+
+
+def read_warc(path: Path) -> Iterator[tuple[Any, bytes]]:
+    """(record, decoded content) for every record, digests verified."""
+    with path.open("rb") as f:
+        for rec in ArchiveIterator(f, check_digests="raise"):
+            yield rec, rec.content_stream().read()
+
+
+# --- WARC ------------------------------------------------------------------------------------
+
+
+def test_rotation_pairs_and_readback(tmp_path: Path) -> None:
+    directory = tmp_path / "warcs" / "nested"  # created on demand
+    rnd = random.Random(7)
+    payloads = {f"/p{i}": rnd.randbytes(30_000) for i in range(7)}  # incompressible
+    with WarcWriter(directory, "crawl", 64 * 1024, {"operator": "tests"}) as writer:
+        for path, payload in payloads.items():
+            writer.write(record(path, payload))
+    paths = writer.paths
+
+    assert len(paths) == 3  # 3 + 3 + 1 pairs: each file passes 64 KiB on its third pair
+    assert sorted(directory.iterdir()) == sorted(paths)
+    assert not list(directory.glob("*.open"))
+    assert [int(p.name.split("-")[2]) for p in paths] == [0, 1, 2]
+
+    seen: dict[str, bytes] = {}
+    for warc in paths:
+        assert NAME_RE.match(warc.name)
+        records = list(read_warc(warc))
+        info, info_body = records[0]
+        assert info.rec_type == "warcinfo"
+        assert info.rec_headers.get_header("WARC-Filename") == warc.name
+        assert b"operator: tests\r\n" in info_body
+        assert b"format: WARC File Format 1.1\r\n" in info_body
+        assert len(records) % 2 == 1
+        for (resp, body), (req, _) in zip(records[1::2], records[2::2], strict=True):
+            assert resp.rec_type == "response"
+            assert req.rec_type == "request"
+            assert resp.rec_headers.protocol == "WARC/1.1"
+            rid = resp.rec_headers.get_header("WARC-Record-ID")
+            assert req.rec_headers.get_header("WARC-Concurrent-To") == rid
+            uri = resp.rec_headers.get_header("WARC-Target-URI")
+            assert req.rec_headers.get_header("WARC-Target-URI") == uri
+            for r in (resp, req):
+                assert r.rec_headers.get_header("WARC-IP-Address") == "192.0.2.7"
+                assert r.rec_headers.get_header("WARC-Date") == "2024-05-01T12:00:00.123456Z"
+            assert req.http_headers.protocol == "GET"
+            seen[uri] = body
+    assert seen == {f"http://h.test{p}": body for p, body in payloads.items()}
+
+
+def test_gzip_payload_is_decoded_by_content_stream(tmp_path: Path) -> None:
+    html = b"<html><body>" + b"hello archive " * 500 + b"</body></html>"
+    encoded = gzip.compress(html)
+    rec = record("/gz", encoded, b"Content-Type: text/html\r\nContent-Encoding: gzip\r\n")
+    with WarcWriter(tmp_path, "crawl", 1 << 20, {}) as writer:
+        writer.write(rec)
+    (resp, body), _req = list(read_warc(writer.paths[0]))[1:]
+    assert body == html
+    assert resp.http_headers.get_header("Content-Encoding") == "gzip"
+
+
+def test_transfer_encoding_is_stripped_and_the_rest_kept_verbatim(tmp_path: Path) -> None:
+    headers = (
+        b"Content-Type: text/plain\r\n"
+        b"transfer-encoding: gzip,\r\n"
+        b" chunked\r\n"  # an obs-fold continuation of the dropped header
+        b"X-Odd:   spaced  value\r\n"
+        b"Content-Encoding: gzip\r\n"
+    )
+    payload = gzip.compress(b"de-chunked by libcurl, still gzip")
+    with WarcWriter(tmp_path, "crawl", 1 << 20, {}) as writer:
+        writer.write(record("/chunked", payload, headers))
+    (resp, body), _req = list(read_warc(writer.paths[0]))[1:]
+    assert resp.http_headers.get_header("Transfer-Encoding") is None
+    assert body == b"de-chunked by libcurl, still gzip"
+    expected_block = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Odd:   spaced  value\r\n"
+        b"Content-Encoding: gzip\r\n\r\n" + payload
+    )
+    assert expected_block in gzip.decompress(writer.paths[0].read_bytes())
+
+
+def test_last_header_block_wins_and_http2_status_lines_read_back(tmp_path: Path) -> None:
+    interim = b"HTTP/1.1 100 Continue\r\n\r\n"
+    final = b"HTTP/2 404\r\ncontent-type: text/plain\r\n"
+    rec = ArchiveRecord(
+        "https://h.test/missing", "", T0, b"GET /missing HTTP/2\r\n\r\n", interim + final, b"gone"
+    )
+    with WarcWriter(tmp_path, "crawl", 1 << 20, {}) as writer:
+        writer.write(rec)
+    (resp, body), (req, _) = list(read_warc(writer.paths[0]))[1:]
+    assert (resp.http_headers.protocol, resp.http_headers.statusline) == ("HTTP/2", "404")
+    assert body == b"gone"
+    assert resp.rec_headers.get_header("WARC-IP-Address") is None
+    assert req.rec_headers.get_header("WARC-IP-Address") is None
+
+
+def test_control_characters_cannot_break_warc_headers(tmp_path: Path) -> None:
+    rec = record("/a\r\nWARC-Type: evil x", b"x")
+    with WarcWriter(tmp_path, "crawl", 1 << 20, {}) as writer:
+        writer.write(rec)
+    resp = next(r for r, _ in read_warc(writer.paths[0]) if r.rec_type == "response")
+    assert (
+        resp.rec_headers.get_header("WARC-Target-URI")
+        == "http://h.test/a%0D%0AWARC-Type:%20evil%20x"
+    )
+    assert resp.rec_headers.get_header("WARC-Type") == "response"
+
+
+def test_record_without_request_bytes_writes_only_the_response(tmp_path: Path) -> None:
+    rec = ArchiveRecord("http://h.test/", "", T0, b"", b"HTTP/1.1 204 No Content\r\n\r\n", b"")
+    with WarcWriter(tmp_path, "crawl", 1 << 20, {}) as writer:
+        writer.write(rec)
+    kinds = [r.rec_type for r, _ in read_warc(writer.paths[0])]
+    assert kinds == ["warcinfo", "response"]
+
+
+def test_empty_header_block_is_rejected_before_any_file_exists(tmp_path: Path) -> None:
+    writer = WarcWriter(tmp_path, "crawl", 1 << 20, {})
+    with pytest.raises(ValueError, match="empty response header block"):
+        writer.write(ArchiveRecord("http://h.test/", "", T0, b"", b"\r\n", b"x"))
+    writer.close()
+    assert list(tmp_path.iterdir()) == []
+    assert writer.paths == ()
+
+
+@pytest.mark.parametrize("prefix", ["", ".", "..", "../escape", "a/b", "a\\b", "nul\x00"])
+def test_prefix_cannot_leave_the_directory(tmp_path: Path, prefix: str) -> None:
+    with pytest.raises(ValueError, match="prefix"):
+        WarcWriter(tmp_path, prefix, 1 << 20, {})
+
+
+def test_close_is_idempotent_and_write_after_close_fails(tmp_path: Path) -> None:
+    writer = WarcWriter(tmp_path, "crawl", 1 << 20, {})
+    writer.write(record("/a", b"a"))
+    writer.close()
+    writer.close()
+    assert len(writer.paths) == 1
+    with pytest.raises(ValueError, match="closed"):
+        writer.write(record("/b", b"b"))
+
+
+def test_open_file_is_named_dot_open_until_closed(tmp_path: Path) -> None:
+    writer = WarcWriter(tmp_path, "crawl", 1 << 20, {})
+    writer.write(record("/a", b"a"))
+    (open_file,) = tmp_path.iterdir()
+    assert open_file.name.endswith(".warc.gz.open")
+    writer.close()
+    assert [p.name for p in tmp_path.iterdir()] == [open_file.name.removesuffix(".open")]
+
+
+def test_from_settings(tmp_path: Path) -> None:
+    settings = CrawlSettings(output=OutputSection(warc_prefix="site", warc_max_bytes=1 << 16))
+    with WarcWriter.from_settings(settings, tmp_path, {}) as writer:
+        writer.write(record("/", b"x"))
+    assert writer.paths[0].name.startswith("site-")
+
+
+def test_warc_names_and_dates() -> None:
+    now = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    assert warc_file_name("p", now, 7, 42) == "p-20240501120000123456-00007-42.warc.gz"
+    assert warc_date(T0) == "2024-05-01T12:00:00.123456Z"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b"HTTP/1.1 200 OK\r\nA: b\r\n\r\n", b"HTTP/1.1 200 OK\r\nA: b\r\n\r\n"),
+        (b"HTTP/1.1 200 OK\nA: b\n\n", b"HTTP/1.1 200 OK\nA: b\n\n"),
+        (b"HTTP/1.1 200 OK\r\nA: b", b"HTTP/1.1 200 OK\r\nA: b\r\n\r\n"),
+        (
+            b"HTTP/1.1 301 Moved\r\nLocation: /x\r\n\r\nHTTP/1.1 200 OK\r\nA: b\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nA: b\r\n\r\n",
+        ),
+        (b"HTTP/1.1 200 OK\r\nA: b\rc\r\n\r\n", b"HTTP/1.1 200 OK\r\nA: b\rc\r\n\r\n"),
+    ],
+)
+def test_last_header_block(raw: bytes, expected: bytes) -> None:
+    assert last_header_block(raw) == expected
+
+
+def test_without_transfer_encoding_keeps_similar_names() -> None:
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding : chunked\r\nX-Transfer-Encoding: y\r\n\r\n"
+    assert without_transfer_encoding(head) == b"HTTP/1.1 200 OK\r\nX-Transfer-Encoding: y\r\n\r\n"
+
+
+# --- crawl log -------------------------------------------------------------------------------
+
+
+def entry(url: str, **kw: Any) -> LogEntry:
+    fields: dict[str, Any] = {
+        "time": iso_time(T0),
+        "url": url,
+        "status": 200,
+        "outcome": Outcome.FETCHED,
+        "error": None,
+        "bytes": 1234,
+        "duration_s": 0.25,
+        "depth": 1,
+        "referrer": "http://h.test/",
+        "content_type": "text/html",
+    }
+    fields.update(kw)
+    return LogEntry(**fields)
+
+
+def test_crawl_log_lines_are_json(tmp_path: Path) -> None:
+    path = tmp_path / "logs" / "crawl.jsonl"
+    with CrawlLog(path) as log:
+        log.write(entry("http://h.test/a"))
+        log.write(entry("http://h.test/\u2028\"q\"", status=0, outcome=Outcome.FAILED,
+                        error="timeout", referrer=None, bytes=0))  # fmt: skip
+        log.write(entry("http://h.test/\udcff"))  # lone surrogate from undecodable input
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert lines[0] == {
+        "time": "2024-05-01T12:00:00.123Z",
+        "url": "http://h.test/a",
+        "status": 200,
+        "outcome": "fetched",
+        "error": None,
+        "bytes": 1234,
+        "duration_s": 0.25,
+        "depth": 1,
+        "referrer": "http://h.test/",
+        "content_type": "text/html",
+    }
+    assert lines[1]["url"] == 'http://h.test/\u2028"q"'
+    assert (lines[1]["outcome"], lines[1]["error"], lines[1]["referrer"]) == (
+        "failed",
+        "timeout",
+        None,
+    )
+    assert lines[2]["url"] == "http://h.test/\\udcff"
+
+
+def test_crawl_log_buffers_until_flush_and_appends(tmp_path: Path) -> None:
+    path = tmp_path / "crawl.jsonl"
+    path.write_text('{"earlier": true}\n')
+    log = CrawlLog(path)
+    log.write(entry("http://h.test/a"))
+    assert path.read_text().count("\n") == 1  # still buffered
+    log.flush()
+    assert path.read_text().count("\n") == 2
+    log.close()
+    log.close()
+    with pytest.raises(ValueError, match="closed"):
+        log.write(entry("http://h.test/b"))
+
+
+def test_crawl_log_writes_once_the_buffer_is_full(tmp_path: Path) -> None:
+    path = tmp_path / "crawl.jsonl"
+    log = CrawlLog(path, flush_bytes=1)
+    log.write(entry("http://h.test/a"))
+    assert json.loads(path.read_text())["url"] == "http://h.test/a"
+    log.close()
+
+
+@pytest.mark.parametrize(
+    ("epoch", "text"),
+    [(0.0, "1970-01-01T00:00:00.000Z"), (T0, "2024-05-01T12:00:00.123Z"),
+     (1_714_564_800.9996, "2024-05-01T12:00:00.999Z")],
+)  # fmt: skip
+def test_iso_time(epoch: float, text: str) -> None:
+    assert iso_time(epoch) == text
+
+
+# --- stats and report ------------------------------------------------------------------------
+
+
+SEQUENCE: list[tuple[str, int, str | None, int]] = [
+    (Outcome.ROBOTS_TXT, 404, None, 100),
+    (Outcome.FETCHED, 200, None, 1000),
+    (Outcome.FETCHED, 203, None, 500),
+    (Outcome.REDIRECT, 301, None, 0),
+    (Outcome.HTTP_ERROR, 404, None, 50),
+    (Outcome.HTTP_ERROR, 404, None, 50),
+    (Outcome.HTTP_ERROR, 503, None, 10),
+    (Outcome.FAILED, 0, "timeout", 0),
+    (Outcome.FAILED, 0, "dns-error", 0),
+    (Outcome.FAILED, 0, "connect-error", 0),
+    (Outcome.FAILED, 200, "truncated", 40),
+    (Outcome.TOO_MANY_REDIRECTS, 302, None, 0),
+    (Outcome.ROBOTS_DENIED, 0, None, 0),
+    (Outcome.ROBOTS_UNAVAILABLE, 0, None, 0),
+    (Outcome.ROBOTS_TXT, 0, "timeout", 0),
+]
+BLOOM = {
+    "capacity": 1000,
+    "error_rate": 1e-7,
+    "count": 12,
+    "estimated_false_positives": 0.0,
+    "rescued_false_positives": 0,
+}
+
+
+def test_report_for_a_known_sequence() -> None:
+    stats = CrawlStats()
+    for outcome, status, error, nbytes in SEQUENCE:
+        stats.record(outcome, status, error, nbytes)
+    assert stats.report(4.0, BLOOM) == {
+        "fetched": 2,
+        "status_classes": {"1xx": 0, "2xx": 3, "3xx": 2, "4xx": 2, "5xx": 1},
+        "not_found_404": 2,
+        "timeouts": 2,
+        "too_many_redirects": 1,
+        "robots_denied": 1,
+        "robots_unavailable": 1,
+        "other_errors": 3,
+        "errors_by_kind": {"connect-error": 1, "dns-error": 1, "timeout": 2, "truncated": 1},
+        "redirects": 1,
+        "http_errors": 3,
+        "robots_txt_fetches": 2,
+        "bytes": 1750,
+        "elapsed_s": 4.0,
+        "pages_per_s": 0.5,
+        "bloom": BLOOM,
+    }
+
+
+def test_report_with_no_elapsed_time() -> None:
+    report = CrawlStats().report(0.0, {})
+    assert report["pages_per_s"] == 0.0
+    assert report["fetched"] == 0
+
+
+def test_write_report_is_atomic(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    stats = CrawlStats()
+    stats.record(Outcome.FETCHED, 200, None, 10)
+    write_report(path, stats.report(1.0, BLOOM))
+    write_report(path, stats.report(2.0, BLOOM))  # replaces
+    assert json.loads(path.read_text())["elapsed_s"] == 2.0
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+    with pytest.raises(TypeError):
+        write_report(path, {"not json": object()})
+    assert json.loads(path.read_text())["elapsed_s"] == 2.0  # old report intact
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_render_report() -> None:
+    stats = CrawlStats()
+    for outcome, status, error, nbytes in SEQUENCE:
+        stats.record(outcome, status, error, nbytes)
+    console = Console(record=True, width=100, color_system=None)
+    render_report(stats.report(4.0, BLOOM), console)
+    text = console.export_text()
+    assert "crawl report" in text
+    assert "2  (0.5/s, 4.0 s)" in text
+    assert "2xx 3" in text
+    assert "timeout 2" in text
+    assert "error_rate 1e-07" in text
+
+
+def test_outcome_values() -> None:
+    assert [o.value for o in Outcome] == [
+        "fetched",
+        "http-error",
+        "redirect",
+        "too-many-redirects",
+        "robots-denied",
+        "robots-unavailable",
+        "failed",
+        "robots-txt",
+    ]
+
+
+def test_exported_members() -> None:
+    assert set(output.__all__) == {
+        "ArchiveRecord",
+        "CrawlLog",
+        "CrawlStats",
+        "LogEntry",
+        "Outcome",
+        "WarcWriter",
+        "iso_time",
+        "render_report",
+        "write_report",
+    }
