@@ -53,7 +53,6 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     out = Console(stderr=False)
-    err = Console(stderr=True)
     if args.command == "config-reference":
         sys.stdout.write(render_reference())
         return EXIT_OK
@@ -62,12 +61,12 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_demo(args.output, hosts=args.hosts, pages=args.pages, delay_s=args.delay)
     if args.config is None:
-        err.print("frontier-crawl: --config crawl.toml is required (or a command: demo)")
+        sys.stderr.write("frontier-crawl: --config crawl.toml is required (or a command: demo)\n")
         return EXIT_CONFIG
     try:
         settings = load(args.config)
     except ConfigError as exc:
-        err.print(f"frontier-crawl: config error: {exc}", highlight=False, markup=False)
+        sys.stderr.write(f"frontier-crawl: config error: {exc}\n")
         return EXIT_CONFIG
     if args.check:
         sys.stdout.write(to_toml(settings))

@@ -207,7 +207,7 @@ class Frontier:
                 url = canonicalize(raw)
                 if url is None or not self.in_scope(url):
                     continue
-                if self._max_pages and self.admitted >= self._max_pages:
+                if self._max_pages and self.admitted + added >= self._max_pages:
                     break
                 if not self._seen.add_new(txn, url_digest(url)):
                     continue

@@ -1,0 +1,423 @@
+"""URL canonicalisation, joining, host keys and URL digests.
+
+``canonicalize(url)`` returns the one spelling of a crawlable URL that the frontier dedupes,
+queues and fetches, or ``None`` when the URL is not crawlable. The rules, in order:
+
+1. Surrounding C0 controls and spaces are stripped and tab, CR and LF are removed anywhere
+   (what browsers do with ``href`` values).
+2. The URL is split as in RFC 3986 appendix B. The scheme must be ``http`` or ``https`` (any
+   case; written lower-case) and an authority with a host is required.
+3. Authority: userinfo (``user:password@``) is dropped: a crawler must not send credentials it
+   found in a link, and dropping them merges duplicates. An authority containing a backslash is
+   refused (browsers read ``\\`` as ``/`` there, other parsers as part of userinfo or host).
+   The host is percent-decoded, IDNA-encoded when it is not ASCII (stdlib IDNA 2003),
+   lower-cased and loses one trailing dot. It must then be a DNS name of labels
+   ``[a-z0-9_-]{1,63}`` (253 characters at most; ``xn--`` labels must decode as punycode), a
+   dotted-quad IPv4 address without leading zeros (a host whose last label is numeric must be
+   one), or a bracketed IPv6 address (written in its RFC 5952 compressed form; zone ids and
+   IPvFuture are refused). The port must be decimal in 1..65535; an empty or default port
+   (80 for http, 443 for https) is dropped.
+4. Path and query are percent-normalised: escapes of unreserved characters
+   (``A-Z a-z 0-9 - . _ ~``) are decoded, other escapes get upper-case hex digits, a ``%`` that
+   does not start an escape becomes ``%25``, and every character that is neither unreserved
+   nor reserved (``/?#[]@!$&'()*+,;=:``; ``?`` only in the query) is percent-encoded as UTF-8:
+   space, controls, ``"<>\\^`{|}``, non-ASCII. A lone surrogate cannot be encoded: ``None``.
+5. Dot segments are removed (RFC 3986 5.2.4, never above the root); an empty path becomes
+   ``/``. The query keeps its order; an empty query (a bare ``?``) is dropped. The fragment is
+   dropped.
+6. A result longer than ``MAX_URL_LENGTH`` (8192) characters is ``None``.
+
+The result is ASCII and a fixed point: ``canonicalize(canonicalize(u)) == canonicalize(u)``.
+
+Cost: an already-canonical URL (lower-case scheme and host, allowed characters only, no dot
+segments, no escape that would change) is recognised by one regular expression and a set of
+known canonical origins, and returned as is. Parsed authorities are cached (bounded), so IDNA
+and IP parsing run once per host. ``join`` resolves the relative references ``/path``,
+``path``, ``?q``, ``#f`` and ``//host`` itself (RFC 3986 section 5.2) against a memoised base;
+when the base is canonical and the reference keeps it so, the concatenation is the answer.
+Other references go through ``urllib.parse.urljoin``.
+
+``join`` differs from ``urljoin`` where ``urljoin`` leaves RFC 3986: a bare ``?`` empties the
+query, empty path segments are kept and ``//`` alone (an empty authority) is not crawlable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+from typing import NamedTuple
+from urllib.parse import unquote, urljoin
+
+__all__ = [
+    "MAX_URL_LENGTH",
+    "canonicalize",
+    "host_of",
+    "join",
+    "origin",
+    "url_digest",
+]
+
+MAX_URL_LENGTH = 8192
+"""Longest canonical URL accepted, in characters."""
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_C0_OR_SPACE = "".join(chr(i) for i in range(0x21))
+_AUTHORITY_CACHE_MAX = 8192
+_AUTHORITY_CACHE_KEY_MAX = 256
+
+_UNRESERVED = "A-Za-z0-9\\-._~"
+_PATH_OK = _UNRESERVED + "!$&'()*+,;=:@/\\[\\]"
+_QUERY_OK = _PATH_OK + "?"
+
+# The shape of a canonical URL and of a relative reference that keeps one canonical: only
+# allowed characters, a non-empty query. What it cannot see (a non-canonical authority, dot
+# segments, escapes to fix, the length) is checked after it.
+_FAST_RE = re.compile(
+    rf"(https?://[a-z0-9._-]+(?::[0-9]{{1,5}})?)/[{_PATH_OK}%]*(?:\?[{_QUERY_OK}%]+)?"
+)
+_FAST_HREF_RE = re.compile(rf"[{_PATH_OK}%]*(?:\?[{_QUERY_OK}%]+)?")
+# An escape that is malformed, has lower-case hex digits or encodes an unreserved character.
+_ESCAPE_TO_FIX_RE = re.compile(
+    r"%(?![0-9A-F]{2})|%(?:2[DE]|3[0-9]|4[1-9A-F]|5[0-9AF]|6[1-9A-F]|7[0-9AE])"
+)
+_SPLIT_RE = re.compile(r"(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?", re.DOTALL)
+_PATH_TO_FIX_RE = re.compile(f"[^{_PATH_OK}]")
+_QUERY_TO_FIX_RE = re.compile(f"[^{_QUERY_OK}]")
+_PATH_FIX_RE = re.compile(f"%[0-9A-Fa-f]{{2}}|%|[^{_PATH_OK}%]+")
+_QUERY_FIX_RE = re.compile(f"%[0-9A-Fa-f]{{2}}|%|[^{_QUERY_OK}%]+")
+_HOST_RE = re.compile(r"[a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63})*")
+_IPV4_PART_RE = re.compile(r"0|[1-9][0-9]{0,2}")
+_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+_BASE_RE = re.compile(r"(https?):(//[^/?#]*)([^?#]*)")
+_CANONICAL_ORIGINS_MAX = 8192
+
+_PCT = [f"%{b:02X}" for b in range(256)]
+_UNRESERVED_ESCAPES = {
+    f"%{ord(c):02X}": c
+    for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
+}
+
+# authority -> (canonical host, port or 0), or None when not crawlable.
+_authority_cache: dict[str, tuple[str, int] | None] = {}
+# Origins ("scheme://netloc") known to be canonical.
+_canonical_origins: set[str] = set()
+
+
+class _Base(NamedTuple):
+    """A base URL split for ``join``."""
+
+    url: str
+    scheme: str
+    origin: str  # scheme://authority
+    path: str
+    directory: str  # origin + path up to its last "/"
+    canonical: bool  # canonicalize(url) == url
+
+
+# The last base given to join().
+_last_base: _Base | None = None
+
+
+def canonicalize(url: str) -> str | None:
+    """Return the canonical form of ``url``, or ``None`` if it is not a crawlable URL."""
+    match = _FAST_RE.fullmatch(url)
+    if (
+        match is not None
+        and "/." not in url
+        and len(url) <= MAX_URL_LENGTH
+        and _is_canonical_origin(match.group(1))
+        and _escapes_ok(url)
+    ):
+        return url
+    return _canonicalize_slow(url)
+
+
+def join(base: str, href: str) -> str | None:
+    """Resolve ``href`` against ``base`` (RFC 3986 section 5.2), then canonicalise it."""
+    href = _clean(href)
+    if href.startswith(("http://", "https://")):
+        return canonicalize(href)
+    parts = _base_parts(base)
+    if parts is None or (":" in href and _SCHEME_RE.match(href) is not None):
+        return _join_slow(base, href)
+    if href.startswith("//"):
+        return canonicalize(parts.scheme + ":" + href)
+    if not href or href.startswith("#"):
+        return canonicalize(parts.url.partition("#")[0])
+    if href.startswith("/"):
+        joined = parts.origin + href
+    elif href.startswith("?"):
+        joined = parts.origin + parts.path + href
+    else:
+        joined = parts.directory + href
+    if parts.canonical and _href_keeps_canonical(href):
+        return joined if len(joined) <= MAX_URL_LENGTH else None
+    return canonicalize(joined)
+
+
+def origin(url: str) -> str:
+    """Return ``scheme://host[:port]`` of a canonical URL: the politeness and robots key."""
+    start = url.find("://")
+    if start < 0:
+        raise ValueError(f"not an absolute URL: {url!r}")
+    end = url.find("/", start + 3)
+    return url if end < 0 else url[:end]
+
+
+def host_of(origin_or_url: str) -> str:
+    """Return the bare host of a canonical origin or URL (IPv6 without brackets, no port)."""
+    start = origin_or_url.find("://")
+    start = 0 if start < 0 else start + 3
+    end = origin_or_url.find("/", start)
+    netloc = origin_or_url[start:] if end < 0 else origin_or_url[start:end]
+    if netloc.startswith("["):
+        return netloc[1 : netloc.find("]")]
+    return netloc.partition(":")[0]
+
+
+def url_digest(url: str) -> bytes:
+    """Return the 16-byte BLAKE2b digest of a canonical URL (stable across runs)."""
+    return hashlib.blake2b(url.encode("utf-8"), digest_size=16).digest()
+
+
+# --- canonicalisation -----------------------------------------------------------------------
+
+
+def _escapes_ok(text: str) -> bool:
+    """No malformed escape, lower-case hex digit or escaped unreserved character."""
+    return "%" not in text or _ESCAPE_TO_FIX_RE.search(text) is None
+
+
+def _is_canonical_origin(origin: str) -> bool:
+    """Tell whether ``scheme://netloc`` is canonical (a set of known ones answers first)."""
+    if origin in _canonical_origins:
+        return True
+    scheme, _, netloc = origin.partition("://")
+    if _canonical_netloc(scheme, netloc) != netloc:
+        return False
+    if len(_canonical_origins) >= _CANONICAL_ORIGINS_MAX:
+        _canonical_origins.clear()
+    _canonical_origins.add(origin)
+    return True
+
+
+def _href_keeps_canonical(href: str) -> bool:
+    """Is a canonical base joined with ``href`` (``/path``, ``?query`` or a relative path,
+    by concatenation) canonical as it stands?"""
+    return (
+        _FAST_HREF_RE.fullmatch(href) is not None
+        and not href.startswith(".")
+        and "/." not in href
+        and _escapes_ok(href)
+    )
+
+
+def _canonicalize_slow(url: str) -> str | None:
+    """The general case of ``canonicalize``."""
+    match = _SPLIT_RE.match(_clean(url))
+    if match is None:
+        return None
+    scheme, authority, path, query = match.group(1, 2, 3, 4)
+    if scheme is None or authority is None:
+        return None
+    scheme = scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        return None
+    netloc = _canonical_netloc(scheme, authority)
+    path = _normalize(path, _PATH_TO_FIX_RE, _PATH_FIX_RE)
+    if netloc is None or path is None:
+        return None
+    result = f"{scheme}://{netloc}{_remove_dot_segments(path)}"
+    if query:
+        query = _normalize(query, _QUERY_TO_FIX_RE, _QUERY_FIX_RE)
+        if query is None:
+            return None
+        result = f"{result}?{query}"
+    return result if len(result) <= MAX_URL_LENGTH else None
+
+
+def _clean(text: str) -> str:
+    """Strip surrounding C0 controls and spaces; remove tab, CR and LF anywhere."""
+    if text and (text[0] <= " " or text[-1] <= " "):
+        text = text.strip(_C0_OR_SPACE)
+    if "\t" in text or "\n" in text or "\r" in text:
+        text = text.replace("\t", "").replace("\n", "").replace("\r", "")
+    return text
+
+
+def _normalize(text: str, to_fix: re.Pattern[str], fix: re.Pattern[str]) -> str | None:
+    """Percent-normalise a path or query (rule 4); ``None`` if it cannot be encoded."""
+    if to_fix.search(text) is None:
+        return text
+    try:
+        return fix.sub(_fix_run, text)
+    except UnicodeEncodeError:
+        return None
+
+
+def _fix_run(match: re.Match[str]) -> str:
+    """Replace one escape, lone ``%`` or run of characters that must be encoded."""
+    text = match.group()
+    if text[0] != "%":
+        return "".join([_PCT[b] for b in text.encode("utf-8")])
+    if len(text) == 1:
+        return "%25"
+    text = text.upper()
+    return _UNRESERVED_ESCAPES.get(text, text)
+
+
+def _remove_dot_segments(path: str) -> str:
+    """Resolve ``.`` and ``..`` segments of an absolute path; ``""`` becomes ``/``."""
+    if not path:
+        return "/"
+    if "/." not in path:
+        return path
+    segments = path.split("/")[1:]
+    output: list[str] = []
+    for segment in segments:
+        if segment == "..":
+            if output:
+                output.pop()
+        elif segment != ".":
+            output.append(segment)
+    if segments[-1] in (".", ".."):
+        output.append("")
+    return "/" + "/".join(output)
+
+
+# --- authority ------------------------------------------------------------------------------
+
+
+def _canonical_netloc(scheme: str, authority: str) -> str | None:
+    """Return ``host[:port]`` without userinfo and default port, or ``None``."""
+    try:
+        parsed = _authority_cache[authority]
+    except KeyError:
+        parsed = _parse_authority(authority)
+        if len(authority) <= _AUTHORITY_CACHE_KEY_MAX:
+            if len(_authority_cache) >= _AUTHORITY_CACHE_MAX:
+                _authority_cache.clear()
+            _authority_cache[authority] = parsed
+    if parsed is None:
+        return None
+    host, port = parsed
+    if port == 0 or port == _DEFAULT_PORTS[scheme]:
+        return host
+    return f"{host}:{port}"
+
+
+def _parse_authority(authority: str) -> tuple[str, int] | None:
+    """Split an authority into a canonical host and a port (0: none); ``None`` if invalid."""
+    if "\\" in authority:
+        return None
+    hostport = authority.rpartition("@")[2]
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        if end < 0:
+            return None
+        host = _ipv6_host(hostport[1:end])
+        rest = hostport[end + 1 :]
+        if rest and not rest.startswith(":"):
+            return None
+        port_text = rest[1:]
+    else:
+        raw_host, _, port_text = hostport.partition(":")
+        host = _reg_name(raw_host)
+    port = _port(port_text)
+    if host is None or port is None:
+        return None
+    return host, port
+
+
+def _port(text: str) -> int | None:
+    """Parse a port: ``""`` is 0 (none), else a decimal in 1..65535."""
+    if not text:
+        return 0
+    if not (text.isascii() and text.isdigit()) or len(text) > 16:
+        return None
+    port = int(text)
+    return port if 1 <= port <= 65535 else None
+
+
+def _ipv6_host(text: str) -> str | None:
+    """Return ``[compressed address]`` for an IPv6 literal, or ``None``."""
+    if "%" in text:
+        return None
+    try:
+        return f"[{ipaddress.IPv6Address(text).compressed}]"
+    except ValueError:
+        return None
+
+
+def _reg_name(raw: str) -> str | None:
+    """Canonicalise a registered name or IPv4 address (rule 3), or return ``None``."""
+    if "%" in raw:
+        try:
+            raw = unquote(raw, errors="strict")
+        except UnicodeDecodeError:
+            return None
+    if raw.isascii():
+        host = raw.lower()
+    else:
+        try:
+            host = raw.encode("idna").decode("ascii").lower()
+        except UnicodeError:
+            return None
+    if host.endswith("."):
+        host = host[:-1]
+    if len(host) > 253 or _HOST_RE.fullmatch(host) is None:
+        return None
+    return host if _labels_valid(host) else None
+
+
+def _labels_valid(host: str) -> bool:
+    """Check punycode labels and that a numeric last label means a dotted-quad IPv4."""
+    labels = host.split(".")
+    if labels[-1].isdigit():
+        return len(labels) == 4 and all(_ipv4_part_valid(label) for label in labels)
+    if "xn--" not in host:
+        return True
+    return all(_punycode_valid(label) for label in labels if label.startswith("xn--"))
+
+
+def _ipv4_part_valid(label: str) -> bool:
+    """A decimal 0..255 without leading zeros."""
+    return _IPV4_PART_RE.fullmatch(label) is not None and int(label) <= 255
+
+
+def _punycode_valid(label: str) -> bool:
+    """Tell whether an ``xn--`` label decodes as punycode."""
+    try:
+        label[4:].encode("ascii").decode("punycode")
+    except UnicodeError:
+        return False
+    return True
+
+
+# --- joining --------------------------------------------------------------------------------
+
+
+def _base_parts(base: str) -> _Base | None:
+    """Split an http(s) base URL for ``join``; the last one is memoised."""
+    global _last_base
+    parts = _last_base
+    if parts is not None and parts.url == base:
+        return parts
+    match = _BASE_RE.match(base)
+    if match is None:
+        return None
+    scheme, authority, path = match.group(1, 2, 3)
+    origin = f"{scheme}:{authority}"
+    directory = origin + (path[: path.rfind("/") + 1] or "/")  # RFC 3986 5.2.3 merge
+    parts = _Base(base, scheme, origin, path, directory, canonicalize(base) == base)
+    _last_base = parts
+    return parts
+
+
+def _join_slow(base: str, href: str) -> str | None:
+    """``urllib.parse.urljoin`` then canonicalise; ``None`` if the parser refuses."""
+    try:
+        return canonicalize(urljoin(base, href))
+    except ValueError:
+        return None
