@@ -62,6 +62,10 @@ class RequestLogEntry:
     finished: float  #: time.monotonic() after the response was written and flushed
     bytes: int  #: body bytes sent (0 for HEAD)
     client_port: int  #: the client's source port: equal for requests on one connection
+    #: time.monotonic() just before the first response byte was sent. No client can have
+    #: received the response earlier, so politeness gaps are measured from here: a check
+    #: that cannot blame a polite client for the server thread being descheduled.
+    responding: float = 0.0
     method: str = "GET"
 
 
@@ -130,6 +134,7 @@ class _Handler(BaseHTTPRequestHandler):
         return value.partition(":")[0].rstrip(".")
 
     def _respond(self, host: str, status: int, content_type: str, body: bytes) -> None:
+        responding = time.monotonic()
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -150,6 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
                 status=status,
                 started=self._started,
                 finished=time.monotonic(),
+                responding=responding,
                 bytes=sent,
                 client_port=self.client_address[1],
                 method=self.command,
@@ -322,7 +328,7 @@ def politeness_violations(
     """Requests that came too soon after the previous one to the same host.
 
     Per host, entries are ordered by ``started``; a request violates when its ``started`` is
-    earlier than ``previous.finished + gap - CLOCK_TOLERANCE_S``, where ``gap`` is
+    earlier than ``previous.responding + gap - CLOCK_TOLERANCE_S``, where ``gap`` is
     ``per_host_gap[host]`` if given (it replaces ``min_gap_s``; pass the larger of the two if
     that is the rule) and ``min_gap_s`` otherwise. Overlapping requests (more than one in
     flight) always violate. robots.txt requests count like any other request.
@@ -335,7 +341,7 @@ def politeness_violations(
         gap = min_gap_s if per_host_gap is None else per_host_gap.get(host, min_gap_s)
         entries.sort(key=lambda e: e.started)
         for previous, current in itertools.pairwise(entries):
-            waited = current.started - previous.finished
+            waited = current.started - previous.responding
             if waited < gap - CLOCK_TOLERANCE_S:
                 problems.append(
                     f"{host}: GET {current.path} started {waited:.3f}s after "
@@ -361,7 +367,7 @@ def robots_first_violations(log: Iterable[RequestLogEntry]) -> list[str]:
         if not robots:
             problems.append(f"{host}: {len(pages)} requests, /robots.txt never requested")
             continue
-        answered = min(e.finished for e in robots)
+        answered = min(e.responding for e in robots)
         early = [e for e in pages if e.started < answered]
         if early:
             problems.append(

@@ -420,7 +420,7 @@ def test_stop_is_idempotent_and_closes_kept_alive_connections(site: Site) -> Non
 
 
 def entry(host: str, path: str, started: float, finished: float) -> RequestLogEntry:
-    return RequestLogEntry(host, path, 200, started, finished, 100, 50000)
+    return RequestLogEntry(host, path, 200, started, finished, 100, 50000, responding=finished)
 
 
 def test_politeness_accepts_a_compliant_sequence() -> None:
