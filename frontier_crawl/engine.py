@@ -139,12 +139,16 @@ class Engine:
                 if fetcher.in_flight == 0 or now >= drain_deadline or self._stop_requested > 1:
                     return
             elif fetcher.free_slots:
-                for ticket in frontier.next_ready(now, fetcher.free_slots):
-                    fetcher.submit(self._request(ticket))
+                with frontier.batch():
+                    for ticket in frontier.next_ready(now, fetcher.free_slots):
+                        fetcher.submit(self._request(ticket))
             if frontier.pending == 0 and fetcher.in_flight == 0:
                 return
-            for result in fetcher.poll(self._wait_s(now)):
-                self._handle(result)
+            results = fetcher.poll(self._wait_s(now))
+            if results:
+                with frontier.batch():  # one LMDB commit (one fdatasync) per tick
+                    for result in results:
+                        self._handle(result)
             now = time.monotonic()
             if now >= next_ckpt:
                 self._checkpoint()

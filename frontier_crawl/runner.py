@@ -17,10 +17,10 @@ def progress_printer(console: Console) -> Callable[[dict[str, Any]], None]:
 
     def show(p: dict[str, Any]) -> None:
         console.print(
-            f"[dim]{p['elapsed_s']:7.1f}s[/]  pages {p['pages']:>8,}  "
-            f"{p['pages_per_s']:8.1f}/s  queued {p['queued']:>8,}  "
-            f"in flight {p['in_flight']:>4}  hosts {p['hosts']:>6,}",
+            f"[dim]{p['elapsed_s']:6.1f}s[/] pages {p['pages']:,} ({p['pages_per_s']:.0f}/s) "
+            f"queued {p['queued']:,} in flight {p['in_flight']} hosts {p['hosts']:,}",
             highlight=False,
+            soft_wrap=True,
         )
 
     return show

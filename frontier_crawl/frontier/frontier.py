@@ -24,7 +24,8 @@ import heapq
 import logging
 import re
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -136,6 +137,7 @@ class Frontier:
         self._store = QueueStore(self._env)
         self._seen = SeenSet(self._env, seen_capacity, seen_error_rate)
         self._robots = RobotsCache(state_dir / "robots", user_agent, robots_ttl_s)
+        self._txn: lmdb.Transaction[bytes] | None = None
         self._hosts: dict[str, HostQueue] = {}
         self._ready: deque[HostQueue] = deque()
         self._snoozed: list[tuple[float, int, HostQueue]] = []
@@ -180,6 +182,35 @@ class Frontier:
             on_reject=on_reject,
         )
 
+    # ----------------------------------------------------------------------------- transactions
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group every frontier change made inside into one LMDB write transaction.
+
+        Each commit of a durable LMDB environment costs an fdatasync; the engine wraps one loop
+        tick (a poll's results, the next tickets) in a batch so that cost is paid once per tick,
+        not once per URL. An exception aborts the batch: LMDB keeps the state before it.
+        """
+        if self._txn is not None:
+            yield
+            return
+        with self._env.begin(write=True) as txn:
+            self._txn = txn
+            try:
+                yield
+            finally:
+                self._txn = None
+
+    @contextmanager
+    def _write(self) -> Iterator[lmdb.Transaction[bytes]]:
+        """The batch's transaction if one is open, else a transaction of its own."""
+        if self._txn is not None:
+            yield self._txn
+        else:
+            with self._env.begin(write=True) as txn:
+                yield txn
+
     # ----------------------------------------------------------------------------- admission
 
     def in_scope(self, url: str) -> bool:
@@ -202,7 +233,7 @@ class Frontier:
         if depth > self._max_depth:
             return 0
         added = 0
-        with self._env.begin(write=True) as txn:
+        with self._write() as txn:
             for raw in urls:
                 url = canonicalize(raw)
                 if url is None or not self.in_scope(url):
@@ -212,12 +243,14 @@ class Frontier:
                 if not self._seen.add_new(txn, url_digest(url)):
                     continue
                 entry = QueueEntry(url=url, depth=depth, hops=hops, referrer=referrer)
-                self._enqueue(txn, origin(url), entry, now)
-                added += 1
+                added += self._enqueue(txn, origin(url), entry, now)
         self.admitted += added
         return added
 
-    def _enqueue(self, txn: lmdb.Transaction, host_key: str, entry: QueueEntry, now: float) -> None:
+    def _enqueue(
+        self, txn: lmdb.Transaction[bytes], host_key: str, entry: QueueEntry, now: float
+    ) -> bool:
+        """Queue an admitted URL in LMDB and, budget permitting, in memory; False if refused."""
         host = self._hosts.get(host_key)
         if host is None:
             host = self._new_host(host_key)
@@ -226,7 +259,7 @@ class Frontier:
                 Ticket(b"", host_key, entry.url, entry.depth, entry.hops, 0, entry.referrer),
                 ROBOTS_UNAVAILABLE,
             )
-            return
+            return False
         key = self._store.put(txn, host_key, NORMAL_PRIO, entry)
         self.queued += 1
         if host.unloaded == 0 and self.hot_total < self._memory_urls:
@@ -238,6 +271,7 @@ class Frontier:
             self.spilled += 1
         if host.state in (HostState.EMPTY, HostState.BUSY):
             self._settle(host, now)
+        return True
 
     def _new_host(self, host_key: str) -> HostQueue:
         host = HostQueue(host_key)
@@ -331,13 +365,13 @@ class Frontier:
                 host.in_flight += 1
                 return ticket
             self._on_reject(ticket, ROBOTS_DENIED)
-            with self._env.begin(write=True) as txn:
+            with self._write() as txn:
                 self._store.delete(txn, key)
         return None
 
     def _refill(self, host: HostQueue) -> None:
         room = max(1, min(REFILL_BATCH, self._memory_urls - self.hot_total))
-        with self._env.begin() as txn:
+        with self._write() as txn:
             batch = self._store.read_after(
                 txn, host.origin, host.loaded_upto, min(room, host.unloaded)
             )
@@ -359,7 +393,7 @@ class Frontier:
     def complete(self, ticket: Ticket, now: float, fetch_s: float = 0.0) -> None:
         """A page ticket is finished for good (fetched, or failed for the last time)."""
         host = self._hosts[ticket.origin]
-        with self._env.begin(write=True) as txn:
+        with self._write() as txn:
             self._store.delete(txn, ticket.key)
         self._release(
             host, ticket, now, delay_for(fetch_s, self._crawl_delay(host), self._min_delay_s)
@@ -371,7 +405,7 @@ class Frontier:
         entry = QueueEntry(
             ticket.url, ticket.depth, ticket.hops, ticket.attempt + 1, ticket.referrer
         )
-        with self._env.begin(write=True) as txn:
+        with self._write() as txn:
             self._store.rewrite(txn, ticket.key, entry)
         host.hot.appendleft((ticket.key, entry))
         self._hot_changed(1)
@@ -414,10 +448,10 @@ class Frontier:
     def _retire(self, host: HostQueue, reason: str) -> None:
         """Give up on a host: every queued URL is recorded as failed with ``reason``."""
         host.state = HostState.RETIRED
-        with self._env.begin(write=True) as txn:
+        with self.batch(), self._write() as txn:
             while host.queued:
                 if not host.hot:
-                    self._refill(host)
+                    self._refill(host)  # reads through the same (batch) transaction
                 for key, entry in host.hot:
                     self.queued -= 1
                     self._reject_entry(txn, host, key, entry, reason)
@@ -425,7 +459,12 @@ class Frontier:
                 host.hot.clear()
 
     def _reject_entry(
-        self, txn: lmdb.Transaction, host: HostQueue, key: bytes, entry: QueueEntry, reason: str
+        self,
+        txn: lmdb.Transaction[bytes],
+        host: HostQueue,
+        key: bytes,
+        entry: QueueEntry,
+        reason: str,
     ) -> None:
         ticket = Ticket(
             key, host.origin, entry.url, entry.depth, entry.hops, entry.attempt, entry.referrer

@@ -142,9 +142,20 @@ def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
         ("errors by kind", _pairs(get("errors_by_kind")) or "none"),
         ("robots denied / unavailable",
          f"{get('robots_denied', 0)} / {get('robots_unavailable', 0)}"),
-        ("bloom", _pairs(get("bloom"))),
+        ("seen URLs (Bloom filter)", _bloom(get("bloom"))),
     ]  # fmt: skip
     return rows
+
+
+def _bloom(value: object) -> str:
+    """The seen-set line: size and false positives, estimated and rescued by the exact check."""
+    if not isinstance(value, Mapping):
+        return ""
+    return (
+        f"{value.get('count', 0):,} of {value.get('capacity', 0):,}, est. false positives "
+        f"{_number(value.get('estimated_false_positives', 0.0))}, "
+        f"rescued {value.get('rescued_false_positives', 0)}"
+    )
 
 
 def _pairs(value: object) -> str:

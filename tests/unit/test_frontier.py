@@ -189,3 +189,28 @@ def test_max_pages(tmp_path: Path) -> None:
     assert f.add([f"{A}/{i}" for i in range(10)], depth=0) == 3
     assert f.add([f"{B}/1"], depth=0) == 0
     f.close()
+
+
+def test_retiring_a_host_rejects_its_spilled_urls_too(tmp_path: Path) -> None:
+    f, rejected = make(tmp_path, obey_robots=True, memory_urls=3, robots_attempts=1)
+    f.add([f"{A}/{i}" for i in range(10)], depth=0)
+    (robots,) = f.next_ready(0.0, 5)
+    f.robots_done(robots, 0.0, 500, b"")
+    assert sorted(u for u, _ in rejected) == sorted(f"{A}/{i}" for i in range(10))
+    assert {r for _, r in rejected} == {"robots-unavailable"}
+    assert f.pending == 0
+    assert f.add([f"{A}/new"], depth=0) == 0  # a retired host takes no more URLs
+    assert rejected[-1] == (f"{A}/new", "robots-unavailable")
+    f.close()
+
+
+def test_batch_groups_changes_into_one_transaction(tmp_path: Path) -> None:
+    f, _ = make(tmp_path, min_delay_s=0.0, memory_urls=2)
+    with f.batch():
+        f.add([f"{A}/{i}" for i in range(5)], depth=0)
+        (t,) = f.next_ready(0.0, 5)  # refill inside the batch sees the batch's own writes
+        f.complete(t, 0.0)
+    f.close()
+    g, _ = make(tmp_path, min_delay_s=0.0)
+    assert g.pending == 4
+    g.close()

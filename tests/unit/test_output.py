@@ -411,7 +411,7 @@ def test_render_report() -> None:
     assert "2  (0.5/s, 4.0 s)" in text
     assert "2xx 3" in text
     assert "timeout 2" in text
-    assert "error_rate 1e-07" in text
+    assert "est. false positives" in text and "rescued 0" in text
 
 
 def test_outcome_values() -> None:
