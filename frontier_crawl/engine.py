@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urljoin
 
 from frontier_crawl import __version__
@@ -69,6 +69,18 @@ class Layout:
         return self.root / "report.json"
 
 
+class FetcherLike(Protocol):
+    """The fetch seam: what the engine needs of a fetcher (``fetch.Fetcher``, or a null one)."""
+
+    @property
+    def free_slots(self) -> int: ...
+    @property
+    def in_flight(self) -> int: ...
+    def submit(self, req: FetchRequest) -> None: ...
+    def poll(self, timeout_s: float) -> list[FetchResult]: ...
+    def close(self) -> None: ...
+
+
 class Engine:
     """Wires frontier, fetcher, parser and outputs for one crawl process."""
 
@@ -76,6 +88,7 @@ class Engine:
         self,
         settings: CrawlSettings,
         *,
+        fetcher: FetcherLike | None = None,
         parser: Parser | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
@@ -87,7 +100,9 @@ class Engine:
         self.frontier = Frontier.from_settings(
             settings, self.layout.state_dir, on_reject=self._rejected
         )
-        self.fetcher = Fetcher.from_settings(settings.fetch, settings.politeness)
+        self.fetcher: FetcherLike = fetcher or Fetcher.from_settings(
+            settings.fetch, settings.politeness
+        )
         self.parser: Parser = parser or LinkParser(settings.fetch.parse_types)
         self._warc = (
             WarcWriter(

@@ -1,0 +1,208 @@
+"""Per-call costs of frontier/urls.py, seen.py and store.py (timeit, best of 5)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+import timeit
+from pathlib import Path
+from urllib.parse import urljoin
+
+from frontier_crawl.frontier import urls
+from frontier_crawl.frontier.seen import SeenSet
+from frontier_crawl.frontier.store import QueueEntry, QueueStore, open_env
+from frontier_crawl.frontier.urls import canonicalize, host_of, join, origin, url_digest
+
+
+def per_call(stmt, number: int, repeat: int = 5) -> float:
+    return min(timeit.repeat(stmt, number=number, repeat=repeat)) / number * 1e6
+
+
+def row(name: str, us: float) -> None:
+    print(f"{name:<58} {us:8.2f} us")
+
+
+def bench_urls() -> None:
+    canon = "https://www.example.org/articles/2024/05/some-article-title.html?page=2&id=17"
+    messy = "HTTPS://User@WWW.Example.ORG:443/a/./b/../Caf\u00e9 %7euser/%3a?q=a b#frag"
+    upper = "HTTP://WWW.EXAMPLE.ORG/articles/x.html"
+    escaped = "https://www.example.org/wiki/Caf%C3%A9_%28film%29"
+    idn = "http://b\u00fccher.example/katalog/seite-1.html"
+    for name, u in [
+        ("canonicalize: canonical ASCII (fast path)", canon),
+        ("canonicalize: canonical with escapes (fast path)", escaped),
+        ("canonicalize: upper-case scheme/host", upper),
+        ("canonicalize: messy (userinfo, dots, UTF-8, escapes, #)", messy),
+        ("canonicalize: IDN host (authority cached)", idn),
+    ]:
+        row(name, per_call(lambda u=u: canonicalize(u), 100_000))
+    row(
+        "  slow path forced on the canonical ASCII URL",
+        per_call(lambda: urls._canonicalize_slow(canon), 50_000),
+    )
+    urls._authority_cache.clear()
+    row(
+        "  IDN host, authority cache cleared each call",
+        per_call(lambda: (urls._authority_cache.clear(), canonicalize(idn)), 20_000),
+    )
+    base = "https://www.example.org/articles/2024/05/index.html"
+    for name, h in [
+        ("join: relative path 'other-article.html'", "other-article.html"),
+        ("join: absolute path '/tags/python'", "/tags/python"),
+        ("join: '../04/older.html'", "../04/older.html"),
+        ("join: absolute URL https://...", "https://cdn.example.net/x.js"),
+        ("join: '?page=3'", "?page=3"),
+        ("join: '#top'", "#top"),
+    ]:
+        row(name, per_call(lambda h=h: join(base, h), 100_000))
+    row(
+        "  reference: urllib.parse.urljoin (relative path)",
+        per_call(lambda: urljoin(base, "other-article.html"), 50_000),
+    )
+    row("url_digest (blake2b-128, 76-char URL)", per_call(lambda: url_digest(canon), 200_000))
+    row("origin", per_call(lambda: origin(canon), 200_000))
+    row("host_of", per_call(lambda: host_of(canon), 200_000))
+
+
+def bench_seen(tmp: Path) -> None:
+    env = open_env(tmp / "seen", 1 << 32)
+    n = 50_000
+    digests = [hashlib.blake2b(b"u%d" % i, digest_size=16).digest() for i in range(n)]
+    seen = SeenSet(env, 10_000_000, 1e-7)
+    bloom = seen.bloom
+    print(
+        f"Bloom filter: capacity 1e7, error 1e-7: k={bloom.num_slices}, "
+        f"{(bloom.num_bits + 7) // 8 / 1e6:.1f} MB"
+    )
+
+    def run(s: SeenSet, ds: list[bytes]) -> float:
+        with env.begin(write=True) as txn:
+            t0 = time.perf_counter()
+            for d in ds:
+                s.add_new(txn, d)
+            return (time.perf_counter() - t0) / len(ds) * 1e6
+
+    row("add_new: new digest", run(seen, digests))
+    row("add_new: repeated digest, recent-cache hit (+LMDB get)", run(seen, digests[-1000:] * 20))
+    seen_nc = SeenSet(env, 10_000_000, 1e-7, recent_size=0)
+    with env.begin() as txn:
+        seen_nc.rebuild(txn)
+    row(
+        "add_new: repeated digest, no cache (Bloom maybe + LMDB)",
+        run(seen_nc, digests[-1000:] * 20),
+    )
+    row(
+        "add_new: new digest, no cache",
+        run(seen_nc, [hashlib.blake2b(b"v%d" % i, digest_size=16).digest() for i in range(n)]),
+    )
+    db = env.open_db(b"ref")
+    with env.begin(write=True) as txn:
+        t0 = time.perf_counter()
+        for d in digests:
+            txn.put(d, b"", db=db, overwrite=False)
+        row(
+            "  reference: LMDB put(overwrite=False) of a new digest",
+            (time.perf_counter() - t0) / n * 1e6,
+        )
+        t0 = time.perf_counter()
+        for d in digests:
+            txn.get(d, db=db)
+        row("  reference: LMDB get of a present digest", (time.perf_counter() - t0) / n * 1e6)
+    row(
+        "  reference: pybloom 'in' (bytes key, same cap/error)",
+        per_call(lambda: digests[5] in bloom, 20_000),
+    )
+    with env.begin() as txn:
+        t0 = time.perf_counter()
+        count = seen.rebuild(txn)
+        row(f"rebuild per digest ({count} digests)", (time.perf_counter() - t0) / count * 1e6)
+    snap = tmp / "seen.bloom"
+    t0 = time.perf_counter()
+    seen.save_snapshot(snap)
+    t1 = time.perf_counter()
+    with env.begin() as txn:
+        exact = seen.exact_count(txn)
+    ok = SeenSet(env, 10_000_000, 1e-7).load_snapshot(snap, exact)
+    t2 = time.perf_counter()
+    print(
+        f"snapshot of {snap.stat().st_size / 1e6:.1f} MB: save {1e3 * (t1 - t0):.1f} ms (with fsync), "
+        f"load {1e3 * (t2 - t1):.1f} ms (incl. constructing a SeenSet), loaded={ok}"
+    )
+    row("estimated_false_positives()", per_call(seen.estimated_false_positives, 2_000))
+    env.close()
+
+
+def bench_store(tmp: Path) -> None:
+    env = open_env(tmp / "queue", 1 << 32)
+    store = QueueStore(env)
+    hosts = [f"http://host{i}.demo" for i in range(50)]
+    entry = QueueEntry(
+        "https://www.example.org/articles/2024/05/some-article-title.html",
+        3,
+        referrer="https://www.example.org/articles/2024/05/index.html",
+    )
+    # warm: 100k entries already queued
+    with env.begin(write=True) as txn:
+        for i in range(100_000):
+            store.put(txn, hosts[i % 50], 1, entry)
+    res = {"put": [], "read": [], "delete": [], "commit": []}
+    for _ in range(5):
+        with env.begin(write=True) as txn:
+            t0 = time.perf_counter()
+            keys = [store.put(txn, hosts[i % 50], 1, entry) for i in range(1000)]
+            t1 = time.perf_counter()
+        t2 = time.perf_counter()
+        res["put"].append((t1 - t0) / 1000)
+        res["commit"].append(t2 - t1)
+        with env.begin() as txn:
+            t0 = time.perf_counter()
+            got = 0
+            for h in hosts[:10]:
+                after = None
+                while got < 1000:
+                    page = store.read_after(txn, h, after, 100)
+                    if not page:
+                        break
+                    got += len(page)
+                    after = page[-1][0]
+                    if len(page) < 100 or got % 100 == 0:
+                        break
+            t1 = time.perf_counter()
+        res["read"].append((t1 - t0) / got)
+        with env.begin(write=True) as txn:
+            t0 = time.perf_counter()
+            for k in keys:
+                store.delete(txn, k)
+            t1 = time.perf_counter()
+        res["delete"].append((t1 - t0) / 1000)
+    row("put: 1000 in one txn, per put (100k queued)", min(res["put"]) * 1e6)
+    row("read_after: pages of 100, per entry returned", min(res["read"]) * 1e6)
+    row("delete: 1000 in one txn, per delete", min(res["delete"]) * 1e6)
+    print(
+        f"{'commit of a 1000-put txn (fdatasync, sync=True)':<58} {min(res['commit']) * 1e3:8.2f} ms"
+    )
+    with env.begin(write=True) as txn:
+        t0 = time.perf_counter()
+        txn.put(b"x", b"y")
+    t1 = time.perf_counter()
+    print(f"{'commit of a 1-put txn':<58} {(t1 - t0) * 1e3:8.2f} ms")
+    with env.begin() as txn:
+        n = store.count(txn)
+        t0 = time.perf_counter()
+        store.host_counts(txn)
+        t1 = time.perf_counter()
+    row(f"host_counts per key ({n} keys)", (t1 - t0) / n * 1e6)
+    env.close()
+
+
+if __name__ == "__main__":
+    tmp = Path(tempfile.mkdtemp(prefix="fcbench-", dir=os.environ.get("BENCH_DIR", "/tmp")))
+    try:
+        bench_urls()
+        bench_seen(tmp)
+        bench_store(tmp)
+    finally:
+        shutil.rmtree(tmp)
