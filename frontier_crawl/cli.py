@@ -71,9 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         sys.stdout.write(to_toml(settings))
         return EXIT_OK
+    from frontier_crawl.frontier import StateMismatch
     from frontier_crawl.runner import crawl
 
-    report = crawl(settings, out)
+    try:
+        report = crawl(settings, out)
+    except StateMismatch as exc:
+        sys.stderr.write(f"frontier-crawl: {exc}\n")
+        return EXIT_CONFIG
     return EXIT_OK if report else EXIT_FAILURE
 
 

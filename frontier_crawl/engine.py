@@ -10,6 +10,7 @@ has nothing queued or in flight (retries wait in the frontier as queued URLs).
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import time
@@ -20,10 +21,12 @@ from types import FrameType
 from typing import Any, Protocol
 from urllib.parse import urljoin
 
+import msgspec
+
 from frontier_crawl import __version__
 from frontier_crawl.config import CrawlSettings
-from frontier_crawl.fetch import Fetcher, FetchRequest, FetchResult
-from frontier_crawl.frontier import Frontier, Ticket
+from frontier_crawl.fetch import ErrorKind, Fetcher, FetchRequest, FetchResult
+from frontier_crawl.frontier import Failure, Frontier, Ticket
 from frontier_crawl.frontier.politeness import parse_retry_after, retry_delay
 from frontier_crawl.output import (
     ArchiveRecord,
@@ -34,12 +37,36 @@ from frontier_crawl.output import (
     WarcWriter,
     write_report,
 )
+from frontier_crawl.output.recover import recover_lines, recover_warcs
 from frontier_crawl.parse import LinkParser, Parser
 
 log = logging.getLogger(__name__)
 
 ROBOTS_REDIRECTS = 5  # RFC 9309: follow at least five redirect hops for robots.txt
 MAX_WAIT_S = 1.0  # upper bound of one wait, so progress, checkpoints and signals stay timely
+
+
+STATS_BLOB = "engine.stats"
+
+
+class _SavedStats(msgspec.Struct):
+    """The counters kept in LMDB with the frontier state they describe."""
+
+    stats: CrawlStats
+    elapsed_s: float
+
+
+_ENCODER = msgspec.msgpack.Encoder()
+
+#: errors that say the host (not this URL) is in trouble
+_CONNECTION_ERRORS = frozenset({ErrorKind.DNS, ErrorKind.CONNECT, ErrorKind.TIMEOUT, ErrorKind.TLS})
+
+
+def _failure(r: FetchResult) -> Failure:
+    """How a result bears on its host's politeness (backoff, retirement)."""
+    if r.error is not None:
+        return Failure.CONNECTION if r.error in _CONNECTION_ERRORS else Failure.NONE
+    return Failure.SERVER if r.status == 429 or r.status >= 500 else Failure.NONE
 
 
 def _iso(ts: float) -> str:
@@ -95,11 +122,14 @@ class Engine:
         self.settings = settings
         self.layout = Layout(Path(settings.crawl.output_dir))
         self.layout.root.mkdir(parents=True, exist_ok=True)
-        self.stats = CrawlStats()
-        self._log = CrawlLog(self.layout.crawl_log)
+        # the frontier first: it refuses a state directory this config cannot continue
         self.frontier = Frontier.from_settings(
             settings, self.layout.state_dir, on_reject=self._rejected
         )
+        self._recover_outputs()
+        self.stats, self._elapsed_before = self._load_stats()
+        self._dirty = False
+        self._log = CrawlLog(self.layout.crawl_log)
         self.fetcher: FetcherLike = fetcher or Fetcher.from_settings(
             settings.fetch, settings.politeness
         )
@@ -123,6 +153,41 @@ class Engine:
         self._on_progress = on_progress
         self._stop_requested = 0
         self._started = time.monotonic()
+
+    def _recover_outputs(self) -> None:
+        """Close WARC files and the crawl log left unfinished by a killed run."""
+        recovered = recover_warcs(self.layout.warc_dir)
+        recover_lines(self.layout.crawl_log)
+        if recovered:
+            log.warning("recovered %d unfinished WARC file(s)", len(recovered))
+
+    def _load_stats(self) -> tuple[CrawlStats, float]:
+        """Counters of earlier runs of this crawl, so the report covers the whole crawl."""
+        blob = self.frontier.load_blob(STATS_BLOB)
+        if blob is None:
+            return CrawlStats(), 0.0
+        try:
+            saved = msgspec.msgpack.decode(blob, type=_SavedStats)
+        except msgspec.DecodeError:
+            log.warning("unreadable saved counters: the report covers this run only")
+            return CrawlStats(), 0.0
+        return saved.stats, saved.elapsed_s
+
+    def _sync_outputs(self) -> None:
+        """Make this tick's log lines and WARC records visible before its LMDB commit.
+
+        Called inside the frontier batch, so a kill at any instant leaves either both the
+        outputs and the frontier change (URL done), or the outputs without the change (URL
+        fetched again: a duplicate line or record, never a lost one).
+        """
+        if not self._dirty:
+            return
+        self._log.flush()
+        if self._warc is not None:
+            self._warc.flush()
+        elapsed = self._elapsed_before + time.monotonic() - self._started
+        self.frontier.save_blob(STATS_BLOB, _ENCODER.encode(_SavedStats(self.stats, elapsed)))
+        self._dirty = False
 
     # ----------------------------------------------------------------------------- the loop
 
@@ -149,14 +214,15 @@ class Engine:
             now = time.monotonic()
             if self._stop_requested:
                 if drain_deadline == float("inf"):
-                    drain_deadline = now + self.settings.fetch.timeout_s
+                    drain_deadline = now + self.settings.crawl.stop_timeout_s
                     log.warning("stop requested: draining %d transfers", fetcher.in_flight)
-                if fetcher.in_flight == 0 or now >= drain_deadline or self._stop_requested > 1:
+                if fetcher.in_flight == 0 or now >= drain_deadline:
                     return
             elif fetcher.free_slots:
                 with frontier.batch():
                     for ticket in frontier.next_ready(now, fetcher.free_slots):
                         fetcher.submit(self._request(ticket))
+                    self._sync_outputs()  # robots-denied lines
             if frontier.pending == 0 and fetcher.in_flight == 0:
                 return
             results = fetcher.poll(self._wait_s(now))
@@ -164,6 +230,7 @@ class Engine:
                 with frontier.batch():  # one LMDB commit (one fdatasync) per tick
                     for result in results:
                         self._handle(result)
+                    self._sync_outputs()
             now = time.monotonic()
             if now >= next_ckpt:
                 self._checkpoint()
@@ -197,7 +264,7 @@ class Engine:
         assert isinstance(ticket, Ticket)
         if ticket.robots:
             self.frontier.robots_done(
-                ticket, r.finished, r.status if r.error is None else 0, r.body, r.duration_s
+                ticket, r.finished, r.status if r.error is None else 0, r.body, r.duration_s, r.ip
             )
             self._archive(r)
             self._record(ticket, r, Outcome.ROBOTS_TXT)
@@ -205,7 +272,7 @@ class Engine:
         if self._should_retry(ticket, r):
             return
         outcome = self._dispose(ticket, r)
-        self.frontier.complete(ticket, r.finished, r.duration_s)
+        self.frontier.complete(ticket, r.finished, r.duration_s, _failure(r), r.ip)
         self._record(ticket, r, outcome)
 
     def _should_retry(self, ticket: Ticket, r: FetchResult) -> bool:
@@ -216,7 +283,7 @@ class Engine:
             return False
         after = parse_retry_after(r.header("retry-after"), time.time()) if r.status else None
         delay = retry_delay(ticket.attempt, f.retry_backoff_s, f.max_retry_delay_s, after)
-        self.frontier.retry(ticket, r.finished, delay, r.duration_s)
+        self.frontier.retry(ticket, r.finished, delay, r.duration_s, _failure(r), r.ip)
         return True
 
     def _dispose(self, ticket: Ticket, r: FetchResult) -> Outcome:
@@ -262,6 +329,7 @@ class Engine:
         )
 
     def _record(self, ticket: Ticket, r: FetchResult, outcome: Outcome) -> None:
+        self._dirty = True
         error = r.error.value if r.error is not None else None
         nbytes = len(r.body)
         self.stats.record(outcome.value, r.status, error, nbytes)
@@ -281,7 +349,8 @@ class Engine:
         )
 
     def _rejected(self, ticket: Ticket, reason: str) -> None:
-        """A URL the frontier gave up on (robots): it still gets its crawl-log line."""
+        """A URL the frontier refused or gave up on: it still gets its crawl-log line."""
+        self._dirty = True
         self.stats.record(reason, 0, None, 0)
         self._log.write(
             LogEntry(
@@ -321,14 +390,18 @@ class Engine:
         }
 
     def _finish(self) -> dict[str, Any]:
-        elapsed = time.monotonic() - self._started
-        self.fetcher.close()
+        elapsed = self._elapsed_before + time.monotonic() - self._started
+        self.fetcher.close()  # abandoned transfers stay queued in LMDB: fetched on resume
+        self._dirty = True
+        with self.frontier.batch():
+            self._sync_outputs()
         if self._warc is not None:
             self._warc.close()
         self._log.close()
         report = self.stats.report(elapsed, self.frontier.seen_stats())
         report["frontier"] = self.frontier.stats()
         report["complete"] = self.frontier.pending == 0
+        report["stopped_by_signal"] = bool(self._stop_requested)
         report["output_dir"] = str(self.layout.root)
         report["warc_files"] = [str(p) for p in self._warc.paths] if self._warc else []
         self.frontier.close()
@@ -350,6 +423,14 @@ class Engine:
             signal.signal(sig, handler)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """First signal: stop gracefully. Second: exit at once (as safe as a kill -9)."""
         del frame
         self._stop_requested += 1
-        log.warning("received %s", signal.Signals(signum).name)
+        if self._stop_requested > 1:
+            os.write(2, b"frontier-crawl: second signal, exiting at once\n")
+            os._exit(128 + signum)
+        log.warning(
+            "received %s: finishing in-flight transfers (up to %.0f s), then stopping",
+            signal.Signals(signum).name,
+            self.settings.crawl.stop_timeout_s,
+        )

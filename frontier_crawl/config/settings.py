@@ -47,6 +47,34 @@ class CrawlSection(_Section, frozen=True):
     max_pages: Annotated[
         NonNegInt, Meta(description="URLs admitted to the frontier, 0 for no limit.")
     ] = 0
+    max_pages_per_host: Annotated[
+        NonNegInt, Meta(description="URLs admitted per host (origin), 0 for no limit.")
+    ] = 0
+    max_url_length: Annotated[
+        Annotated[int, Meta(ge=16)],
+        Meta(description="Longer canonical URLs are refused (outcome max-url-length)."),
+    ] = 2048
+    max_repeated_segments: Annotated[
+        NonNegInt,
+        Meta(
+            description="A path segment repeated more often is a trap such as /a/b/a/b/... "
+            "(outcome max-repeated-segments); 0 for no limit."
+        ),
+    ] = 3
+    max_query_params: Annotated[
+        NonNegInt,
+        Meta(
+            description="URLs with more query parameters are refused (outcome "
+            "max-query-params); 0 for no limit."
+        ),
+    ] = 30
+    stop_timeout_s: Annotated[
+        NonNegFloat,
+        Meta(
+            description="On SIGINT/SIGTERM, how long in-flight transfers may finish before "
+            "they are abandoned (and refetched on resume)."
+        ),
+    ] = 30.0
 
     def __post_init__(self) -> None:
         for seed in self.seeds:
@@ -103,6 +131,51 @@ class PolitenessSection(_Section, frozen=True):
             "and its URLs recorded as robots-unavailable."
         ),
     ] = 4
+    delay_factor: Annotated[
+        NonNegFloat,
+        Meta(
+            description="Adaptive delay: this many times the last fetch's duration, clamped "
+            "to [min_delay_s, max_delay_s] (0: fixed min_delay_s)."
+        ),
+    ] = 2.0
+    max_delay_s: Annotated[
+        NonNegFloat,
+        Meta(
+            description="Upper bound of the adaptive delay (never below min_delay_s; does "
+            "not cap Crawl-delay)."
+        ),
+    ] = 30.0
+    max_crawl_delay_s: Annotated[
+        NonNegFloat,
+        Meta(
+            description="Cap on a robots.txt Crawl-delay; 0 honours any value (a host with a "
+            "long Crawl-delay stays snoozed, never dropped)."
+        ),
+    ] = 0.0
+    backoff_s: Annotated[
+        NonNegFloat,
+        Meta(
+            description="Per-host backoff after a 429, 5xx or connection error; doubles with "
+            "each consecutive one (Retry-After wins when longer)."
+        ),
+    ] = 5.0
+    max_backoff_s: Annotated[
+        NonNegFloat, Meta(description="Upper bound of the per-host backoff.")
+    ] = 600.0
+    max_host_errors: Annotated[
+        NonNegInt,
+        Meta(
+            description="Consecutive DNS/connection failures after which a host is retired and "
+            "its queued URLs recorded as host-unreachable; 0 never retires."
+        ),
+    ] = 10
+    per_ip: Annotated[
+        bool,
+        Meta(
+            description="Hosts resolving to one IP address share one delay budget and "
+            "connection limit."
+        ),
+    ] = False
 
     def __post_init__(self) -> None:
         if not self.user_agent.strip() or "\n" in self.user_agent or "\r" in self.user_agent:

@@ -3,6 +3,12 @@
 Never imports ``frontier_crawl.fetch``; the engine maps fetch results to frontier calls.
 """
 
-from frontier_crawl.frontier.frontier import Frontier, HostState, Ticket
+from frontier_crawl.frontier.frontier import (
+    Failure,
+    Frontier,
+    HostState,
+    StateMismatch,
+    Ticket,
+)
 
-__all__ = ["Frontier", "HostState", "Ticket"]
+__all__ = ["Failure", "Frontier", "HostState", "StateMismatch", "Ticket"]

@@ -1,40 +1,47 @@
 """The frontier: which URL to fetch next, and when, so that every host is treated politely.
 
-Mechanism (policy lives in ``politeness.py``):
+Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
 
 * Every admitted URL is written at once to the LMDB queue database (``store.py``) under the key
-  ``origin \\x00 prio seq``; it is deleted only when its fetch is complete. LMDB is therefore the
-  truth about outstanding work, and a process killed at any instant loses nothing.
+  ``origin \\x00 prio seq``, in the same transaction that records it in the seen-set; it is
+  deleted only when its fetch is complete. LMDB is therefore the truth about outstanding work:
+  a process killed at any instant loses no URL, and refetches only what was in flight.
 * Each host (origin) has a :class:`HostQueue` whose in-memory ``hot`` deque caches the head of its
   LMDB queue. One global budget (``memory_urls``) caps the hot entries of all hosts together;
   past it, new URLs stay only in LMDB (``unloaded``) and are read back in batches when the host's
-  deque runs dry (``loaded_upto`` remembers where the in-memory prefix ends).
+  deque runs dry (``loaded_upto`` remembers where the in-memory prefix ends). A host with nothing
+  queued keeps no deque and no parsed robots.txt, so idle hosts cost ~200 bytes each.
 * A host is in exactly one :class:`HostState`. READY hosts wait in a FIFO, SNOOZED hosts in a heap
   ordered by wake time, BUSY hosts (all connections used, or robots.txt in flight) in neither, so
   a waiting host never holds a fetch slot. :meth:`Frontier._settle` is the one transition.
-* ``min_delay_s`` (raised to the robots.txt Crawl-delay) runs from the end of one response to
-  the next request: :meth:`complete` sets ``next_at = now + delay``.
+* Politeness is a wake time per host (and per IP group with ``per_ip``): after each response
+  ``next_at = end of response + delay_for(...)``, raised by the per-host error backoff; a
+  Retry-After or retry delay snoozes the host as well. A Crawl-delay of any length just snoozes.
 * robots.txt is the first request to every host (a robots :class:`Ticket`), unless a fresh copy is
   in the disk cache. Until it is known the host issues nothing else.
+* ``identity.json`` in the state directory pins what a crawl cannot change between runs (layout
+  version, seen-set sizing); tunables may change freely.
 """
 
 from __future__ import annotations
 
 import heapq
+import json
 import logging
 import re
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from frontier_crawl.frontier.politeness import delay_for
+from frontier_crawl.frontier.politeness import DelayPolicy, delay_for, host_backoff
 from frontier_crawl.frontier.robots import RobotsCache, Rules
 from frontier_crawl.frontier.seen import SeenSet
 from frontier_crawl.frontier.store import QueueEntry, QueueStore, open_env
+from frontier_crawl.frontier.traps import MAX_HOST_PAGES, Limits, trap_reason
 from frontier_crawl.frontier.urls import canonicalize, host_of, origin, url_digest
 
 if TYPE_CHECKING:
@@ -46,10 +53,18 @@ log = logging.getLogger(__name__)
 
 NORMAL_PRIO = 1
 REFILL_BATCH = 512
+LAYOUT_VERSION = 1
 
 #: reasons passed to the reject callback (they become crawl-log outcomes)
 ROBOTS_DENIED = "robots-denied"
 ROBOTS_UNAVAILABLE = "robots-unavailable"
+HOST_UNREACHABLE = "host-unreachable"
+
+_ALLOW_ALL = Rules("", None)
+
+
+class StateMismatch(ValueError):
+    """The output directory holds a crawl this configuration cannot continue."""
 
 
 class HostState(Enum):
@@ -62,11 +77,19 @@ class HostState(Enum):
     RETIRED = "retired"  #: given up; URLs recorded as failed, new ones refused
 
 
+class Failure(Enum):
+    """How a fetch went wrong, as far as the host's politeness is concerned."""
+
+    NONE = 0  #: a response the host meant (2xx, 3xx, 4xx but 429)
+    SERVER = 1  #: 429 or 5xx: the host is struggling; back off
+    CONNECTION = 2  #: DNS, connect, timeout, reset: back off, and retire after max_host_errors
+
+
 @dataclass(slots=True, frozen=True)
 class Ticket:
     """One URL handed out for fetching; give it back with complete/retry/robots_done."""
 
-    key: bytes  #: LMDB queue key (b"" for robots.txt tickets)
+    key: bytes  #: LMDB queue key (b"" for robots.txt tickets and rejected URLs)
     origin: str
     url: str
     depth: int
@@ -77,27 +100,41 @@ class Ticket:
 
 
 @dataclass(slots=True, eq=False)
+class IpGroup:
+    """Hosts sharing one IP address share its politeness budget (``per_ip``)."""
+
+    next_at: float = 0.0
+    in_flight: int = 0
+    waiting: list[HostQueue] | None = None  #: hosts parked while every connection is in use
+
+
+@dataclass(slots=True, eq=False)
 class HostQueue:
     """Per-host scheduling facts. Small on purpose: there may be millions of hosts."""
 
     origin: str
     state: HostState = HostState.EMPTY
-    hot: deque[tuple[bytes, QueueEntry]] = field(default_factory=deque)
+    hot: deque[tuple[bytes, QueueEntry]] | None = None  #: None when nothing is in memory
     unloaded: int = 0  #: entries in LMDB after ``loaded_upto`` and not in ``hot``
     loaded_upto: bytes | None = None
     in_flight: int = 0
     next_at: float = 0.0  #: monotonic time before which no request may start
-    rules: Rules | None = None  #: robots.txt rules, None while unknown
+    rules: Rules | None = None  #: robots.txt rules, None while unknown (or dropped when idle)
     robots_in_flight: bool = False
     robots_attempts: int = 0
+    errors: int = 0  #: consecutive 429/5xx/connection failures
+    conn_errors: int = 0  #: consecutive DNS/connection failures
+    admitted: int = 0  #: URLs admitted in this run (for max_pages_per_host)
+    group: IpGroup | None = None
+    retired: str = ""  #: why the host was retired (the outcome of its URLs)
 
     @property
     def queued(self) -> int:
-        return len(self.hot) + self.unloaded
+        return (len(self.hot) if self.hot else 0) + self.unloaded
 
 
 class Frontier:
-    """Admission (scope, dedup), per-host queues in LMDB and politeness scheduling."""
+    """Admission (scope, dedup, traps), per-host queues in LMDB, and politeness scheduling."""
 
     def __init__(
         self,
@@ -105,37 +142,46 @@ class Frontier:
         *,
         allow_domains: Iterable[str],
         exclude: Iterable[str],
-        max_depth: int,
+        limits: Limits,
         max_pages: int,
-        min_delay_s: float,
+        policy: DelayPolicy,
         connections_per_host: int,
         obey_robots: bool,
         user_agent: str,
         robots_ttl_s: float,
         robots_retry_s: float,
         robots_attempts: int,
+        max_host_errors: int,
         memory_urls: int,
         seen_capacity: int,
         seen_error_rate: float,
         map_size: int,
+        per_ip: bool = False,
+        known_ips: Mapping[str, str] | None = None,
         on_reject: Callable[[Ticket, str], None] | None = None,
     ) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)
         self._state_dir = state_dir
+        self._check_identity(seen_capacity, seen_error_rate)
         self._domains = tuple(d.lower().strip(".") for d in allow_domains)
         self._exclude = re.compile("|".join(f"(?:{p})" for p in exclude)) if exclude else None
-        self._max_depth = max_depth
+        self._limits = limits
         self._max_pages = max_pages
-        self._min_delay_s = min_delay_s
+        self._policy = policy
         self._cph = connections_per_host
         self._obey_robots = obey_robots
         self._robots_retry_s = robots_retry_s
         self._robots_attempts = robots_attempts
+        self._max_host_errors = max_host_errors
         self._memory_urls = memory_urls
+        self._per_ip = per_ip
+        self._known_ips = dict(known_ips or {})
+        self._groups: dict[str, IpGroup] = {}
         self._on_reject = on_reject or (lambda _t, _r: None)
         self._env: lmdb.Environment = open_env(state_dir / "frontier.lmdb", map_size)
         self._store = QueueStore(self._env)
         self._seen = SeenSet(self._env, seen_capacity, seen_error_rate)
+        self._blobs = self._env.open_db(b"blobs")
         self._robots = RobotsCache(state_dir / "robots", user_agent, robots_ttl_s)
         self._txn: lmdb.Transaction[bytes] | None = None
         self._hosts: dict[str, HostQueue] = {}
@@ -149,6 +195,7 @@ class Frontier:
         self.spilled = 0  #: URLs that went to LMDB only, past the memory budget
         self.refilled = 0  #: URLs read back from LMDB into memory
         self.peak_hot = 0
+        self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
         self._resume()
 
     @classmethod
@@ -162,23 +209,31 @@ class Frontier:
         domains = s.scope.allow_domains or tuple(
             h for h in (host_of(c) for c in map(canonicalize, s.crawl.seeds) if c) if h
         )
+        known_ips = {}
+        for entry in s.fetch.resolve:  # "host:port:addr", as curl --resolve
+            host, _port, addr = entry.split(":", 2)
+            known_ips[host.lower()] = addr.strip("[]")
+        p = s.politeness
         return cls(
             state_dir,
             allow_domains=domains,
             exclude=s.scope.exclude,
-            max_depth=s.crawl.max_depth,
+            limits=Limits.from_settings(s.crawl),
             max_pages=s.crawl.max_pages,
-            min_delay_s=s.politeness.min_delay_s,
-            connections_per_host=s.politeness.connections_per_host,
-            obey_robots=s.politeness.obey_robots,
-            user_agent=s.politeness.user_agent,
-            robots_ttl_s=s.politeness.robots_ttl_s,
-            robots_retry_s=s.politeness.robots_retry_s,
-            robots_attempts=s.politeness.robots_attempts,
+            policy=DelayPolicy.from_settings(p),
+            connections_per_host=p.connections_per_host,
+            obey_robots=p.obey_robots,
+            user_agent=p.user_agent,
+            robots_ttl_s=p.robots_ttl_s,
+            robots_retry_s=p.robots_retry_s,
+            robots_attempts=p.robots_attempts,
+            max_host_errors=p.max_host_errors,
             memory_urls=s.frontier.memory_urls,
             seen_capacity=s.frontier.seen_capacity,
             seen_error_rate=s.frontier.seen_error_rate,
             map_size=s.frontier.lmdb_map_size_bytes,
+            per_ip=p.per_ip,
+            known_ips=known_ips,
             on_reject=on_reject,
         )
 
@@ -211,6 +266,18 @@ class Frontier:
             with self._env.begin(write=True) as txn:
                 yield txn
 
+    def save_blob(self, name: str, data: bytes) -> None:
+        """Store a small named blob (e.g. the engine's counters) in the current transaction,
+        so it is durable exactly when the frontier changes it goes with are."""
+        with self._write() as txn:
+            txn.put(name.encode(), data, db=self._blobs)
+
+    def load_blob(self, name: str) -> bytes | None:
+        """A blob saved by :meth:`save_blob` in this or an earlier run."""
+        with self._env.begin(db=self._blobs) as txn:
+            data = txn.get(name.encode())
+        return bytes(data) if data is not None else None
+
     # ----------------------------------------------------------------------------- admission
 
     def in_scope(self, url: str) -> bool:
@@ -229,10 +296,13 @@ class Frontier:
         hops: int = 0,
         now: float = 0.0,
     ) -> int:
-        """Admit new URLs (canonicalised, in scope, unseen); returns how many were queued."""
-        if depth > self._max_depth:
-            return 0
+        """Admit new URLs (canonical, in scope, unseen, within the trap limits).
+
+        Returns how many were queued. A new URL that breaks a trap limit is recorded through the
+        reject callback once (it is marked seen, so later links to it are silent).
+        """
         added = 0
+        limits = self._limits
         with self._write() as txn:
             for raw in urls:
                 url = canonicalize(raw)
@@ -242,8 +312,17 @@ class Frontier:
                     break
                 if not self._seen.add_new(txn, url_digest(url)):
                     continue
+                host_key = origin(url)
+                reason = trap_reason(url, depth, limits)
+                if reason is None and limits.max_pages_per_host:
+                    queue = self._hosts.get(host_key)
+                    if queue is not None and queue.admitted >= limits.max_pages_per_host:
+                        reason = MAX_HOST_PAGES
+                if reason is not None:
+                    self._on_reject(Ticket(b"", host_key, url, depth, hops, 0, referrer), reason)
+                    continue
                 entry = QueueEntry(url=url, depth=depth, hops=hops, referrer=referrer)
-                added += self._enqueue(txn, origin(url), entry, now)
+                added += self._enqueue(txn, host_key, entry, now)
         self.admitted += added
         return added
 
@@ -257,12 +336,15 @@ class Frontier:
         elif host.state is HostState.RETIRED:
             self._on_reject(
                 Ticket(b"", host_key, entry.url, entry.depth, entry.hops, 0, entry.referrer),
-                ROBOTS_UNAVAILABLE,
+                host.retired,
             )
             return False
         key = self._store.put(txn, host_key, NORMAL_PRIO, entry)
         self.queued += 1
+        host.admitted += 1
         if host.unloaded == 0 and self.hot_total < self._memory_urls:
+            if host.hot is None:
+                host.hot = deque()
             host.hot.append((key, entry))
             host.loaded_upto = key
             self._hot_changed(1)
@@ -275,10 +357,10 @@ class Frontier:
 
     def _new_host(self, host_key: str) -> HostQueue:
         host = HostQueue(host_key)
-        if self._obey_robots:
-            host.rules = self._robots.get(host_key)
-        else:
-            host.rules = Rules("", None)
+        if self._per_ip:
+            ip = self._known_ips.get(host_of(host_key))
+            if ip is not None:
+                host.group = self._groups.setdefault(ip, IpGroup())
         self._hosts[host_key] = host
         return host
 
@@ -297,6 +379,8 @@ class Frontier:
             new = HostState.BUSY
         elif host.queued == 0:
             new = HostState.EMPTY
+            if host.in_flight == 0:
+                host.rules = None  # idle: keep no parsed robots.txt (re-read from the disk cache)
         elif host.next_at <= now:
             new = HostState.READY
         else:
@@ -339,22 +423,45 @@ class Frontier:
             host = ready.popleft()
             if host.state is not HostState.READY:
                 continue  # stale: it moved on since it was queued here
-            ticket = self._take(host)
             host.state = HostState.BUSY  # out of the FIFO; _settle puts it back where it belongs
+            if host.group is not None and self._group_holds(host, now):
+                continue
+            ticket = self._take(host)
             if ticket is not None:
                 out.append(ticket)
                 self.in_flight += 1
+                if host.group is not None:
+                    host.group.in_flight += 1
             self._settle(host, now)
         return out
 
+    def _group_holds(self, host: HostQueue, now: float) -> bool:
+        """Per-IP politeness: park or snooze a host whose IP group is busy or not yet due."""
+        group = host.group
+        assert group is not None
+        if group.in_flight >= self._cph:
+            if group.waiting is None:
+                group.waiting = []
+            group.waiting.append(host)  # BUSY until a request to this IP completes
+            return True
+        if group.next_at > now:
+            host.next_at = max(host.next_at, group.next_at)
+            self._settle(host, now)
+            return True
+        return False
+
     def _take(self, host: HostQueue) -> Ticket | None:
         """The host's next ticket: robots.txt first, then its queue minus robots-denied URLs."""
+        if host.rules is None:
+            host.rules = self._robots.get(host.origin) if self._obey_robots else _ALLOW_ALL
         if host.rules is None:
             host.robots_in_flight = True
             return Ticket(b"", host.origin, host.origin + "/robots.txt", 0, robots=True)
         while host.queued:
             if not host.hot:
                 self._refill(host)
+                if not host.hot:
+                    break
             key, entry = host.hot.popleft()
             self._hot_changed(-1)
             self.queued -= 1
@@ -363,10 +470,13 @@ class Frontier:
             )
             if host.rules.allowed(entry.url):
                 host.in_flight += 1
+                if not host.hot:
+                    host.hot = None
                 return ticket
             self._on_reject(ticket, ROBOTS_DENIED)
             with self._write() as txn:
                 self._store.delete(txn, key)
+        host.hot = None
         return None
 
     def _refill(self, host: HostQueue) -> None:
@@ -382,6 +492,8 @@ class Frontier:
             self.queued -= host.unloaded
             host.unloaded = 0
             return
+        if host.hot is None:
+            host.hot = deque()
         host.hot.extend(batch)
         host.loaded_upto = batch[-1][0]
         host.unloaded -= len(batch)
@@ -390,16 +502,30 @@ class Frontier:
 
     # ----------------------------------------------------------------------------- completion
 
-    def complete(self, ticket: Ticket, now: float, fetch_s: float = 0.0) -> None:
+    def complete(
+        self,
+        ticket: Ticket,
+        now: float,
+        fetch_s: float = 0.0,
+        failure: Failure = Failure.NONE,
+        ip: str = "",
+    ) -> None:
         """A page ticket is finished for good (fetched, or failed for the last time)."""
         host = self._hosts[ticket.origin]
         with self._write() as txn:
             self._store.delete(txn, ticket.key)
-        self._release(
-            host, ticket, now, delay_for(fetch_s, self._crawl_delay(host), self._min_delay_s)
-        )
+        self._release(host, ticket, now, self._delay_after(host, fetch_s, failure), ip)
+        self._maybe_retire(host, failure)
 
-    def retry(self, ticket: Ticket, now: float, delay_s: float, fetch_s: float = 0.0) -> None:
+    def retry(
+        self,
+        ticket: Ticket,
+        now: float,
+        delay_s: float,
+        fetch_s: float = 0.0,
+        failure: Failure = Failure.NONE,
+        ip: str = "",
+    ) -> None:
         """Fetch this ticket again, no earlier than ``delay_s`` from now (host snoozed as well)."""
         host = self._hosts[ticket.origin]
         entry = QueueEntry(
@@ -407,56 +533,99 @@ class Frontier:
         )
         with self._write() as txn:
             self._store.rewrite(txn, ticket.key, entry)
+        if host.hot is None:
+            host.hot = deque()
         host.hot.appendleft((ticket.key, entry))
         self._hot_changed(1)
         self.queued += 1
-        polite = delay_for(fetch_s, self._crawl_delay(host), self._min_delay_s)
-        self._release(host, ticket, now, max(polite, delay_s))
+        delay = max(self._delay_after(host, fetch_s, failure), delay_s)
+        self._release(host, ticket, now, delay, ip)
+        self._maybe_retire(host, failure)
+
+    def _delay_after(self, host: HostQueue, fetch_s: float, failure: Failure) -> float:
+        """Politeness delay after a response, plus the host's error backoff."""
+        if failure is Failure.NONE:
+            host.errors = host.conn_errors = 0
+        else:
+            host.errors += 1
+            host.conn_errors = host.conn_errors + 1 if failure is Failure.CONNECTION else 0
+        crawl_delay = host.rules.crawl_delay_s if host.rules is not None else None
+        polite = delay_for(fetch_s, crawl_delay, self._policy)
+        return max(polite, host_backoff(host.errors, self._policy))
+
+    def _maybe_retire(self, host: HostQueue, failure: Failure) -> None:
+        if (
+            failure is Failure.CONNECTION
+            and self._max_host_errors
+            and host.conn_errors >= self._max_host_errors
+            and host.state is not HostState.RETIRED
+        ):
+            log.warning("%s: %d connection failures in a row: host retired", host.origin,
+                        host.conn_errors)  # fmt: skip
+            self._retire(host, HOST_UNREACHABLE)
 
     def robots_done(
-        self, ticket: Ticket, now: float, status: int, body: bytes, fetch_s: float = 0.0
+        self,
+        ticket: Ticket,
+        now: float,
+        status: int,
+        body: bytes,
+        fetch_s: float = 0.0,
+        ip: str = "",
     ) -> None:
         """Record a robots.txt fetch: rules known, retry later, or retire the host."""
         host = self._hosts[ticket.origin]
         host.robots_in_flight = False
-        rules = self._robots.store(host.origin, status, body)
+        rules = self._robots.store(host.origin, status, body) if self._obey_robots else None
         if rules is not None:
             host.rules = rules
-            delay = delay_for(fetch_s, rules.crawl_delay_s, self._min_delay_s)
+            delay = delay_for(fetch_s, rules.crawl_delay_s, self._policy)
         else:
             host.robots_attempts += 1
             if host.robots_attempts >= self._robots_attempts:
                 log.warning("robots.txt of %s unavailable: host retired", host.origin)
-                self.in_flight -= 1
+                self._release(host, None, now, 0.0, ip)
                 self._retire(host, ROBOTS_UNAVAILABLE)
                 return
             delay = self._robots_retry_s * 2 ** (host.robots_attempts - 1)
-        self._release(host, None, now, max(delay, self._min_delay_s))
+        self._release(host, None, now, max(delay, self._policy.min_delay_s), ip)
 
-    def _release(self, host: HostQueue, ticket: Ticket | None, now: float, delay: float) -> None:
+    def _release(
+        self, host: HostQueue, ticket: Ticket | None, now: float, delay: float, ip: str
+    ) -> None:
         if ticket is not None:
             host.in_flight -= 1
         self.in_flight -= 1
         host.next_at = max(host.next_at, now + delay)
+        group = host.group
+        if group is not None:
+            group.in_flight -= 1
+            group.next_at = max(group.next_at, now + delay)
+            waiting, group.waiting = group.waiting, None
+            for other in waiting or ():
+                if other.state is HostState.BUSY:
+                    self._settle(other, now)
+        elif self._per_ip and ip:
+            host.group = self._groups.setdefault(ip, IpGroup())
+            host.group.next_at = max(host.group.next_at, now + delay)
         if host.state is not HostState.READY:
             self._settle(host, now)
-
-    @staticmethod
-    def _crawl_delay(host: HostQueue) -> float | None:
-        return host.rules.crawl_delay_s if host.rules is not None else None
 
     def _retire(self, host: HostQueue, reason: str) -> None:
         """Give up on a host: every queued URL is recorded as failed with ``reason``."""
         host.state = HostState.RETIRED
+        host.retired = reason
         with self.batch(), self._write() as txn:
             while host.queued:
                 if not host.hot:
                     self._refill(host)  # reads through the same (batch) transaction
+                    if not host.hot:
+                        break
                 for key, entry in host.hot:
                     self.queued -= 1
                     self._reject_entry(txn, host, key, entry, reason)
                 self._hot_changed(-len(host.hot))
-                host.hot.clear()
+                host.hot = None
 
     def _reject_entry(
         self,
@@ -491,6 +660,7 @@ class Frontier:
             "queued": self.queued,
             "in_flight": self.in_flight,
             "admitted": self.admitted,
+            "resumed": self.resumed,
             "hot": self.hot_total,
             "peak_hot": self.peak_hot,
             "spilled": self.spilled,
@@ -501,6 +671,38 @@ class Frontier:
         """The seen-set's counters (Bloom filter size, estimated false positives...)."""
         return self._seen.stats()
 
+    def _check_identity(self, seen_capacity: int, seen_error_rate: float) -> None:
+        """Refuse to continue a crawl whose identity the configuration would change."""
+        path = self._state_dir / "identity.json"
+        mine = {
+            "layout_version": LAYOUT_VERSION,
+            "seen_capacity": seen_capacity,
+            "seen_error_rate": seen_error_rate,
+        }
+        if not path.exists():
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(mine, indent=1))
+            tmp.replace(path)
+            return
+        try:
+            theirs = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise StateMismatch(f"{path}: unreadable crawl identity ({exc})") from None
+        changed = [
+            f"{key}: {theirs.get(key)!r} in the existing crawl, {value!r} now"
+            for key, value in mine.items()
+            if theirs.get(key) != value
+        ]
+        if changed:
+            keys = {"seen_capacity": "frontier.seen_capacity",
+                    "seen_error_rate": "frontier.seen_error_rate"}  # fmt: skip
+            names = ", ".join(keys.get(c.split(":")[0], c.split(":")[0]) for c in changed)
+            raise StateMismatch(
+                f"{self._state_dir.parent} holds a crawl that cannot continue with this "
+                f"configuration ({'; '.join(changed)}). Restore {names} to the crawl's values "
+                "to resume it, or set crawl.output_dir to a new directory to start a new crawl."
+            )
+
     def _resume(self) -> None:
         """Rebuild in-memory state from LMDB left by an earlier run of this crawl."""
         snapshot = self._state_dir / "seen.bloom"
@@ -508,6 +710,7 @@ class Frontier:
             counts = self._store.host_counts(txn)
             seen_count = self._seen.exact_count(txn)
         if seen_count and not self._seen.load_snapshot(snapshot, seen_count):
+            log.warning("seen-set snapshot missing or stale: rebuilding the Bloom filter")
             with self._env.begin() as txn:
                 self._seen.rebuild(txn)
         for host_key, count in counts.items():
@@ -515,6 +718,7 @@ class Frontier:
             host.unloaded = count
             self.queued += count
             self._settle(host, 0.0)
+        self.resumed = self.queued
         if counts:
             log.info("resumed: %d URLs queued over %d hosts", self.queued, len(counts))
 

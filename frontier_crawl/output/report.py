@@ -48,10 +48,13 @@ class CrawlStats:
     bytes: int = 0
     status_classes: dict[str, int] = field(default_factory=_zero_classes)
     errors_by_kind: dict[str, int] = field(default_factory=dict)
+    outcomes: dict[str, int] = field(default_factory=dict)  #: every crawl-log outcome, counted
 
     def record(self, outcome: str, status: int, error: str | None, nbytes: int) -> None:
         """Count one crawl-log entry."""
         self.bytes += nbytes
+        key = str(outcome)
+        self.outcomes[key] = self.outcomes.get(key, 0) + 1
         if error is not None:
             self.errors_by_kind[error] = self.errors_by_kind.get(error, 0) + 1
             self.timeouts += error == _TIMEOUT
@@ -93,6 +96,7 @@ class CrawlStats:
             "robots_unavailable": self.robots_unavailable,
             "other_errors": self.other_errors,
             "errors_by_kind": dict(sorted(self.errors_by_kind.items())),
+            "outcomes": dict(sorted(self.outcomes.items())),
             "redirects": self.redirects,
             "http_errors": self.http_errors,
             "robots_txt_fetches": self.robots_txt,
@@ -140,6 +144,7 @@ def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
         ("redirects (too many)", f"{get('redirects', 0)} ({get('too_many_redirects', 0)})"),
         ("timeouts / other errors", f"{get('timeouts', 0)} / {get('other_errors', 0)}"),
         ("errors by kind", _pairs(get("errors_by_kind")) or "none"),
+        ("outcomes", _pairs(get("outcomes")) or "none"),
         ("robots denied / unavailable",
          f"{get('robots_denied', 0)} / {get('robots_unavailable', 0)}"),
         ("seen URLs (Bloom filter)", _bloom(get("bloom"))),

@@ -115,6 +115,11 @@ class WarcWriter:
         if self._file.tell() > self._max_bytes:
             self._finish()
 
+    def flush(self) -> None:
+        """Hand buffered records to the OS (they then survive a kill of this process)."""
+        if self._file is not None:
+            self._file.flush()
+
     def close(self) -> None:
         """Finish the current file. Idempotent."""
         if self._file is not None:

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from frontier_crawl.frontier import Frontier, HostState, Ticket
+from frontier_crawl.frontier.politeness import DelayPolicy
+from frontier_crawl.frontier.traps import Limits
 
 A = "http://a.test"
 B = "http://b.test"
@@ -16,12 +18,22 @@ B = "http://b.test"
 
 def make(tmp_path: Path, **overrides: Any) -> tuple[Frontier, list[tuple[str, str]]]:
     rejected: list[tuple[str, str]] = []
+    policy = DelayPolicy(
+        min_delay_s=overrides.pop("min_delay_s", 1.0),
+        max_delay_s=overrides.pop("max_delay_s", 30.0),
+        delay_factor=overrides.pop("delay_factor", 0.0),
+        max_crawl_delay_s=overrides.pop("max_crawl_delay_s", 0.0),
+        backoff_s=overrides.pop("backoff_s", 0.0),
+        max_backoff_s=overrides.pop("max_backoff_s", 600.0),
+    )
+    limits = Limits(max_depth=overrides.pop("max_depth", 3), **overrides.pop("limits", {}))
     options: dict[str, Any] = {
         "allow_domains": ["a.test", "b.test"],
         "exclude": [r"\.jpg$"],
-        "max_depth": 3,
+        "limits": limits,
         "max_pages": 0,
-        "min_delay_s": 1.0,
+        "policy": policy,
+        "max_host_errors": 3,
         "connections_per_host": 1,
         "obey_robots": False,
         "user_agent": "testbot",
@@ -64,7 +76,7 @@ def test_admission_scope_dedup_depth(frontier: Frontier) -> None:
         depth=0,
     )
     assert added == 3  # a/1 (three spellings), b/1, sub.a.test/ ; jpg excluded, c.test out of scope
-    assert frontier.add([f"{A}/2"], depth=4) == 0  # beyond max_depth
+    assert frontier.add([f"{A}/2"], depth=4) == 0  # beyond max_depth (recorded, see traps test)
     assert frontier.pending == 3
 
 

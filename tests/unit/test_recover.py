@@ -1,0 +1,67 @@
+"""Repair of outputs cut by a kill: WARC files end on a complete record, the log on a line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from warcio.archiveiterator import ArchiveIterator
+
+from frontier_crawl.output import ArchiveRecord, WarcWriter
+from frontier_crawl.output.recover import complete_gzip_prefix, recover_lines, recover_warcs
+
+
+def _write_warc(directory: Path, n: int) -> Path:
+    writer = WarcWriter(directory, "t", 1 << 30, {})
+    for i in range(n):
+        writer.write(
+            ArchiveRecord(
+                url=f"http://a.test/{i}",
+                ip="127.0.0.1",
+                fetched_at=1_700_000_000.0 + i,
+                request_bytes=b"GET /%d HTTP/1.1\r\nHost: a.test\r\n\r\n" % i,
+                header_bytes=b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n",
+                payload=b"<p>%d</p>" % i * 500,
+            )
+        )
+    writer.close()
+    (path,) = writer.paths
+    return path
+
+
+def _uris(path: Path) -> list[str]:
+    with path.open("rb") as fh:
+        return [
+            r.rec_headers.get_header("WARC-Target-URI")
+            for r in ArchiveIterator(fh)
+            if r.rec_type == "response"
+        ]
+
+
+def test_open_warc_cut_mid_record_is_truncated_and_closed(tmp_path: Path) -> None:
+    full = _write_warc(tmp_path / "src", 5)
+    data = full.read_bytes()
+    assert complete_gzip_prefix(full) == len(data)
+    out = tmp_path / "warc"
+    out.mkdir()
+    for cut in (len(data) - 7, len(data) // 2, 200):
+        victim = out / f"x-{cut}.warc.gz.open"
+        victim.write_bytes(data[:cut])
+    recovered = recover_warcs(out)
+    assert not list(out.glob("*.open"))
+    for path in recovered:
+        uris = _uris(path)  # warcio reads every kept record to its end
+        assert uris == [f"http://a.test/{i}" for i in range(len(uris))]
+    names = {p.name for p in out.iterdir()}
+    assert "x-200.warc.gz.open.damaged" in names or "x-200.warc.gz" in names
+    cut_last = out / f"x-{len(data) - 7}.warc.gz"
+    with cut_last.open("rb") as fh:
+        types = [r.rec_type for r in ArchiveIterator(fh)]
+    assert types == ["warcinfo"] + ["response", "request"] * 4 + ["response"]  # last one cut
+
+
+def test_crawl_log_cut_mid_line(tmp_path: Path) -> None:
+    log = tmp_path / "crawl.jsonl"
+    log.write_bytes(b'{"a": 1}\n{"b": 2}\n{"c": ')
+    assert recover_lines(log) == len(b'{"c": ')
+    assert log.read_bytes() == b'{"a": 1}\n{"b": 2}\n'
+    assert recover_lines(log) == 0
