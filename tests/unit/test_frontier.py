@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from frontier_crawl.frontier import Frontier, HostState, Ticket
+from frontier_crawl.frontier import Failure, Frontier, HostState, StateMismatch, Ticket
 from frontier_crawl.frontier.politeness import DelayPolicy
 from frontier_crawl.frontier.traps import Limits
 
@@ -225,4 +225,133 @@ def test_batch_groups_changes_into_one_transaction(tmp_path: Path) -> None:
     f.close()
     g, _ = make(tmp_path, min_delay_s=0.0)
     assert g.pending == 4
+    g.close()
+
+
+def test_adaptive_delay_from_fetch_time(tmp_path: Path) -> None:
+    f, _ = make(tmp_path, min_delay_s=0.1, max_delay_s=5.0, delay_factor=3.0)
+    f.add([f"{A}/1", f"{A}/2"], depth=0)
+    (t,) = f.next_ready(0.0, 5)
+    f.complete(t, now=2.0, fetch_s=1.0)
+    assert f.next_wake() == 2.0 + 3.0  # 3 x the 1 s fetch
+    f.close()
+
+
+def test_long_crawl_delay_snoozes_without_dropping(tmp_path: Path) -> None:
+    f, rejected = make(tmp_path, obey_robots=True, min_delay_s=0.0)
+    f.add([f"{A}/{i}" for i in range(3)], depth=0)
+    (robots,) = f.next_ready(0.0, 5)
+    f.robots_done(robots, 0.0, 200, b"User-agent: *\nCrawl-delay: 600\n")
+    now, got = 0.0, []
+    while f.pending:
+        wake = f.next_wake()
+        assert wake is not None  # always a wake time: never dropped, never stuck
+        now = wake
+        for t in f.next_ready(now, 5):
+            got.append((now, t.url))
+            f.complete(t, now)
+    assert [u for _, u in got] == [f"{A}/{i}" for i in range(3)]
+    assert [n for n, _ in got] == [600.0, 1200.0, 1800.0]
+    assert rejected == []
+    f.close()
+
+
+def test_host_backoff_and_retirement_after_connection_errors(tmp_path: Path) -> None:
+    f, rejected = make(tmp_path, min_delay_s=0.0, backoff_s=1.0)  # max_host_errors=3
+    f.add([f"{A}/{i}" for i in range(6)], depth=0)
+    now, waits = 0.0, []
+    for _ in range(3):
+        (t,) = f.next_ready(now, 5)
+        f.complete(t, now, failure=Failure.CONNECTION)
+        wake = f.next_wake()
+        if wake is not None:
+            waits.append(wake - now)
+            now = wake
+    assert waits == [1.0, 2.0]  # exponential backoff per host; the third failure retires it
+    assert f.host_state(A) is HostState.RETIRED
+    assert sorted(u for u, _ in rejected) == [f"{A}/{i}" for i in range(3, 6)]
+    assert {r for _, r in rejected} == {"host-unreachable"}
+    assert f.pending == 0
+    f.close()
+
+
+def test_success_resets_backoff(tmp_path: Path) -> None:
+    f, _ = make(tmp_path, min_delay_s=0.0, backoff_s=1.0)
+    f.add([f"{A}/{i}" for i in range(4)], depth=0)
+    (t,) = f.next_ready(0.0, 5)
+    f.complete(t, 0.0, failure=Failure.SERVER)
+    (t,) = f.next_ready(1.0, 5)
+    f.complete(t, 1.0)  # a good response
+    assert f.next_wake() is None and len(f.next_ready(1.0, 5)) == 1
+    f.close()
+
+
+def test_per_ip_hosts_share_one_budget(tmp_path: Path) -> None:
+    f, _ = make(
+        tmp_path,
+        min_delay_s=1.0,
+        per_ip=True,
+        known_ips={"a.test": "10.0.0.1", "b.test": "10.0.0.1"},
+    )
+    f.add([f"{A}/1", f"{A}/2", f"{B}/1", f"{B}/2"], depth=0)
+    first = f.next_ready(0.0, 5)
+    assert len(first) == 1  # one connection for the shared IP
+    f.complete(first[0], 0.5)
+    assert f.next_ready(1.0, 5) == []  # the IP's delay runs from the end of that response
+    times = []
+    now = 1.5
+    while f.pending:
+        for t in f.next_ready(now, 5):
+            times.append(now)
+            f.complete(t, now)
+        now = f.next_wake() or now
+    assert times == [1.5, 2.5, 3.5]
+
+
+def test_per_ip_group_learned_from_first_response(tmp_path: Path) -> None:
+    f, _ = make(tmp_path, min_delay_s=1.0, per_ip=True)
+    f.add([f"{A}/1", f"{A}/2", f"{B}/1", f"{B}/2"], depth=0)
+    a, b = f.next_ready(0.0, 5)  # IPs unknown yet: one first request each
+    f.complete(a, 0.0, ip="10.0.0.9")
+    f.complete(b, 0.2, ip="10.0.0.9")
+    assert f.next_ready(1.0, 5) == []  # a's own delay is over, but the IP's runs to 1.2
+    assert len(f.next_ready(1.2, 5)) == 1  # and then one request for both hosts
+    f.close()
+
+
+def test_traps_are_recorded_once(tmp_path: Path) -> None:
+    f, rejected = make(tmp_path, max_depth=2, limits={"max_repeated_segments": 2})
+    trap = f"{A}/cal/cal/cal/x"
+    assert f.add([trap, f"{A}/ok"], depth=1) == 1
+    assert f.add([trap], depth=1) == 0
+    assert f.add([f"{A}/deep"], depth=3) == 0
+    assert rejected == [(trap, "max-repeated-segments"), (f"{A}/deep", "max-depth")]
+    f.close()
+
+
+def test_max_pages_per_host(tmp_path: Path) -> None:
+    f, rejected = make(tmp_path, limits={"max_pages_per_host": 2})
+    assert f.add([f"{A}/{i}" for i in range(4)] + [f"{B}/1"], depth=0) == 3
+    assert [r for _, r in rejected] == ["max-pages-per-host"] * 2
+    f.close()
+
+
+def test_identity_change_is_refused(tmp_path: Path) -> None:
+    f, _ = make(tmp_path)
+    f.close()
+    with pytest.raises(
+        StateMismatch, match=r"seen_capacity: 10000 in the existing crawl, 20000 now"
+    ):
+        make(tmp_path, seen_capacity=20_000)
+    g, _ = make(tmp_path, min_delay_s=5.0, memory_urls=7)  # tunables may change
+    g.close()
+
+
+def test_blobs_are_durable(tmp_path: Path) -> None:
+    f, _ = make(tmp_path)
+    with f.batch():
+        f.save_blob("x", b"hello")
+    f.close()
+    g, _ = make(tmp_path)
+    assert g.load_blob("x") == b"hello" and g.load_blob("y") is None
     g.close()
