@@ -1,0 +1,157 @@
+"""Politeness policies checked from the server's own request log (gaps measured from the first
+byte of one response to the arrival of the next request to the same host or IP)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from frontier_crawl.config import parse
+from frontier_crawl.demo.server import CLOCK_TOLERANCE_S, RequestLogEntry
+from frontier_crawl.engine import Engine
+from tests.scripted_server import NOT_FOUND, Answer, ScriptedServer, page
+
+SLOW_S = 0.1
+
+
+def settings(tmp_path: Path, seeds: list[str], resolve: list[str], **sections: Any) -> Any:
+    raw: dict[str, dict[str, Any]] = {
+        "crawl": {"seeds": seeds, "output_dir": str(tmp_path / "out")},
+        "politeness": {"min_delay_s": 0.01, "delay_factor": 0.0, "robots_retry_s": 0.1},
+        "fetch": {
+            "resolve": resolve,
+            "connect_timeout_s": 2.0,
+            "timeout_s": 5.0,
+            "retries": 3,
+            "retry_backoff_s": 0.05,
+        },
+        "frontier": {"seen_capacity": 10_000},
+        "output": {"progress_interval_s": 0.0},
+    }
+    for name, values in sections.items():
+        raw.setdefault(name, {}).update(values)
+    return parse(raw)
+
+
+def gaps(log: list[RequestLogEntry], host: str) -> list[tuple[str, float]]:
+    """(path of the later request, gap to the previous one) for one host, in order."""
+    mine = sorted((e for e in log if e.host == host), key=lambda e: e.started)
+    return [(b.path, b.started - a.responding) for a, b in zip(mine, mine[1:], strict=False)]
+
+
+def outcomes(out: Path) -> dict[str, tuple[str, str | None]]:
+    lines = [json.loads(x) for x in (out / "crawl.jsonl").read_text().splitlines()]
+    return {x["url"]: (x["outcome"], x["error"]) for x in lines if x["outcome"] != "robots-txt"}
+
+
+def script(host: str, path: str, nth: int) -> Answer:
+    if path == "/robots.txt":
+        return Answer(200, b"User-agent: *\nCrawl-delay: 1\n") if host == "e.test" else NOT_FOUND
+    if host == "a.test":  # slow pages: the adaptive delay grows with the fetch time
+        return page("/p1", "/p2", "/p3") if path == "/" else Answer(200, b"ok", delay_s=SLOW_S)
+    if host == "b.test":  # 503 + Retry-After on the first try of /busy
+        if path == "/":
+            return page("/busy", "/after")
+        if path == "/busy" and nth == 1:
+            return Answer(503, b"busy", (("Retry-After", "2"),))
+        return page()
+    if host == "c.test":  # 429 + Retry-After
+        if path == "/":
+            return page("/limited", "/after")
+        if path == "/limited" and nth == 1:
+            return Answer(429, b"slow down", (("Retry-After", "1"),))
+        return page()
+    if host == "d.test":  # repeated 500s: per-host exponential backoff
+        if path == "/":
+            return page("/flaky")
+        return Answer(500, b"oops") if nth <= 3 else page()
+    if host == "e.test":  # robots.txt Crawl-delay: 1
+        return page("/1", "/2") if path == "/" else page()
+    return NOT_FOUND
+
+
+@pytest.mark.timeout(60)
+def test_policies_from_server_log(tmp_path: Path) -> None:
+    hosts = ["a.test", "b.test", "c.test", "d.test", "e.test"]
+    with ScriptedServer(script) as srv:
+        s = settings(
+            tmp_path,
+            [srv.url(h, "/") for h in hosts],
+            srv.resolve(*hosts),
+            politeness={"delay_factor": 3.0, "backoff_s": 0.2, "max_backoff_s": 10.0},
+        )
+        report = Engine(s).run()
+        log = srv.log()
+    assert report["complete"] is True
+    tol = CLOCK_TOLERANCE_S
+    # adaptive: after each slow page, at least 3 x its fetch time
+    slow = gaps(log, "a.test")
+    after_slow = [g for (p, g), (prev, _) in zip(slow[1:], slow, strict=False) if prev != "/"]
+    assert after_slow and all(g >= 3 * SLOW_S - tol for g in after_slow), slow
+    # Retry-After on 503 and 429: the whole host waits, then the URL is fetched again
+    for host, path, wait in (("b.test", "/busy", 2.0), ("c.test", "/limited", 1.0)):
+        seq = [e for e in sorted(log, key=lambda e: e.started) if e.host == host]
+        i = next(i for i, e in enumerate(seq) if e.path == path)
+        assert seq[i].status in (503, 429)
+        assert seq[i + 1].started - seq[i].responding >= wait - tol
+        assert sum(e.path == path for e in seq) == 2
+    # backoff: consecutive 500s from one host double the wait (0.2, 0.4, 0.8)
+    flaky = [g for p, g in gaps(log, "d.test") if p == "/flaky"]
+    assert len(flaky) == 4
+    for gap, wait in zip(flaky[1:], (0.2, 0.4, 0.8), strict=True):
+        assert gap >= wait - tol, flaky
+    # Crawl-delay 1 s: every gap on e.test, robots.txt included
+    assert all(g >= 1.0 - tol for _, g in gaps(log, "e.test"))
+    got = outcomes(tmp_path / "out")
+    assert got[srv.url("d.test", "/flaky")] == ("fetched", None)
+    assert got[srv.url("b.test", "/busy")] == ("fetched", None)
+
+
+@pytest.mark.timeout(60)
+def test_per_ip_budget_is_shared_by_hosts(tmp_path: Path) -> None:
+    hosts = ["p1.test", "p2.test", "p3.test"]
+
+    def per_ip_script(host: str, path: str, nth: int) -> Answer:
+        return NOT_FOUND if path == "/robots.txt" else page("/x", "/y") if path == "/" else page()
+
+    with ScriptedServer(per_ip_script) as srv:
+        s = settings(
+            tmp_path,
+            [srv.url(h, "/") for h in hosts],
+            srv.resolve(*hosts),
+            politeness={"min_delay_s": 0.15, "per_ip": True},
+            fetch={"concurrency": 16},
+        )
+        Engine(s).run()
+        log = srv.log()
+    assert len(log) == 12  # 3 robots.txt + 3 x 3 pages
+    seq = sorted(log, key=lambda e: e.started)
+    between = [b.started - a.responding for a, b in zip(seq, seq[1:], strict=False)]
+    assert min(between) >= 0.15 - CLOCK_TOLERANCE_S  # one budget for the one IP
+
+
+@pytest.mark.timeout(60)
+def test_unreachable_host_is_retired_with_its_urls_recorded(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # a port with nothing listening
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    urls = [f"http://dead.test:{port}/{i}" for i in range(5)]
+    s = settings(
+        tmp_path,
+        urls,
+        [f"dead.test:{port}:127.0.0.1"],
+        politeness={"obey_robots": False, "max_host_errors": 2, "backoff_s": 0.05},
+        fetch={"retries": 0},
+    )
+    report = Engine(s).run()
+    assert report["complete"] is True
+    got = outcomes(tmp_path / "out")
+    assert sorted(got) == sorted(urls)
+    assert (
+        sorted(got.values()) == [("failed", "connect-error")] * 2 + [("host-unreachable", None)] * 3
+    )
+    assert report["outcomes"]["host-unreachable"] == 3

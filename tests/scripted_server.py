@@ -1,0 +1,115 @@
+"""A small HTTP server on 127.0.0.1 whose answers a test scripts per (host, path, nth request).
+
+Its request log uses the demo server's ``RequestLogEntry`` (with ``responding``, the instant just
+before the first response byte), so the same politeness checks apply.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from frontier_crawl.demo.server import RequestLogEntry
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int = 200
+    body: bytes = b""
+    headers: tuple[tuple[str, str], ...] = (("Content-Type", "text/html"),)
+    delay_s: float = 0.0  #: wait before answering (the crawler sees a slow server)
+
+
+Script = Callable[[str, str, int], Answer]  # (host, path, nth request to that URL, from 1)
+
+
+def page(*links: str) -> Answer:
+    """An HTML page linking to ``links``."""
+    body = "".join(f'<a href="{u}">{u}</a>\n' for u in links)
+    return Answer(200, f"<html><body>{body}</body></html>".encode())
+
+
+NOT_FOUND = Answer(404, b"not found")
+
+
+class ScriptedServer:
+    """Threaded HTTP/1.1 server answering from a script; bind 127.0.0.1 port 0."""
+
+    def __init__(self, script: Script) -> None:
+        self._script = script
+        self._lock = threading.Lock()
+        self._log: list[RequestLogEntry] = []
+        self._counts: Counter[tuple[str, str]] = Counter()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    def resolve(self, *hosts: str) -> list[str]:
+        """curl-style resolve entries mapping ``hosts`` to this server."""
+        return [f"{h}:{self.port}:127.0.0.1" for h in hosts]
+
+    def url(self, host: str, path: str) -> str:
+        return f"http://{host}:{self.port}{path}"
+
+    def log(self) -> list[RequestLogEntry]:
+        with self._lock:
+            return list(self._log)
+
+    def __enter__(self) -> ScriptedServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                started = time.monotonic()
+                host = (self.headers.get("Host") or "").split(":")[0].lower()
+                with server._lock:
+                    server._counts[(host, self.path)] += 1
+                    nth = server._counts[(host, self.path)]
+                answer = server._script(host, self.path, nth)
+                if answer.delay_s:
+                    time.sleep(answer.delay_s)
+                responding = time.monotonic()
+                self.send_response(answer.status)
+                for name, value in answer.headers:
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(answer.body)))
+                self.end_headers()
+                self.wfile.write(answer.body)
+                self.wfile.flush()
+                entry = RequestLogEntry(
+                    host=host,
+                    path=self.path,
+                    status=answer.status,
+                    started=started,
+                    finished=time.monotonic(),
+                    bytes=len(answer.body),
+                    client_port=self.client_address[1],
+                    responding=responding,
+                )
+                with server._lock:
+                    server._log.append(entry)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        return Handler
