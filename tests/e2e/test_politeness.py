@@ -3,6 +3,7 @@ byte of one response to the arrival of the next request to the same host or IP).
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 from pathlib import Path
@@ -40,7 +41,7 @@ def settings(tmp_path: Path, seeds: list[str], resolve: list[str], **sections: A
 def gaps(log: list[RequestLogEntry], host: str) -> list[tuple[str, float]]:
     """(path of the later request, gap to the previous one) for one host, in order."""
     mine = sorted((e for e in log if e.host == host), key=lambda e: e.started)
-    return [(b.path, b.started - a.responding) for a, b in zip(mine, mine[1:], strict=False)]
+    return [(b.path, b.started - a.responding) for a, b in itertools.pairwise(mine)]
 
 
 def outcomes(out: Path) -> dict[str, tuple[str, str | None]]:
@@ -130,7 +131,7 @@ def test_per_ip_budget_is_shared_by_hosts(tmp_path: Path) -> None:
         log = srv.log()
     assert len(log) == 12  # 3 robots.txt + 3 x 3 pages
     seq = sorted(log, key=lambda e: e.started)
-    between = [b.started - a.responding for a, b in zip(seq, seq[1:], strict=False)]
+    between = [b.started - a.responding for a, b in itertools.pairwise(seq)]
     assert min(between) >= 0.15 - CLOCK_TOLERANCE_S  # one budget for the one IP
 
 
