@@ -1,0 +1,162 @@
+"""Nothing lost on kill -9 or SIGTERM: a crawl subprocess is killed and restarted with the same
+command, and the server's own log proves every reachable page was fetched."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from frontier_crawl.demo.server import DemoServer
+from frontier_crawl.demo.site import Site, SiteSpec
+from tests.conftest import crawl_config
+
+HOSTS = 3
+
+
+@pytest.fixture(scope="module")
+def site_server() -> Iterator[tuple[Site, DemoServer]]:
+    site = Site(SiteSpec(hosts=HOSTS, pages=240, crawl_delay_s=None, seed=11))
+    with DemoServer(site) as server:
+        yield site, server
+
+
+def start(cfg: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def finish(cfg: Path) -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg)],
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    report: dict[str, object] = json.loads((cfg.parent / "out" / "report.json").read_text())
+    return report
+
+
+def check_complete(site: Site, server: DemoServer, since: int, out: Path, extra: int) -> None:
+    """Every page fetched; refetches at most ``extra``; outputs readable and complete."""
+    port = server.port
+    expected = site.expected_pages(port)
+    log = server.log()[since:]
+    fetched = Counter(
+        f"http://{e.host}:{port}{e.path}"
+        for e in log
+        if e.status == 200 and e.path != "/robots.txt"
+    )
+    assert set(fetched) == expected
+    refetched = sum(n - 1 for n in fetched.values())
+    assert refetched <= extra, f"{refetched} pages fetched twice, bound {extra}"
+    warcs = sorted((out / "warc").iterdir())
+    assert not [p for p in warcs if not p.name.endswith(".warc.gz")], warcs
+    archived = set()
+    for path in warcs:
+        with path.open("rb") as fh:
+            for rec in ArchiveIterator(fh):
+                rec.content_stream().read()  # every record readable to its end
+                if rec.rec_type == "response":
+                    archived.add(rec.rec_headers.get_header("WARC-Target-URI"))
+    assert expected <= archived
+    lines = [json.loads(x) for x in (out / "crawl.jsonl").read_text().splitlines()]
+    assert expected <= {x["url"] for x in lines if x["outcome"] == "fetched"}
+    report = json.loads((out / "report.json").read_text())
+    assert report["complete"] is True
+    assert report["fetched"] == len(expected)  # counters live in LMDB: exact across restarts
+
+
+@pytest.mark.timeout(240)
+def test_kill_9_three_times_then_finish(
+    tmp_path: Path, site_server: tuple[Site, DemoServer]
+) -> None:
+    site, server = site_server
+    since = len(server.log())
+    cfg = crawl_config(
+        tmp_path,
+        site,
+        server.port,
+        politeness={"min_delay_s": 0.03, "delay_factor": 0.0},
+        output={"warc_max_bytes": 65_536},
+        frontier={"checkpoint_interval_s": 0.5, "memory_urls": 50},
+    )
+    moments = []
+    for _ in range(3):
+        proc = start(cfg)
+        moment = random.uniform(0.4, 1.6)
+        moments.append(round(moment, 3))
+        time.sleep(moment)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        assert proc.returncode == -signal.SIGKILL, f"ended before the kill at {moments}"
+    finish(cfg)
+    # in flight at each kill: at most one request per host (connections_per_host = 1)
+    check_complete(site, server, since, tmp_path / "out", extra=3 * HOSTS)
+
+
+@pytest.mark.timeout(240)
+def test_sigterm_stops_gracefully_and_resume_completes(
+    tmp_path: Path, site_server: tuple[Site, DemoServer]
+) -> None:
+    site, server = site_server
+    since = len(server.log())
+    cfg = crawl_config(
+        tmp_path,
+        site,
+        server.port,
+        crawl={"stop_timeout_s": 3.0},
+        politeness={"min_delay_s": 0.05, "delay_factor": 0.0},
+    )
+    proc = start(cfg)
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert time.monotonic() - t0 < 3.0 + 2.0  # within the deadline (plus process teardown)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["stopped_by_signal"] is True and report["complete"] is False
+    assert 0 < report["fetched"] < len(site.expected_pages(server.port))
+    # a second signal exits at once; the crawl is still resumable
+    proc = start(cfg)
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=10)
+    # 143: the handler's immediate exit; -15: still starting up, before handlers were installed
+    assert proc.returncode in (128 + signal.SIGTERM, -signal.SIGTERM), err.decode()[-2000:]
+    finish(cfg)
+    check_complete(site, server, since, tmp_path / "out", extra=2 * HOSTS)
+
+
+@pytest.mark.timeout(60)
+def test_changed_identity_is_refused(tmp_path: Path, site_server: tuple[Site, DemoServer]) -> None:
+    site, server = site_server
+    cfg = crawl_config(tmp_path, site, server.port, crawl={"max_pages": 5})
+    finish(cfg)
+    crawl_config(
+        tmp_path, site, server.port, crawl={"max_pages": 5}, frontier={"seen_capacity": 12345}
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "seen_capacity: 100000 in the existing crawl, 12345 now" in proc.stderr
+    assert "frontier.seen_capacity" in proc.stderr
