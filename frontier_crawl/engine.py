@@ -27,6 +27,7 @@ from frontier_crawl import __version__
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.fetch import ErrorKind, Fetcher, FetchRequest, FetchResult
 from frontier_crawl.frontier import Failure, Frontier, Ticket
+from frontier_crawl.frontier.mailbox import Link
 from frontier_crawl.frontier.politeness import parse_retry_after, retry_delay
 from frontier_crawl.output import (
     ArchiveRecord,
@@ -34,7 +35,10 @@ from frontier_crawl.output import (
     CrawlStats,
     LogEntry,
     Outcome,
+    Revisit,
     WarcWriter,
+    config_warnings,
+    truncation_reason,
     write_report,
 )
 from frontier_crawl.output.recover import recover_lines, recover_warcs
@@ -44,6 +48,8 @@ log = logging.getLogger(__name__)
 
 ROBOTS_REDIRECTS = 5  # RFC 9309: follow at least five redirect hops for robots.txt
 MAX_WAIT_S = 1.0  # upper bound of one wait, so progress, checkpoints and signals stay timely
+#: in worker mode, how often the inbox is looked at (a peer's batch does not wake the curl wait)
+PEER_WAIT_S = 0.02
 
 
 STATS_BLOB = "engine.stats"
@@ -96,6 +102,18 @@ class Layout:
         return self.root / "report.json"
 
 
+class PeersLike(Protocol):
+    """The other worker processes, as one worker sees them (``frontier_crawl.workers.Peers``)."""
+
+    worker: int
+    run_id: bytes
+
+    def route(self, origin: str) -> int: ...
+    def send(self, dest: int, batch: bytes) -> None: ...
+    def publish(self, idle: bool, received: int) -> None: ...
+    def should_stop(self) -> bool: ...
+
+
 class FetcherLike(Protocol):
     """The fetch seam: what the engine needs of a fetcher (``fetch.Fetcher``, or a null one)."""
 
@@ -116,6 +134,7 @@ class Engine:
         settings: CrawlSettings,
         *,
         fetcher: FetcherLike | None = None,
+        peers: PeersLike | None = None,
         parser: Parser | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
@@ -124,8 +143,17 @@ class Engine:
         self.layout.root.mkdir(parents=True, exist_ok=True)
         # the frontier first: it refuses a state directory this config cannot continue
         self.frontier = Frontier.from_settings(
-            settings, self.layout.state_dir, on_reject=self._rejected
+            settings,
+            self.layout.state_dir,
+            on_reject=self._rejected,
+            route=peers.route if peers is not None else None,
+            worker=peers.worker if peers is not None else 0,
+            on_foreign=self._foreign,
         )
+        self._peers = peers
+        self._outbox: dict[int, list[Link]] = {}
+        self._received = 0  #: link batches ingested from other workers (this run)
+        self._undelivered = peers is not None  # an earlier run may have left outbox batches
         self._recover_outputs()
         self.stats, self._elapsed_before = self._load_stats()
         self._dirty = False
@@ -187,6 +215,11 @@ class Engine:
             self._warc.flush()
         elapsed = self._elapsed_before + time.monotonic() - self._started
         self.frontier.save_blob(STATS_BLOB, _ENCODER.encode(_SavedStats(self.stats, elapsed)))
+        if self._outbox:  # in this tick's transaction; delivered after its commit
+            for dest, links in self._outbox.items():
+                self.frontier.queue_outgoing(dest, links)
+            self._outbox.clear()
+            self._undelivered = True
         self._dirty = False
 
     # ----------------------------------------------------------------------------- the loop
@@ -223,7 +256,11 @@ class Engine:
                     for ticket in frontier.next_ready(now, fetcher.free_slots):
                         fetcher.submit(self._request(ticket))
                     self._sync_outputs()  # robots-denied lines
-            if frontier.pending == 0 and fetcher.in_flight == 0:
+            idle = frontier.pending == 0 and fetcher.in_flight == 0
+            if self._peers is not None:
+                if self._exchange(now, idle):
+                    return
+            elif idle:
                 return
             results = fetcher.poll(self._wait_s(now))
             if results:
@@ -239,18 +276,53 @@ class Engine:
                 self._progress()
                 next_progress = now + progress_every
 
+    def _deliver(self) -> None:
+        """Move committed outbox batches into their owners' inboxes (no transaction of ours
+        is open here, so two workers delivering to each other cannot deadlock)."""
+        assert self._peers is not None
+        while True:
+            pending = self.frontier.outgoing()
+            for key, dest, batch in pending:
+                self._peers.send(dest, batch)
+                self.frontier.delivered(key)
+            if len(pending) < 256:
+                break
+        self._undelivered = False
+
+    def _exchange(self, now: float, idle: bool) -> bool:
+        """Worker mode: deliver and ingest link batches, publish status; True to stop."""
+        assert self._peers is not None
+        if self._undelivered:
+            self._deliver()
+        with self.frontier.batch():
+            ingested, counted = self.frontier.ingest_inbox(now, self._peers.run_id)
+            if ingested:
+                self._dirty = True
+                self._sync_outputs()
+        self._received += counted
+        if self._undelivered:
+            self._deliver()
+        self._peers.publish(idle and ingested == 0 and not self._undelivered, self._received)
+        return self._peers.should_stop()
+
+    def _foreign(self, dest: int, link: Link) -> None:
+        """A link to a host another worker owns: batched, sent before this tick commits."""
+        self._outbox.setdefault(dest, []).append(link)
+        self._dirty = True
+
     def _wait_s(self, now: float) -> float:
         """How long poll may block: until the next host wakes, or work is ready now."""
         if self._stop_requested:
             return 0.1
         if self.fetcher.free_slots and self.frontier.has_ready:
             return 0.0
+        longest = MAX_WAIT_S if self._peers is None else PEER_WAIT_S
         wake = self.frontier.next_wake()
         if wake is None:
             if self.fetcher.in_flight == 0 and self.frontier.pending:
                 raise RuntimeError(f"frontier stalled: {self.frontier.stats()}")
-            return MAX_WAIT_S
-        return min(MAX_WAIT_S, max(0.0, wake - now))
+            return longest
+        return min(longest, max(0.0, wake - now))
 
     def _request(self, ticket: Ticket) -> FetchRequest:
         return FetchRequest(
@@ -288,18 +360,18 @@ class Engine:
 
     def _dispose(self, ticket: Ticket, r: FetchResult) -> Outcome:
         """Archive a final result, feed its links or redirect target back; return the outcome."""
+        self._archive(r)  # a failure whose response had begun is archived as truncated
         if r.error is not None:
             return Outcome.FAILED
-        self._archive(r)
-        if 300 <= r.status < 400 and r.header("location"):
+        if 300 <= r.status < 400 and r.header("location") and r.not_modified is None:
             return self._redirect(ticket, r)
-        if 200 <= r.status < 300:
+        if 200 <= r.status < 300 or r.not_modified is not None:
             links = self.parser.parse(r.url, r.content_type, r.body)
             if links.links:
                 self.frontier.add(
                     links.links, depth=ticket.depth + 1, referrer=ticket.url, now=r.finished
                 )
-            return Outcome.FETCHED
+            return Outcome.FETCHED if r.not_modified is None else Outcome.NOT_MODIFIED
         return Outcome.HTTP_ERROR if r.status >= 400 else Outcome.REDIRECT
 
     def _redirect(self, ticket: Ticket, r: FetchResult) -> Outcome:
@@ -315,8 +387,9 @@ class Engine:
         return Outcome.REDIRECT
 
     def _archive(self, r: FetchResult) -> None:
-        if self._warc is None or r.error is not None or r.status == 0:
+        if self._warc is None or r.status == 0:
             return
+        seen = r.not_modified
         self._warc.write(
             ArchiveRecord(
                 url=r.url,
@@ -325,13 +398,15 @@ class Engine:
                 request_bytes=r.request_bytes,
                 header_bytes=r.header_bytes,
                 payload=r.raw_body,
+                truncated=truncation_reason(r.error.value) if r.error is not None else None,
+                revisit_of=Revisit(seen.url, seen.fetched_at) if seen is not None else None,
             )
         )
 
     def _record(self, ticket: Ticket, r: FetchResult, outcome: Outcome) -> None:
         self._dirty = True
         error = r.error.value if r.error is not None else None
-        nbytes = len(r.body)
+        nbytes = len(r.body) if r.not_modified is None else 0  # a 304 brought no payload
         self.stats.record(outcome.value, r.status, error, nbytes)
         self._log.write(
             LogEntry(
@@ -402,6 +477,7 @@ class Engine:
         report["frontier"] = self.frontier.stats()
         report["complete"] = self.frontier.pending == 0
         report["stopped_by_signal"] = bool(self._stop_requested)
+        report["warnings"] = config_warnings(self.settings)
         report["output_dir"] = str(self.layout.root)
         report["warc_files"] = [str(p) for p in self._warc.paths] if self._warc else []
         self.frontier.close()

@@ -10,6 +10,7 @@ from rich.console import Console
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.engine import Engine
 from frontier_crawl.output import render_report
+from frontier_crawl.workers import Coordinator
 
 
 def progress_printer(console: Console) -> Callable[[dict[str, Any]], None]:
@@ -28,11 +29,20 @@ def progress_printer(console: Console) -> Callable[[dict[str, Any]], None]:
 
 def crawl(settings: CrawlSettings, console: Console) -> dict[str, Any]:
     """Run (or resume) one crawl and print its report."""
-    engine = Engine(settings, on_progress=progress_printer(console))
-    console.print(
-        f"crawling {len(settings.crawl.seeds)} seed(s) into [bold]{engine.layout.root}[/]",
-        highlight=False,
-    )
-    report = engine.run()
+    root = settings.crawl.output_dir
+    if settings.workers.processes != 1:
+        coordinator = Coordinator(settings)
+        console.print(
+            f"crawling {len(settings.crawl.seeds)} seed(s) into [bold]{root}[/] "
+            f"with {coordinator.count} worker processes",
+            highlight=False,
+        )
+        report = coordinator.run()
+    else:
+        engine = Engine(settings, on_progress=progress_printer(console))
+        console.print(
+            f"crawling {len(settings.crawl.seeds)} seed(s) into [bold]{root}[/]", highlight=False
+        )
+        report = engine.run()
     render_report(report, console)
     return report

@@ -101,7 +101,11 @@ def parse(raw: dict[str, Any], base_dir: Path | None = None) -> CrawlSettings:
         )
     except ValueError as exc:  # a bad seed from seeds_file
         raise ConfigError(f"crawl.{exc}") from None
-    return msgspec.structs.replace(settings, crawl=new_crawl)
+    fetch = settings.fetch
+    cache_dir = Path(fetch.cache_dir)
+    if base_dir is not None and not cache_dir.is_absolute():
+        fetch = msgspec.structs.replace(fetch, cache_dir=str(base_dir / cache_dir))
+    return msgspec.structs.replace(settings, crawl=new_crawl, fetch=fetch)
 
 
 def load(path: str | Path) -> CrawlSettings:

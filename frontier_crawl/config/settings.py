@@ -219,7 +219,9 @@ class FetchSection(_Section, frozen=True):
     proxy: Annotated[
         str | None, Meta(description="Proxy URL (http://, socks5://, socks5h://).")
     ] = None
-    verify_tls: Annotated[bool, Meta(description="Verify TLS certificates.")] = True
+    verify_tls: Annotated[
+        bool, Meta(description="Verify TLS certificates (false is warned about in log and report).")
+    ] = True
     ca_bundle: Annotated[
         str | None, Meta(description="CA bundle file to trust instead of the system store.")
     ] = None
@@ -230,6 +232,28 @@ class FetchSection(_Section, frozen=True):
         tuple[str, ...],
         Meta(description="Content types parsed for links (others are archived only)."),
     ] = ("text/html", "application/xhtml+xml")
+    http2: Annotated[
+        bool,
+        Meta(description="Offer HTTP/2 over TLS (ALPN); false: HTTP/1.1 only."),
+    ] = True
+    cache: Annotated[
+        bool,
+        Meta(
+            description="HTTP cache on disk for recrawls: requests for stored URLs are "
+            "conditional and a 304 reuses the stored response (WARC revisit record)."
+        ),
+    ] = False
+    cache_dir: Annotated[
+        str,
+        Meta(
+            description="Directory of the HTTP cache, shared by the crawls that name it; "
+            "relative paths are relative to the config file."
+        ),
+    ] = "httpcache"
+    cache_max_bytes: Annotated[
+        Annotated[int, Meta(ge=1 << 20)],
+        Meta(description="Size bound of the HTTP cache (least recently stored evicted first)."),
+    ] = 1 << 30
 
     def __post_init__(self) -> None:
         for entry in self.resolve:
@@ -279,15 +303,12 @@ class OutputSection(_Section, frozen=True):
 
 class WorkersSection(_Section, frozen=True):
     processes: Annotated[
-        int, Meta(description="Worker processes; only 1 is supported in this version.")
+        Annotated[int, Meta(ge=0, le=256)],
+        Meta(
+            description="Worker processes, hosts partitioned among them by a stable hash; "
+            "0: one per core. Fixed for the life of a crawl."
+        ),
     ] = 1
-
-    def __post_init__(self) -> None:
-        if self.processes != 1:
-            raise ValueError(
-                f"processes: only 1 worker process is supported in this version, "
-                f"got {self.processes}"
-            )
 
 
 class CrawlSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

@@ -1,6 +1,6 @@
 """Fetching: one pycurl CurlMulti driving many transfers (never imports frontier/)."""
 
 from frontier_crawl.fetch.fetcher import Fetcher
-from frontier_crawl.fetch.types import ErrorKind, FetchRequest, FetchResult
+from frontier_crawl.fetch.types import ErrorKind, FetchRequest, FetchResult, NotModified
 
-__all__ = ["ErrorKind", "FetchRequest", "FetchResult", "Fetcher"]
+__all__ = ["ErrorKind", "FetchRequest", "FetchResult", "Fetcher", "NotModified"]

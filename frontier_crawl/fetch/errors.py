@@ -16,7 +16,9 @@ OPERATION_TIMEDOUT (28)                   DNS / CONNECT /       by phase (see Ph
                                                                 -> CONNECT (TCP or TLS handshake);
                                                                 else TIMEOUT (also the low-speed
                                                                 abort)
-COULDNT_CONNECT (7)                       CONNECT
+COULDNT_CONNECT (7)                       CONNECT / PROXY       PROXY when an HTTP proxy refused
+                                                                the tunnel ("CONNECT tunnel
+                                                                failed, response 502")
 NO_CONNECTION_AVAILABLE (89)              CONNECT
 QUIC_CONNECT_ERROR (96)                   CONNECT               transient, like a TCP failure
 SSL_CONNECT_ERROR (35)                    TLS
@@ -188,6 +190,8 @@ def map_curl_error(code: int, message: str, phase: Phase = _NO_EVIDENCE) -> Erro
         return ErrorKind.TOO_LARGE
     if code == CURLE_OPERATION_TIMEDOUT:
         return _timeout_kind(phase, message)
+    if code == CURLE_COULDNT_CONNECT and message.startswith("CONNECT tunnel failed"):
+        return ErrorKind.PROXY
     if code == CURLE_RECV_ERROR and "chunk" in message.lower():
         return ErrorKind.PROTOCOL
     if code == CURLE_UNSUPPORTED_PROTOCOL and not _is_scheme_refusal(message):

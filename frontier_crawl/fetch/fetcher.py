@@ -12,17 +12,32 @@ Only http and https URLs reach libcurl: anything else is answered by the next ``
 Content encoding: the request offers ``Accept-Encoding: gzip, deflate`` (unless the request
 brings its own), libcurl's decoding is off, and ``fetch/decode.py`` decodes the body with a
 hard cap of ``max_body_bytes`` (see there for the handling of unknown encodings).
+
+With ``cache_dir`` set, an :class:`~frontier_crawl.fetch.cache.HttpCache` makes requests for
+URLs it holds a response for conditional, and turns a 304 back into that response
+(``FetchResult.not_modified``); see ``fetch/cache.py``.
+
+A name server that never answers: libcurl (threaded resolver) gives up on the name at the
+connect timeout, so the transfer ends in time, but the ``getaddrinfo`` thread it started runs
+on for the system resolver's own timeout (glibc: 5 s times 2 attempts per server), and
+``curl_multi_cleanup`` waits for it. After such a resolve timeout, :meth:`Fetcher.close`
+therefore runs the libcurl cleanup in a daemon thread, so the crawl's end is bounded by our
+own timeouts, not by the system resolver's.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 import pycurl
 
 from frontier_crawl.config.settings import PolitenessSection
+from frontier_crawl.fetch.cache import CACHE_ERRORS, HttpCache, Stored
+from frontier_crawl.fetch.errors import CURLE_OPERATION_TIMEDOUT
 from frontier_crawl.fetch.multi import MultiLoop
 from frontier_crawl.fetch.pool import CurlOptions, HandlePool
 from frontier_crawl.fetch.transfer import Transfer, error_result
@@ -40,6 +55,7 @@ _ACCEPT_ENCODING = "Accept-Encoding: gzip, deflate"
 #: idle connections kept beyond the in-flight ones, for hosts revisited soon
 _IDLE_CONNECTIONS = 256
 _DEFAULT_USER_AGENT = PolitenessSection().user_agent
+_CONDITIONAL = frozenset({"if-none-match", "if-modified-since"})
 
 
 class Fetcher:
@@ -65,10 +81,17 @@ class Fetcher:
         ca_bundle: str | None = None,
         dns_cache_ttl_s: int = 120,
         http2: bool = True,
+        cache_dir: str | Path | None = None,
+        cache_max_bytes: int = 1 << 30,
     ) -> None:
-        """Build the multi, the share and the (empty) handle pool."""
+        """Build the multi, the share and the (empty) handle pool (and open the cache)."""
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        if not verify_tls:
+            log.warning(
+                "TLS certificate verification is off (fetch.verify_tls = false): "
+                "https responses are not authenticated"
+            )
         self._concurrency = concurrency
         self._max_body_bytes = max_body_bytes
         maxconnects = concurrency + min(concurrency, _IDLE_CONNECTIONS)
@@ -93,6 +116,9 @@ class Fetcher:
         self._transfers: dict[pycurl.Curl, Transfer] = {}
         self._ready: list[FetchResult] = []
         self._closed = False
+        self._cache = HttpCache(Path(cache_dir), cache_max_bytes) if cache_dir else None
+        self._revalidating: dict[pycurl.Curl, Stored] = {}
+        self._resolver_stuck = False  # a resolve timed out: its thread may outlive the transfer
 
     @classmethod
     def from_settings(cls, fetch: FetchSection, politeness: PolitenessSection) -> Fetcher:
@@ -110,6 +136,9 @@ class Fetcher:
             verify_tls=fetch.verify_tls,
             ca_bundle=fetch.ca_bundle,
             dns_cache_ttl_s=fetch.dns_cache_ttl_s,
+            http2=fetch.http2,
+            cache_dir=fetch.cache_dir if fetch.cache else None,
+            cache_max_bytes=fetch.cache_max_bytes,
         )
 
     # -- the seam --------------------------------------------------------------------------
@@ -135,15 +164,19 @@ class Fetcher:
             detail = f"scheme {scheme!r} is not http or https; not fetched"
             self._ready.append(error_result(req, ErrorKind.FORBIDDEN_SCHEME, detail))
             return
+        stored = self._lookup(req)
         handle = self._pool.acquire()
         transfer = Transfer(req, self._max_body_bytes)
+        extra = stored.conditional_headers() if stored is not None else ()
         try:
-            _set_request_options(handle, req, transfer)
+            _set_request_options(handle, req, transfer, extra)
         except (pycurl.error, ValueError, TypeError) as exc:
             self._pool.release(handle)
             self._ready.append(error_result(req, ErrorKind.OTHER, f"bad request: {exc}"))
             return
         self._transfers[handle] = transfer
+        if stored is not None:
+            self._revalidating[handle] = stored
         self._loop.add(handle)
 
     def poll(self, timeout_s: float) -> list[FetchResult]:
@@ -158,8 +191,11 @@ class Fetcher:
         results, self._ready = self._ready, []
         for completion in completions:
             transfer = self._transfers.pop(completion.handle)
-            results.append(transfer.result(completion.handle, completion.code, completion.message))
+            result = transfer.result(completion.handle, completion.code, completion.message)
             self._pool.release(completion.handle)
+            if completion.code == CURLE_OPERATION_TIMEDOUT and result.error is ErrorKind.DNS:
+                self._resolver_stuck = True
+            results.append(self._cached(result, self._revalidating.pop(completion.handle, None)))
         return results
 
     def close(self) -> None:
@@ -167,15 +203,52 @@ class Fetcher:
         if self._closed:
             return
         self._closed = True
-        for handle in self._transfers:
+        for handle, transfer in self._transfers.items():
             self._loop.remove(handle)
+            if not transfer.request_chunks:  # abandoned before its request went out
+                self._resolver_stuck = True
         if self._transfers:
             log.debug("closing with %d transfers in flight", len(self._transfers))
         self._transfers.clear()
+        self._revalidating.clear()
         self._ready.clear()
         self._pool.close()
+        if self._cache is not None:
+            self._cache.close()
+        if self._resolver_stuck:  # see the module docstring
+            threading.Thread(target=self._cleanup, name="curl-cleanup", daemon=True).start()
+        else:
+            self._cleanup()
+
+    def _cleanup(self) -> None:
         self._loop.close()
         self._share.close()
+
+    # -- the HTTP cache --------------------------------------------------------------------
+
+    def _lookup(self, req: FetchRequest) -> Stored | None:
+        """The stored response to revalidate ``req`` against, if the cache applies to it."""
+        if self._cache is None or req.follow_redirects:
+            return None
+        if any(name.lower() in _CONDITIONAL for name, _ in req.headers):
+            return None  # the caller asks its own question
+        try:
+            return self._cache.lookup(req.url)
+        except CACHE_ERRORS as exc:
+            log.warning("HTTP cache lookup failed for %s: %s", req.url, exc)
+            return None
+
+    def _cached(self, result: FetchResult, stored: Stored | None) -> FetchResult:
+        """Store a fresh 200, or turn a 304 into the stored response it confirms."""
+        if self._cache is None:
+            return result
+        if stored is not None and result.status == 304 and result.error is None:
+            return self._cache.revalidated(result, stored, self._max_body_bytes)
+        try:
+            self._cache.store(result)
+        except CACHE_ERRORS as exc:
+            log.warning("HTTP cache store failed for %s: %s", result.url, exc)
+        return result
 
     def __enter__(self) -> Fetcher:
         return self
@@ -203,10 +276,15 @@ def _make_share() -> pycurl.CurlShare:
     return share
 
 
-def _set_request_options(handle: pycurl.Curl, req: FetchRequest, transfer: Transfer) -> None:
+def _set_request_options(
+    handle: pycurl.Curl,
+    req: FetchRequest,
+    transfer: Transfer,
+    extra_headers: tuple[tuple[str, str], ...] = (),
+) -> None:
     """The per-request options (the common ones were applied by the pool)."""
     handle.setopt(pycurl.URL, req.url)
-    handle.setopt(pycurl.HTTPHEADER, _header_lines(req.headers))
+    handle.setopt(pycurl.HTTPHEADER, _header_lines(req.headers + extra_headers))
     if req.follow_redirects > 0:
         handle.setopt(pycurl.FOLLOWLOCATION, 1)
         handle.setopt(pycurl.MAXREDIRS, req.follow_redirects)

@@ -50,6 +50,7 @@ class MultiLoop:
         self._watched: dict[int, int] = {}  # fd -> selector events
         self._timer_at: float | None = None  # monotonic time curl wants to be called back
         self._handles = 0
+        self._closed = False
         self._multi = pycurl.CurlMulti()
         self._multi.setopt(pycurl.M_SOCKETFUNCTION, self._on_socket)
         self._multi.setopt(pycurl.M_TIMERFUNCTION, self._on_timer)
@@ -85,7 +86,12 @@ class MultiLoop:
                 return done
 
     def close(self) -> None:
-        """Close the multi and the selector (remove the easy handles first)."""
+        """Close the multi and the selector (remove the easy handles first).
+
+        May run in another thread (see ``fetcher.py``): callbacks libcurl makes during its
+        cleanup are ignored from here on.
+        """
+        self._closed = True
         self._multi.close()
         self._selector.close()
         self._watched.clear()
@@ -128,9 +134,13 @@ class MultiLoop:
     # -- callbacks from libcurl ------------------------------------------------------------
 
     def _on_timer(self, timeout_ms: int) -> None:
+        if self._closed:
+            return
         self._timer_at = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000.0
 
     def _on_socket(self, what: int, fd: int, _multi: object, _socketp: object) -> None:
+        if self._closed:
+            return
         try:
             events = _WANTED.get(what)  # None for POLL_REMOVE (and POLL_NONE)
             if events is None:

@@ -49,8 +49,22 @@ class FetchRequest:
 
 
 @dataclass(slots=True, frozen=True)
+class NotModified:
+    """The stored response a 304 confirmed (see ``fetch/cache.py``)."""
+
+    url: str  #: the URL the stored response was fetched from
+    fetched_at: float  #: wall clock of that fetch: the WARC-Date of the record holding it
+
+
+@dataclass(slots=True, frozen=True)
 class FetchResult:
-    """The outcome of one FetchRequest: a response (``status > 0``) and/or an ``error``."""
+    """The outcome of one FetchRequest: a response (``status > 0``) and/or an ``error``.
+
+    With the HTTP cache on, a ``304 Not Modified`` answer to a conditional request comes back
+    with ``status`` 304 and ``header_bytes`` of the 304 as received, but ``headers``, ``body``
+    and ``raw_body`` of the stored 200 response it confirmed (headers updated by the 304's, as
+    RFC 9111 section 4.3.4 says), and ``not_modified`` set.
+    """
 
     request: FetchRequest
     url: str  #: effective URL (differs from request.url only when redirects were followed)
@@ -68,6 +82,8 @@ class FetchResult:
     started_at: float  #: wall clock (time.time()) when the request was submitted
     finished: float  #: time.monotonic() when the transfer completed
     duration_s: float  #: submit -> completion
+    #: set when a 304 confirmed a stored response (``body`` is then that response's body)
+    not_modified: NotModified | None = None
 
     def header(self, name: str) -> str | None:
         """Last value of a response header (case-insensitive), or None."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import heapq
 import json
 import logging
+import os
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -37,6 +38,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from frontier_crawl.frontier.mailbox import INBOX_DB, Link, decode_links, encode_links
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for, host_backoff
 from frontier_crawl.frontier.robots import RobotsCache, Rules
 from frontier_crawl.frontier.seen import SeenSet
@@ -159,6 +161,9 @@ class Frontier:
         per_ip: bool = False,
         known_ips: Mapping[str, str] | None = None,
         on_reject: Callable[[Ticket, str], None] | None = None,
+        route: Callable[[str], int] | None = None,
+        worker: int = 0,
+        on_foreign: Callable[[int, Link], None] | None = None,
     ) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)
         self._state_dir = state_dir
@@ -178,10 +183,15 @@ class Frontier:
         self._known_ips = dict(known_ips or {})
         self._groups: dict[str, IpGroup] = {}
         self._on_reject = on_reject or (lambda _t, _r: None)
+        self._route = route  #: origin -> owning worker, None when this process owns every host
+        self._worker = worker
+        self._on_foreign = on_foreign or (lambda _w, _l: None)
         self._env: lmdb.Environment = open_env(state_dir / "frontier.lmdb", map_size)
         self._store = QueueStore(self._env)
         self._seen = SeenSet(self._env, seen_capacity, seen_error_rate)
         self._blobs = self._env.open_db(b"blobs")
+        self._inbox = self._env.open_db(INBOX_DB)
+        self._outbox = self._env.open_db(b"outbox")
         self._robots = RobotsCache(state_dir / "robots", user_agent, robots_ttl_s)
         self._txn: lmdb.Transaction[bytes] | None = None
         self._hosts: dict[str, HostQueue] = {}
@@ -204,6 +214,10 @@ class Frontier:
         s: CrawlSettings,
         state_dir: Path,
         on_reject: Callable[[Ticket, str], None] | None = None,
+        *,
+        route: Callable[[str], int] | None = None,
+        worker: int = 0,
+        on_foreign: Callable[[int, Link], None] | None = None,
     ) -> Frontier:
         """Build a frontier from the crawl settings (the only place that reads them)."""
         domains = s.scope.allow_domains or tuple(
@@ -235,6 +249,9 @@ class Frontier:
             per_ip=p.per_ip,
             known_ips=known_ips,
             on_reject=on_reject,
+            route=route,
+            worker=worker,
+            on_foreign=on_foreign,
         )
 
     # ----------------------------------------------------------------------------- transactions
@@ -308,11 +325,14 @@ class Frontier:
                 url = canonicalize(raw)
                 if url is None or not self.in_scope(url):
                     continue
+                host_key = origin(url)
+                if self._route is not None and (dest := self._route(host_key)) != self._worker:
+                    self._on_foreign(dest, (url, depth, referrer, hops))
+                    continue
                 if self._max_pages and self.admitted + added >= self._max_pages:
                     break
                 if not self._seen.add_new(txn, url_digest(url)):
                     continue
-                host_key = origin(url)
                 reason = trap_reason(url, depth, limits)
                 if reason is None and limits.max_pages_per_host:
                     queue = self._hosts.get(host_key)
@@ -368,6 +388,51 @@ class Frontier:
         self.hot_total += delta
         if self.hot_total > self.peak_hot:
             self.peak_hot = self.hot_total
+
+    def ingest_inbox(self, now: float, run_id: bytes = b"", limit: int = 64) -> tuple[int, int]:
+        """Admit link batches other workers committed into this frontier's inbox.
+
+        Each batch is added and deleted in the same (batch) transaction. Returns the number of
+        batches ingested, and how many of them were delivered during run ``run_id`` (the
+        termination count of ``frontier_crawl.workers``).
+        """
+        with self._write() as txn:
+            cursor = txn.cursor(db=self._inbox)
+            batches = []
+            for key, value in cursor:
+                batches.append((bytes(key), bytes(value)))
+                if len(batches) >= limit:
+                    break
+            for key, value in batches:
+                for url, depth, referrer, hops in decode_links(value):
+                    self.add((url,), depth=depth, referrer=referrer, hops=hops, now=now)
+                txn.delete(key, db=self._inbox)
+        return len(batches), sum(key.startswith(run_id) for key, _ in batches)
+
+    def queue_outgoing(self, dest: int, links: list[Link]) -> None:
+        """Keep a batch for another worker in this frontier's outbox, in the current transaction.
+
+        Delivery (:meth:`outgoing` / :meth:`delivered`) happens after the commit, never inside
+        a transaction of ours: holding our writer lock while waiting for a peer's (which may be
+        waiting for ours) would deadlock. A kill between commit and delivery only delays it.
+        """
+        with self._write() as txn:
+            txn.put(dest.to_bytes(2, "big") + os.urandom(14), encode_links(links), db=self._outbox)
+
+    def outgoing(self, limit: int = 256) -> list[tuple[bytes, int, bytes]]:
+        """Committed batches not yet delivered: (key, destination worker, encoded links)."""
+        with self._env.begin(db=self._outbox) as txn:
+            out = []
+            for key, value in txn.cursor():
+                out.append((bytes(key), int.from_bytes(key[:2], "big"), bytes(value)))
+                if len(out) >= limit:
+                    break
+        return out
+
+    def delivered(self, key: bytes) -> None:
+        """Forget an outbox batch now committed into its destination's inbox."""
+        with self._write() as txn:
+            txn.delete(key, db=self._outbox)
 
     # ----------------------------------------------------------------------------- scheduling
 

@@ -2,8 +2,8 @@
 
 from frontier_crawl.output.crawllog import CrawlLog, LogEntry, iso_time
 from frontier_crawl.output.outcomes import Outcome
-from frontier_crawl.output.report import CrawlStats, render_report, write_report
-from frontier_crawl.output.warc import ArchiveRecord, WarcWriter
+from frontier_crawl.output.report import CrawlStats, config_warnings, render_report, write_report
+from frontier_crawl.output.warc import ArchiveRecord, Revisit, WarcWriter, truncation_reason
 
 __all__ = [
     "ArchiveRecord",
@@ -11,8 +11,11 @@ __all__ = [
     "CrawlStats",
     "LogEntry",
     "Outcome",
+    "Revisit",
     "WarcWriter",
+    "config_warnings",
     "iso_time",
     "render_report",
+    "truncation_reason",
     "write_report",
 ]

@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
@@ -21,6 +22,9 @@ from rich.filesize import decimal
 from rich.table import Table
 
 from frontier_crawl.output.outcomes import Outcome
+
+if TYPE_CHECKING:
+    from frontier_crawl.config import CrawlSettings
 
 _STATUS_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
 _TIMEOUT = "timeout"
@@ -45,6 +49,7 @@ class CrawlStats:
     other_errors: int = 0  #: outcome failed with an error other than timeout
     timeouts: int = 0  #: any entry with error "timeout"
     not_found: int = 0  #: pages answered 404
+    not_modified: int = 0  #: outcome not-modified: a 304 confirmed the cached response
     bytes: int = 0
     status_classes: dict[str, int] = field(default_factory=_zero_classes)
     errors_by_kind: dict[str, int] = field(default_factory=dict)
@@ -70,6 +75,8 @@ class CrawlStats:
         """Bump the counter of ``outcome`` (unknown outcomes are ignored)."""
         if outcome == Outcome.FETCHED:
             self.pages += 1
+        elif outcome == Outcome.NOT_MODIFIED:
+            self.not_modified += 1
         elif outcome == Outcome.HTTP_ERROR:
             self.http_errors += 1
         elif outcome == Outcome.REDIRECT:
@@ -97,6 +104,7 @@ class CrawlStats:
             "other_errors": self.other_errors,
             "errors_by_kind": dict(sorted(self.errors_by_kind.items())),
             "outcomes": dict(sorted(self.outcomes.items())),
+            "not_modified": self.not_modified,
             "redirects": self.redirects,
             "http_errors": self.http_errors,
             "robots_txt_fetches": self.robots_txt,
@@ -105,6 +113,17 @@ class CrawlStats:
             "pages_per_s": round(self.pages / elapsed_s, 3) if elapsed_s > 0 else 0.0,
             "bloom": dict(bloom),
         }
+
+
+def config_warnings(settings: CrawlSettings) -> list[str]:
+    """Settings an operator should know were in force (the report's ``warnings`` list)."""
+    warnings: list[str] = []
+    if not settings.fetch.verify_tls:
+        warnings.append(
+            "fetch.verify_tls = false: TLS certificates were not verified, "
+            "https responses are not authenticated"
+        )
+    return warnings
 
 
 def write_report(path: Path, report: Mapping[str, object]) -> None:
@@ -144,11 +163,15 @@ def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
         ("redirects (too many)", f"{get('redirects', 0)} ({get('too_many_redirects', 0)})"),
         ("timeouts / other errors", f"{get('timeouts', 0)} / {get('other_errors', 0)}"),
         ("errors by kind", _pairs(get("errors_by_kind")) or "none"),
+        ("not modified (304, cached)", str(get("not_modified", 0))),
         ("outcomes", _pairs(get("outcomes")) or "none"),
         ("robots denied / unavailable",
          f"{get('robots_denied', 0)} / {get('robots_unavailable', 0)}"),
         ("seen URLs (Bloom filter)", _bloom(get("bloom"))),
     ]  # fmt: skip
+    warnings = get("warnings")
+    if isinstance(warnings, list) and warnings:
+        rows.append(("warnings", "\n".join(str(w) for w in warnings)))
     return rows
 
 

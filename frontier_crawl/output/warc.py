@@ -19,6 +19,17 @@ parsed headers (normalising spacing, folding and percent-encoding non-ASCII valu
 :class:`_VerbatimHeaders` keeps the received bytes instead, which is what an archive is for.
 When ``header_bytes`` holds several blocks (1xx interim responses, redirects libcurl
 followed), the last one is the response the payload belongs to.
+
+Incomplete responses (the transfer failed after the response headers arrived: connection
+closed or reset mid-body, timeout, size cap) are archived, never as complete ones: the response
+record carries ``WARC-Truncated`` (WARC 1.1 section 5.13: ``length`` for the size cap, ``time``
+for a timeout, ``disconnect`` for a broken connection, ``unspecified`` otherwise) and the payload
+holds what arrived (nothing past the size cap). Transfers that got no response are not archived.
+
+A ``304 Not Modified`` that confirmed an earlier capture (the HTTP cache of a recrawl) is a
+``revisit`` record instead of a response (profile ``server-not-modified``): the 304's header
+block, no payload, and ``WARC-Refers-To-Target-URI`` / ``WARC-Refers-To-Date`` naming the
+capture that holds the payload.
 """
 
 from __future__ import annotations
@@ -48,6 +59,22 @@ _WARC_1_1_SPEC = "https://iipc.github.io/warc-specifications/specifications/warc
 _PARSER = StatusAndHeadersParser([], verify=False)  # verify=False: also accepts "HTTP/2 200"
 _CONTROL_ESCAPES = {c: f"%{c:02X}" for c in (*range(0x21), 0x7F)}
 _BUILDER = RecordBuilder(warc_version="1.1")  # builds records; a WARCWriter writes them
+SERVER_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+#: WARC-Truncated value for a crawl-log error kind; other kinds are "unspecified"
+_TRUNCATED_BY = {"too-large": "length", "timeout": "time", "truncated": "disconnect"}
+
+
+def truncation_reason(error: str) -> str:
+    """The ``WARC-Truncated`` value for a response that ended with crawl-log error ``error``."""
+    return _TRUNCATED_BY.get(error, "unspecified")
+
+
+@dataclass(slots=True, frozen=True)
+class Revisit:
+    """The earlier capture a 304 confirmed: its target URI and WARC-Date (epoch seconds)."""
+
+    uri: str
+    date: float
 
 
 @dataclass(slots=True, frozen=True)
@@ -60,6 +87,8 @@ class ArchiveRecord:
     request_bytes: bytes  #: request header block as sent
     header_bytes: bytes  #: response status line + headers as received
     payload: bytes  #: body as received after de-chunking; may still be gzip-encoded
+    truncated: str | None = None  #: WARC-Truncated reason when the payload is incomplete
+    revisit_of: Revisit | None = None  #: set for a 304 confirming that capture (no payload)
 
 
 class WarcWriter:
@@ -163,7 +192,15 @@ def _response_record(rec: ArchiveRecord) -> Any:
     if not rec.header_bytes.strip():
         raise ValueError(f"empty response header block for {rec.url}")
     head = without_transfer_encoding(last_header_block(rec.header_bytes))
-    return _record(rec, "response", head, rec.payload, {})
+    if rec.revisit_of is not None:
+        refers = {
+            "WARC-Profile": SERVER_NOT_MODIFIED,
+            "WARC-Refers-To-Target-URI": _header_safe(rec.revisit_of.uri),
+            "WARC-Refers-To-Date": warc_date(rec.revisit_of.date),
+        }
+        return _record(rec, "revisit", head, b"", refers)
+    extra = {"WARC-Truncated": rec.truncated} if rec.truncated else {}
+    return _record(rec, "response", head, rec.payload, extra)
 
 
 def _request_record(rec: ArchiveRecord, response: Any) -> Any:

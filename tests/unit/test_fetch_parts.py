@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import gzip
 import zlib
+from pathlib import Path
 
 import pycurl
 import pytest
 
-from frontier_crawl.fetch import errors
+from frontier_crawl.fetch import FetchRequest, FetchResult, NotModified, errors
+from frontier_crawl.fetch.cache import HttpCache
 from frontier_crawl.fetch.decode import DecodedTooLarge, DecodeError, decoder_for
 from frontier_crawl.fetch.errors import Phase, map_curl_error
 from frontier_crawl.fetch.pool import CurlOptions, HandlePool
@@ -230,3 +232,83 @@ def test_curl_options_apply_to_a_handle() -> None:
         options.apply(handle)  # re-applicable after reset
     finally:
         handle.close()
+
+
+# -- issue 4: proxy tunnel refusal, the HTTP cache ------------------------------------------
+
+
+def test_refused_proxy_tunnel_is_proxy() -> None:
+    message = "CONNECT tunnel failed, response 502"
+    assert map_curl_error(pycurl.E_COULDNT_CONNECT, message) is ErrorKind.PROXY
+    assert map_curl_error(pycurl.E_COULDNT_CONNECT, "Failed to connect") is ErrorKind.CONNECT
+
+
+def _result(
+    status: int,
+    headers: tuple[tuple[str, str], ...],
+    raw: bytes = b"",
+    body: bytes | None = None,
+    follow: int = 0,
+) -> FetchResult:
+    head = f"HTTP/1.1 {status} X\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
+    return FetchResult(
+        request=FetchRequest("http://h.test/p", follow_redirects=follow),
+        url="http://h.test/p",
+        status=status,
+        error=None,
+        error_detail="",
+        header_bytes=head.encode(),
+        headers=tuple((k.lower(), v) for k, v in headers),
+        raw_body=raw,
+        body=raw if body is None else body,
+        request_bytes=b"GET /p HTTP/1.1\r\n\r\n",
+        ip="127.0.0.1",
+        http_version="1.1",
+        started_at=1_700_000_000.5,
+        finished=0.0,
+        duration_s=0.0,
+    )
+
+
+def test_cache_stores_only_200s_with_a_validator(tmp_path: Path) -> None:
+    cache = HttpCache(tmp_path, 1 << 20)
+    try:
+        etag = (("ETag", '"v1"'),)
+        assert not cache.store(_result(200, ()))  # no validator
+        assert not cache.store(_result(404, etag))
+        assert not cache.store(_result(200, (*etag, ("Cache-Control", "max-age=0, no-store"))))
+        assert not cache.store(_result(200, etag, follow=5))  # libcurl followed redirects
+        assert cache.lookup("http://h.test/p") is None
+        assert cache.store(_result(200, (*etag, ("Last-Modified", "Wed, 01 May 2024"))))
+        stored = cache.lookup("http://h.test/p")
+        assert stored is not None and stored.fetched_at == 1_700_000_000.5
+        assert stored.conditional_headers() == (
+            ("If-None-Match", '"v1"'),
+            ("If-Modified-Since", "Wed, 01 May 2024"),
+        )
+    finally:
+        cache.close()
+
+
+def test_cache_turns_a_304_into_the_stored_response(tmp_path: Path) -> None:
+    cache = HttpCache(tmp_path, 1 << 20)
+    try:
+        page = b"<html>" + b"p" * 500 + b"</html>"
+        stored_headers = (("Content-Type", "text/html"), ("Content-Encoding", "gzip"),
+                          ("ETag", '"v1"'), ("X-Old", "1"))  # fmt: skip
+        cache.store(_result(200, stored_headers, gzip.compress(page), page))
+        stored = cache.lookup("http://h.test/p")
+        assert stored is not None
+        answer = _result(304, (("ETag", '"v1"'), ("X-Old", "2"), ("Content-Length", "0")))
+        result = cache.revalidated(answer, stored, 1 << 20)
+        assert result.status == 304 and result.error is None
+        assert result.body == page and result.raw_body == stored.raw_body
+        assert result.content_type == "text/html"
+        assert result.header("x-old") == "2"  # updated by the 304
+        assert result.header("content-length") is None  # the 304's own framing is not kept
+        assert result.header_bytes == answer.header_bytes  # the 304 as received
+        assert result.not_modified == NotModified("http://h.test/p", 1_700_000_000.5)
+        too_small = cache.revalidated(answer, stored, 100)  # the cap shrank since
+        assert too_small.error is ErrorKind.TOO_LARGE and too_small.not_modified is None
+    finally:
+        cache.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import random
@@ -11,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from rich.console import Console
 from warcio.archiveiterator import ArchiveIterator
@@ -379,6 +381,7 @@ def test_report_for_a_known_sequence() -> None:
             "robots-unavailable": 1,
             "too-many-redirects": 1,
         },
+        "not_modified": 0,
         "redirects": 1,
         "http_errors": 3,
         "robots_txt_fetches": 2,
@@ -433,6 +436,7 @@ def test_outcome_values() -> None:
         "robots-denied",
         "robots-unavailable",
         "failed",
+        "not-modified",
         "robots-txt",
     ]
 
@@ -444,8 +448,78 @@ def test_exported_members() -> None:
         "CrawlStats",
         "LogEntry",
         "Outcome",
+        "Revisit",
         "WarcWriter",
+        "config_warnings",
         "iso_time",
         "render_report",
+        "truncation_reason",
         "write_report",
     }
+
+
+# --- truncated responses, revisits, warnings (issue 4) -------------------------------------
+
+
+def test_truncated_response_is_marked(tmp_path: Path) -> None:
+    headers = b"Content-Type: text/html\r\nContent-Length: 1000\r\n"
+    rec = dataclasses.replace(
+        record("/cut", b"x" * 100, headers), truncated=output.truncation_reason("truncated")
+    )
+    with WarcWriter(tmp_path, "crawl", 1 << 20, {}) as writer:
+        writer.write(rec)
+        writer.write(record("/whole", b"complete"))
+    (path,) = tmp_path.iterdir()
+    found = {r.rec_headers.get_header("WARC-Target-URI"): (r, body) for r, body in read_warc(path)
+             if r.rec_type == "response"}  # fmt: skip
+    cut, body = found["http://h.test/cut"]
+    assert cut.rec_headers.get_header("WARC-Truncated") == "disconnect"
+    assert body == b"x" * 100
+    assert found["http://h.test/whole"][0].rec_headers.get_header("WARC-Truncated") is None
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [("too-large", "length"), ("timeout", "time"), ("truncated", "disconnect"),
+     ("protocol-error", "unspecified")],
+)  # fmt: skip
+def test_truncation_reasons(error: str, reason: str) -> None:
+    assert output.truncation_reason(error) == reason
+
+
+def test_revisit_record_for_not_modified(tmp_path: Path) -> None:
+    original = T0 - 86_400
+    rec = dataclasses.replace(
+        record("/same", b"ignored", b'ETag: "v1"\r\n', status=b"HTTP/1.1 304 Not Modified\r\n"),
+        revisit_of=output.Revisit("http://h.test/same", original),
+    )
+    with WarcWriter(tmp_path, "crawl", 1 << 20, {}) as writer:
+        writer.write(rec)
+    (path,) = tmp_path.iterdir()
+    records = [(r.rec_type, r, body) for r, body in read_warc(path) if r.rec_type != "warcinfo"]
+    assert [kind for kind, _, _ in records] == ["revisit", "request"]
+    _, revisit, body = records[0]
+    h = revisit.rec_headers
+    assert h.get_header("WARC-Profile") == (
+        "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+    )
+    assert h.get_header("WARC-Refers-To-Target-URI") == "http://h.test/same"
+    assert h.get_header("WARC-Refers-To-Date") == warc_date(original)
+    assert revisit.http_headers.get_statuscode() == "304"
+    assert body == b""
+    concurrent = records[1][1].rec_headers.get_header("WARC-Concurrent-To")
+    assert concurrent == h.get_header("WARC-Record-ID")
+
+
+def test_not_modified_is_counted_and_warnings_reported() -> None:
+    stats = CrawlStats()
+    stats.record(Outcome.NOT_MODIFIED, 304, None, 0)
+    report = stats.report(1.0, BLOOM)
+    assert report["not_modified"] == 1 and report["fetched"] == 0
+    assert output.config_warnings(CrawlSettings()) == []
+    insecure = msgspec.convert({"fetch": {"verify_tls": False}}, CrawlSettings)
+    (warning,) = output.config_warnings(insecure)
+    assert "verify_tls" in warning
+    console = Console(record=True, width=120, color_system=None)
+    render_report({**report, "warnings": [warning]}, console)
+    assert "verify_tls" in console.export_text()

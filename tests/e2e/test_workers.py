@@ -1,0 +1,111 @@
+"""workers.processes = 2: hosts partitioned over two processes, links exchanged in batches, the
+crawl ends by itself; checked from the server's log, the workers' WARC files and the merged
+report. Also: kill -9 of the whole process group, then resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from frontier_crawl.demo.server import DemoServer, politeness_violations, robots_first_violations
+from frontier_crawl.demo.site import Site, SiteSpec
+from tests.conftest import crawl_config
+
+DELAY = 0.02
+
+
+@pytest.fixture(scope="module")
+def site_server() -> Iterator[tuple[Site, DemoServer]]:
+    site = Site(SiteSpec(hosts=5, pages=300, crawl_delay_s=None, seed=23))
+    with DemoServer(site) as server:
+        yield site, server
+
+
+def cli(cfg: Path) -> list[str]:
+    return [sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg)]
+
+
+def check(site: Site, server: DemoServer, since: int, out: Path, refetch_bound: int) -> None:
+    port = server.port
+    log = server.log()[since:]
+    expected = site.expected_pages(port)
+    fetched = Counter(
+        f"http://{e.host}:{port}{e.path}"
+        for e in log
+        if e.status == 200 and e.path != "/robots.txt"
+    )
+    assert set(fetched) == expected
+    assert sum(n - 1 for n in fetched.values()) <= refetch_bound
+    assert robots_first_violations(log) == []
+    assert politeness_violations(log, DELAY) == []
+    report = json.loads((out / "report.json").read_text())
+    assert report["complete"] is True and report["workers"] == 2
+    assert report["fetched"] == len(expected)
+    archived: Counter[str] = Counter()
+    owners: dict[str, set[int]] = {}
+    for w in (0, 1):
+        warcs = list((out / f"worker-{w}" / "warc").iterdir())
+        assert warcs and all(p.name.endswith(".warc.gz") for p in warcs)
+        for path in warcs:
+            with path.open("rb") as fh:
+                for rec in ArchiveIterator(fh):
+                    if rec.rec_type == "response":
+                        uri = rec.rec_headers.get_header("WARC-Target-URI")
+                        archived[uri] += 1
+                        owners.setdefault(uri.split("/")[2], set()).add(w)
+    assert expected <= set(archived)
+    assert all(len(ws) == 1 for ws in owners.values()), owners  # each host in one worker only
+    assert {w for ws in owners.values() for w in ws} == {0, 1}  # and both workers had hosts
+
+
+@pytest.mark.timeout(120)
+def test_two_workers_crawl_exactly_once(
+    tmp_path: Path, site_server: tuple[Site, DemoServer]
+) -> None:
+    site, server = site_server
+    since = len(server.log())
+    cfg = crawl_config(
+        tmp_path,
+        site,
+        server.port,
+        workers={"processes": 2},
+        politeness={"min_delay_s": DELAY, "delay_factor": 0.0},
+    )
+    proc = subprocess.run(cli(cfg), capture_output=True, text=True, timeout=110)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check(site, server, since, tmp_path / "out", refetch_bound=0)
+    # the worker count is part of the crawl's identity
+    crawl_config(tmp_path, site, server.port, workers={"processes": 3})
+    proc = subprocess.run(cli(cfg), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "run by 2 worker process(es)" in proc.stderr
+
+
+@pytest.mark.timeout(180)
+def test_two_workers_survive_kill_9(tmp_path: Path, site_server: tuple[Site, DemoServer]) -> None:
+    site, server = site_server
+    since = len(server.log())
+    cfg = crawl_config(
+        tmp_path,
+        site,
+        server.port,
+        workers={"processes": 2},
+        politeness={"min_delay_s": 0.05, "delay_factor": 0.0},
+    )
+    for moment in (1.5, 2.5):
+        proc = subprocess.Popen(cli(cfg), start_new_session=True, stdout=subprocess.DEVNULL)
+        time.sleep(moment)
+        os.killpg(proc.pid, signal.SIGKILL)  # coordinator and both workers at once
+        proc.wait(timeout=10)
+    proc = subprocess.run(cli(cfg), capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check(site, server, since, tmp_path / "out", refetch_bound=2 * 5)
