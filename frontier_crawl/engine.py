@@ -174,6 +174,7 @@ class Engine:
                     "http-header-user-agent": settings.politeness.user_agent,
                     "robots": "obey" if settings.politeness.obey_robots else "ignore",
                 },
+                gzip_level=settings.output.warc_gzip_level,
             )
             if settings.output.warc
             else None

@@ -296,6 +296,10 @@ class OutputSection(_Section, frozen=True):
         Annotated[int, Meta(ge=1 << 16)], Meta(description="Rotate WARC files past this size.")
     ] = 1_073_741_824
     warc_prefix: Annotated[str, Meta(description="WARC file name prefix.")] = "frontier-crawl"
+    warc_gzip_level: Annotated[
+        Annotated[int, Meta(ge=1, le=9)],
+        Meta(description="gzip level of WARC records (1 fastest, 9 smallest)."),
+    ] = 6
     progress_interval_s: Annotated[
         NonNegFloat, Meta(description="Seconds between progress lines (0: none).")
     ] = 5.0

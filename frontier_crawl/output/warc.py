@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import socket
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -99,7 +100,14 @@ class WarcWriter:
     are filled in unless given. Not thread-safe: one writer per process.
     """
 
-    def __init__(self, directory: Path, prefix: str, max_bytes: int, info: Mapping[str, str]):
+    def __init__(
+        self,
+        directory: Path,
+        prefix: str,
+        max_bytes: int,
+        info: Mapping[str, str],
+        gzip_level: int = 6,
+    ):
         _check_prefix(prefix)
         if max_bytes <= 0:
             raise ValueError(f"max_bytes must be positive, got {max_bytes}")
@@ -113,6 +121,7 @@ class WarcWriter:
         self._warc: Any = None
         self._name = ""
         self._closed = False
+        self._gzip_level = gzip_level
         directory.mkdir(parents=True, exist_ok=True)
 
     @classmethod
@@ -171,7 +180,7 @@ class WarcWriter:
         self._name = warc_file_name(self._prefix, datetime.now(UTC), self._serial, os.getpid())
         self._serial += 1
         self._file = open(self._directory / f"{self._name}.open", "xb")  # noqa: SIM115
-        self._warc = WARCWriter(self._file, gzip=True, warc_version="1.1")
+        self._warc = _LeveledWARCWriter(self._file, self._gzip_level)
         self._warc.write_record(self._warc.create_warcinfo_record(self._name, self._info))
 
     def _finish(self) -> None:
@@ -230,6 +239,37 @@ def _record(
         warc_headers_dict=fields,
         http_headers=_VerbatimHeaders(head),
     )
+
+
+class _MemberGzip:
+    """One gzip member per record, like warcio's ``GzippingWrapper``, at a chosen level.
+
+    warcio hard-codes level 9, which costs ~1.1 ms per 48 KB record here; level 6 is ~0.8 ms
+    and level 1 ~0.2 ms for a slightly larger file. Readers see the same format.
+    """
+
+    def __init__(self, out: BinaryIO, level: int) -> None:
+        self.out = out
+        self.compressor = zlib.compressobj(level, zlib.DEFLATED, zlib.MAX_WBITS + 16)
+
+    def write(self, buff: bytes) -> None:
+        self.out.write(self.compressor.compress(buff))
+
+    def flush(self) -> None:
+        """End the member (warcio calls this once, at the end of each record)."""
+        self.out.write(self.compressor.flush())
+
+
+class _LeveledWARCWriter(WARCWriter):  # type: ignore[misc]  # warcio is untyped
+    """warcio's writer with the gzip level ours to choose (and no flush per record: the
+    engine flushes once per loop tick, before its LMDB commit)."""
+
+    def __init__(self, out: BinaryIO, level: int) -> None:
+        super().__init__(out, gzip=False, warc_version="1.1")
+        self._level = level
+
+    def _write_warc_record(self, out: BinaryIO, record: Any) -> None:
+        super()._write_warc_record(_MemberGzip(out, self._level), record)
 
 
 class _VerbatimHeaders(StatusAndHeaders):  # type: ignore[misc]  # warcio is untyped
