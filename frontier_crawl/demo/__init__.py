@@ -31,6 +31,7 @@ max_depth = 50
 
 [politeness]
 min_delay_s = {delay_s}
+delay_factor = 0.0                   # a fixed delay: the demo web is ours and local
 user_agent = "frontier-crawl-demo/0.1"
 
 [fetch]
