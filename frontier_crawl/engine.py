@@ -15,6 +15,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -154,6 +155,8 @@ class Engine:
         self._outbox: dict[int, list[Link]] = {}
         self._received = 0  #: link batches ingested from other workers (this run)
         self._undelivered = peers is not None  # an earlier run may have left outbox batches
+        self._group: ExitStack | None = None  #: the open group-commit transaction
+        self._commit_at = 0.0
         self._recover_outputs()
         self.stats, self._elapsed_before = self._load_stats()
         self._dirty = False
@@ -238,6 +241,29 @@ class Engine:
         return report
 
     def _loop(self) -> None:
+        try:
+            self._run_loop()
+        finally:
+            self._commit()
+
+    def _open_group(self, now: float) -> None:
+        """Open the frontier transaction that the next ticks share (group commit)."""
+        if self._group is None:
+            self._group = ExitStack()
+            self._group.enter_context(self.frontier.batch())
+            self._commit_at = now + self.settings.frontier.commit_interval_s
+
+    def _commit(self) -> None:
+        """Commit the open group: outputs first (flushed, so a kill after the commit finds
+        them), then one LMDB commit, then outbox deliveries (never inside a transaction)."""
+        if self._group is not None:
+            self._sync_outputs()
+            group, self._group = self._group, None
+            group.close()
+        if self._undelivered and self._peers is not None:
+            self._deliver()
+
+    def _run_loop(self) -> None:
         frontier, fetcher = self.frontier, self.fetcher
         ckpt_every = self.settings.frontier.checkpoint_interval_s
         progress_every = self.settings.output.progress_interval_s
@@ -253,24 +279,32 @@ class Engine:
                 if fetcher.in_flight == 0 or now >= drain_deadline:
                     return
             elif fetcher.free_slots:
-                with frontier.batch():
-                    for ticket in frontier.next_ready(now, fetcher.free_slots):
-                        fetcher.submit(self._request(ticket))
-                    self._sync_outputs()  # robots-denied lines
+                self._open_group(now)
+                for ticket in frontier.next_ready(now, fetcher.free_slots):
+                    fetcher.submit(self._request(ticket))
+                self._sync_outputs()  # robots-denied lines
             idle = frontier.pending == 0 and fetcher.in_flight == 0
             if self._peers is not None:
                 if self._exchange(now, idle):
                     return
             elif idle:
                 return
-            results = fetcher.poll(self._wait_s(now))
+            wait = self._wait_s(now)
+            if self._group is not None and (
+                now >= self._commit_at
+                or wait >= self.settings.frontier.commit_interval_s
+                or (idle and self._undelivered)
+            ):
+                self._commit()  # one fdatasync per group, not per tick
+            results = fetcher.poll(wait)
             if results:
-                with frontier.batch():  # one LMDB commit (one fdatasync) per tick
-                    for result in results:
-                        self._handle(result)
-                    self._sync_outputs()
+                self._open_group(now)
+                for result in results:
+                    self._handle(result)
+                self._sync_outputs()
             now = time.monotonic()
             if now >= next_ckpt:
+                self._commit()
                 self._checkpoint()
                 next_ckpt = now + ckpt_every
             if now >= next_progress:
@@ -293,16 +327,12 @@ class Engine:
     def _exchange(self, now: float, idle: bool) -> bool:
         """Worker mode: deliver and ingest link batches, publish status; True to stop."""
         assert self._peers is not None
-        if self._undelivered:
-            self._deliver()
         with self.frontier.batch():
             ingested, counted = self.frontier.ingest_inbox(now, self._peers.run_id)
             if ingested:
                 self._dirty = True
                 self._sync_outputs()
         self._received += counted
-        if self._undelivered:
-            self._deliver()
         self._peers.publish(idle and ingested == 0 and not self._undelivered, self._received)
         return self._peers.should_stop()
 

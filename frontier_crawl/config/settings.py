@@ -281,6 +281,13 @@ class FrontierSection(_Section, frozen=True):
             "rescues false positives, so this only costs lookups)."
         ),
     ] = 1e-7
+    commit_interval_s: Annotated[
+        NonNegFloat,
+        Meta(
+            description="Group commit: frontier changes are committed (one fdatasync) at most "
+            "this often; a kill redoes at most this much work, nothing is lost."
+        ),
+    ] = 0.05
     checkpoint_interval_s: Annotated[
         PosFloat, Meta(description="Seconds between frontier checkpoints.")
     ] = 30.0
