@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import pickle
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from frontier_crawl.frontier.seen import SeenSet, expected_false_positives
+from frontier_crawl.frontier.seen import DigestBloomFilter, SeenSet, expected_false_positives
 from frontier_crawl.frontier.store import open_env
 from frontier_crawl.frontier.urls import url_digest
 
@@ -133,8 +134,14 @@ def test_stats(env: lmdb.Environment) -> None:
     seen = SeenSet(env, 10_000, 1e-7)
     _add_all(env, seen, [_digest(i) for i in range(10)])
     stats = seen.stats()
-    assert {"capacity", "error_rate", "count", "estimated_false_positives",
-            "rescued_false_positives", "bloom_bytes"} <= stats.keys()
+    assert {
+        "capacity",
+        "error_rate",
+        "count",
+        "estimated_false_positives",
+        "rescued_false_positives",
+        "bloom_bytes",
+    } <= stats.keys()
     assert stats["capacity"] == 10_000
     assert stats["error_rate"] == 1e-7
     assert stats["count"] == 10
@@ -187,16 +194,175 @@ def test_snapshot_round_trip(env: lmdb.Environment, tmp_path: Path) -> None:
     assert _add_all(env, restored, [_digest(1000)]) == [True]
 
 
-def test_stale_snapshot_rejected(env: lmdb.Environment, tmp_path: Path) -> None:
+def _exact(env: lmdb.Environment, seen: SeenSet) -> int:
+    with env.begin() as txn:
+        return seen.exact_count(txn)
+
+
+def _recent(env: lmdb.Environment, seen: SeenSet) -> int:
+    with env.begin() as txn:
+        return seen.recent_count(txn)
+
+
+def _restored(env: lmdb.Environment, path: Path, digests: list[bytes]) -> SeenSet:
+    """A restart: a fresh set loads the snapshot; every digest is then known without a miss."""
+    restored = SeenSet(env, 1000, 1e-6, recent_size=0)
+    assert restored.load_snapshot(path, _exact(env, restored))
+    assert restored.count == len(digests)
+    assert all(d in restored.bloom for d in digests)
+    assert _add_all(env, restored, digests) == [False] * len(digests)
+    assert restored.bloom_misses == 0
+    return restored
+
+
+def test_adds_are_logged_until_a_snapshot(env: lmdb.Environment, tmp_path: Path) -> None:
+    seen = SeenSet(env, 1000, 1e-6)
+    _add_all(env, seen, [_digest(i) for i in range(10)] + [_digest(3)])
+    assert _recent(env, seen) == 10  # new digests only
+    seen.save_snapshot(tmp_path / "seen.bloom")
+    assert _recent(env, seen) == 0
+    _add_all(env, seen, [_digest(10), _digest(1)])
+    assert _recent(env, seen) == 1
+
+
+def test_stale_snapshot_plus_recent_loads(env: lmdb.Environment, tmp_path: Path) -> None:
+    seen = SeenSet(env, 1000, 1e-6)
+    digests = [_digest(i) for i in range(10)]
+    _add_all(env, seen, digests)
+    path = tmp_path / "seen.bloom"
+    seen.save_snapshot(path)
+    later = [_digest(i) for i in range(10, 15)]
+    _add_all(env, seen, later)  # committed after the snapshot, then a kill -9
+    assert _exact(env, seen) == 15
+    assert _recent(env, seen) == 5
+    _restored(env, path, digests + later)
+
+
+def test_kill_after_snapshot_before_clear(env: lmdb.Environment, tmp_path: Path) -> None:
+    seen = SeenSet(env, 1000, 1e-6)
+    first = [_digest(i) for i in range(10)]
+    _add_all(env, seen, first)
+    path = tmp_path / "seen.bloom"
+    seen.save_snapshot(path)
+    second = [_digest(i) for i in range(10, 20)]
+    _add_all(env, seen, second)
+
+    def killed(_txn: object, _upto: int) -> None:
+        raise KeyboardInterrupt("killed after the rename, before seen_recent is cleared")
+
+    seen._forget_logged = killed  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        seen.save_snapshot(path)  # the new file is in place; its transaction aborted
+    assert _recent(env, seen) == 10  # not cleared: entries the new file already holds
+    # restart: the new snapshot plus the log (whose entries are all before its position)
+    restored = _restored(env, path, first + second)
+    third = [_digest(i) for i in range(20, 25)]
+    assert _add_all(env, restored, third) == [True] * 5
+    # a second kill, before any checkpoint: still loads (old entries ignored in the count)
+    _restored(env, path, first + second + third)
+    # and the next snapshot clears the log and loads on its own
+    restored.save_snapshot(path)
+    assert _recent(env, restored) == 0
+    _restored(env, path, first + second + third)
+
+
+def test_kill_before_rename_keeps_the_old_snapshot(env: lmdb.Environment, tmp_path: Path) -> None:
+    seen = SeenSet(env, 1000, 1e-6)
+    first = [_digest(i) for i in range(10)]
+    _add_all(env, seen, first)
+    path = tmp_path / "seen.bloom"
+    seen.save_snapshot(path)
+    second = [_digest(i) for i in range(10, 20)]
+    _add_all(env, seen, second)
+    path.with_name("seen.bloom.tmp").write_bytes(b"half-written")  # killed while writing
+    _restored(env, path, first + second)
+
+
+def test_snapshot_in_the_callers_transaction(env: lmdb.Environment, tmp_path: Path) -> None:
+    seen = SeenSet(env, 1000, 1e-6)
+    path = tmp_path / "seen.bloom"
+    digests = [_digest(i) for i in range(12)]
+    with env.begin(write=True) as txn:
+        for d in digests[:6]:
+            assert seen.add_new(txn, d)
+        seen.save_snapshot(path, txn)  # no second writer: the batch's transaction is used
+        for d in digests[6:]:
+            assert seen.add_new(txn, d)
+    assert _recent(env, seen) == 6
+    _restored(env, path, digests)
+
+
+def test_snapshot_of_an_aborted_transaction_is_refused(
+    env: lmdb.Environment, tmp_path: Path
+) -> None:
+    seen = SeenSet(env, 1000, 1e-6)
+    _add_all(env, seen, [_digest(i) for i in range(5)])
+    path = tmp_path / "seen.bloom"
+    txn = env.begin(write=True)
+    seen.add_new(txn, _digest(99))
+    seen.save_snapshot(path, txn)  # counts the uncommitted digest
+    txn.abort()
+    fresh = SeenSet(env, 1000, 1e-6)
+    assert not fresh.load_snapshot(path, _exact(env, fresh))
+    with env.begin() as read:
+        assert fresh.rebuild(read) == 5
+
+
+def test_snapshot_missing_means_rebuild(env: lmdb.Environment, tmp_path: Path) -> None:
+    seen = SeenSet(env, 1000, 1e-6)
+    digests = [_digest(i) for i in range(30)]
+    _add_all(env, seen, digests)
+    fresh = SeenSet(env, 1000, 1e-6, recent_size=0)
+    assert not fresh.load_snapshot(tmp_path / "seen.bloom", _exact(env, fresh))
+    with env.begin() as txn:
+        assert fresh.rebuild(txn) == 30
+    assert _add_all(env, fresh, digests) == [False] * 30
+    assert fresh.bloom_misses == 0
+
+
+def test_mismatched_counts_mean_rebuild(env: lmdb.Environment, tmp_path: Path) -> None:
     seen = SeenSet(env, 1000, 1e-6)
     _add_all(env, seen, [_digest(i) for i in range(10)])
     path = tmp_path / "seen.bloom"
     seen.save_snapshot(path)
-    _add_all(env, seen, [_digest(10)])  # committed after the snapshot
+    older = path.read_bytes()
+    _add_all(env, seen, [_digest(i) for i in range(10, 20)])
+    seen.save_snapshot(path)  # clears the log of digests 10..19
+    _add_all(env, seen, [_digest(i) for i in range(20, 25)])
+    exact = _exact(env, seen)
+    assert exact == 25
+    # an older snapshot: the log no longer covers what came after it
+    path.write_bytes(older)
+    assert not SeenSet(env, 1000, 1e-6).load_snapshot(path, exact)
+    # the current snapshot, but LMDB disagrees with it (lost transactions, other counts)
+    seen.save_snapshot(path)
+    assert SeenSet(env, 1000, 1e-6).load_snapshot(path, exact)
+    assert not SeenSet(env, 1000, 1e-6).load_snapshot(path, exact + 1)
+    assert not SeenSet(env, 1000, 1e-6).load_snapshot(path, exact - 1)
+    fresh = SeenSet(env, 1000, 1e-6)
     with env.begin() as txn:
-        current = seen.exact_count(txn)
-    assert current == 11
-    assert not SeenSet(env, 1000, 1e-6).load_snapshot(path, current)
+        assert fresh.rebuild(txn) == 25
+
+
+def test_restart_never_reuses_a_log_position(env: lmdb.Environment, tmp_path: Path) -> None:
+    seen = SeenSet(env, 1000, 1e-6)
+    _add_all(env, seen, [_digest(i) for i in range(10)])
+    path = tmp_path / "seen.bloom"
+    seen.save_snapshot(path)  # the log is now empty
+    restarted = SeenSet(env, 1000, 1e-6)
+    assert restarted.load_snapshot(path, 10)
+    _add_all(env, restarted, [_digest(i) for i in range(10, 13)])
+    _restored(env, path, [_digest(i) for i in range(13)])
+
+
+def test_pybloom_hashing_snapshot_refused(env: lmdb.Environment, tmp_path: Path) -> None:
+    seen = SeenSet(env, 1000, 1e-6)
+    _add_all(env, seen, [_digest(1)])
+    path = tmp_path / "seen.bloom"
+    seen.save_snapshot(path)
+    data = path.read_bytes()
+    path.write_bytes(b"FCSEEN01" + data[8:])
+    assert not SeenSet(env, 1000, 1e-6).load_snapshot(path, 1)
 
 
 def test_snapshot_of_other_sizing_rejected(env: lmdb.Environment, tmp_path: Path) -> None:
@@ -226,3 +392,50 @@ def test_damaged_snapshot_rejected(env: lmdb.Environment, tmp_path: Path, damage
     fresh = SeenSet(env, 1000, 1e-6)
     assert not fresh.load_snapshot(path, 1)
     assert fresh.count == 1  # unchanged: the caller rebuilds
+
+
+# ----------------------------------------------------------------------------- the Bloom filter
+
+
+def test_digest_bloom_sets_one_bit_per_slice() -> None:
+    bloom = DigestBloomFilter(10_000, 1e-5)
+    m, k = bloom.bits_per_slice, bloom.num_slices
+    for i in range(200):
+        indexes = bloom.bit_indexes(_digest(i))
+        assert len(indexes) == k
+        assert [index // m for index in indexes] == list(range(k))
+    assert bloom.bit_indexes(_digest(1)) == bloom.bit_indexes(_digest(1))  # deterministic
+
+
+def test_digest_bloom_keeps_pybloom_behaviour(tmp_path: Path) -> None:
+    bloom = DigestBloomFilter(1000, 1e-4)
+    digests = [_digest(i) for i in range(100)]
+    for d in digests:
+        assert not bloom.add(d)
+    assert bloom.add(digests[0])  # already there
+    assert all(d in bloom for d in digests)
+    assert "a string key" not in bloom
+    bloom.add("a string key")
+    assert "a string key" in bloom
+    path = tmp_path / "bloom"
+    with path.open("wb") as f:
+        bloom.tofile(f)
+    with path.open("rb") as f:
+        loaded = DigestBloomFilter.fromfile(f)
+    assert isinstance(loaded, DigestBloomFilter)
+    assert loaded.bitarray[: bloom.num_bits] == bloom.bitarray  # fromfile pads to bytes
+    assert loaded.count == bloom.count
+    assert all(d in loaded for d in digests)
+    for other in (loaded.copy(), pickle.loads(pickle.dumps(bloom))):
+        assert isinstance(other, DigestBloomFilter)
+        assert all(d in other for d in digests)
+        assert other.bit_indexes(digests[3]) == bloom.bit_indexes(digests[3])
+
+
+def test_false_positive_rate_at_capacity_matches_the_sizing() -> None:
+    bloom = DigestBloomFilter(5000, 0.01)
+    for i in range(5000):
+        bloom.add(_digest(i))
+    queries = 100_000
+    false_positives = sum(_digest(i) in bloom for i in range(10_000, 10_000 + queries))
+    assert 0.007 < false_positives / queries < 0.013  # sized for 0.01 at capacity

@@ -17,9 +17,12 @@ from frontier_crawl.frontier.store import (
     QueueStore,
     decode_entry,
     decode_key,
+    decode_stored,
     encode_entry,
     encode_key,
+    encode_stored,
     open_env,
+    release_mapped_pages,
 )
 
 HYPOTHESIS = settings(max_examples=300, database=None, deadline=None)
@@ -148,6 +151,83 @@ def test_entry_defaults_and_format() -> None:
 def test_decode_entry_rejects_garbage() -> None:
     with pytest.raises(msgspec.DecodeError):
         decode_entry(b"\xc1")
+
+
+_PATHS = st.text(max_size=60).map(lambda t: "/" + t)
+
+
+@HYPOTHESIS
+@given(
+    _PATHS,
+    st.integers(0, 1 << 30),
+    st.integers(0, 100),
+    st.integers(0, 100),
+    st.none() | _PATHS.map(lambda p: A + p) | st.text(max_size=80),
+)
+def test_stored_codec_round_trips(
+    path: str, depth: int, hops: int, attempt: int, referrer: str | None
+) -> None:
+    entry = QueueEntry(A + path, depth, hops, attempt, referrer)
+    data = encode_stored(A, entry)
+    assert data[1] in (0xC4, 0xC5, 0xC6)  # compact: the URL's rest is a msgpack bin
+    assert decode_stored(A, data) == entry
+
+
+@HYPOTHESIS
+@given(_ENTRIES)
+def test_stored_codec_round_trips_any_entry(entry: QueueEntry) -> None:
+    assert decode_stored(A, encode_stored(A, entry)) == entry
+
+
+def test_stored_format_is_compact() -> None:
+    url = f"{A}/articles/2024/05/some-article-title.html?page=2"
+    referrer = f"{A}/articles/2024/05/index.html"
+    entry = QueueEntry(url, 3, referrer=referrer)
+    compact = encode_stored(A, entry)
+    assert msgspec.msgpack.decode(compact) == [
+        url[len(A) :].encode(),
+        3,
+        0,
+        0,
+        len(f"{A}/articles/2024/05/"),
+        b"index.html",
+    ]
+    assert len(compact) < 0.65 * len(encode_entry(entry))  # 67 bytes instead of 110
+    assert msgspec.msgpack.decode(encode_stored(A, QueueEntry(url, 1))) == [
+        url[len(A) :].encode(),
+        1,
+        0,
+        0,
+    ]
+    # another host's URL (not the frontier's case) keeps the full format
+    assert encode_stored(B, entry) == encode_entry(entry)
+
+
+def test_full_format_values_still_read(env: lmdb.Environment) -> None:
+    """Values written before the compact format (or for another host) decode as before."""
+    store = QueueStore(env)
+    old = QueueEntry(f"{A}/old", 2, 1, 1, "http://elsewhere.demo/")
+    with env.begin(write=True) as txn:
+        txn.put(encode_key(A, 1, 0), encode_entry(old), db=env.open_db(b"queue", txn=txn))
+    new = _put_all(env, store, [(A, 1, f"{A}/new")])[0]
+    with env.begin() as txn:
+        assert store.read_after(txn, A, None, 10) == [
+            (encode_key(A, 1, 0), old),
+            (new, QueueEntry(f"{A}/new", 1)),
+        ]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x92\xc4\x01/\x01",  # 2 fields
+        b"\x96\xc4\x01/\x01\x00\x00\xa1x\xc4\x00",  # shared length is a str
+        b"\x94\xc4\x01\xff\x01\x00\x00",  # rest is not UTF-8
+    ],
+)
+def test_decode_stored_rejects_garbage(data: bytes) -> None:
+    with pytest.raises(msgspec.DecodeError):
+        decode_stored(A, data)
 
 
 # ----------------------------------------------------------------------------- the store
@@ -300,4 +380,28 @@ def test_seq_high_water_mark_is_persisted_per_transaction(tmp_path: Path) -> Non
     env.close()
     env = open_env(path, MAP_SIZE)
     assert QueueStore(env).next_seq > highest
+    env.close()
+
+
+def _rss_file_kb() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssFile:"):
+                return int(line.split()[1])
+    return 0
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="Linux only")
+def test_release_mapped_pages(tmp_path: Path) -> None:
+    env = open_env(tmp_path / "lmdb", 1 << 28)
+    store = QueueStore(env)
+    _put_all(env, store, [(A, 1, f"{A}/{'x' * 200}/{i}") for i in range(20_000)])
+    with env.begin() as txn:
+        assert len(store.read_after(txn, A, None, 20_000)) == 20_000  # touches every page
+    before = _rss_file_kb()
+    assert release_mapped_pages(env) >= (tmp_path / "lmdb" / "data.mdb").stat().st_size
+    assert _rss_file_kb() < before - 2_000  # the ~5 MB of touched pages left RSS
+    with env.begin() as txn:  # and everything reads back as before
+        expected = [f"{A}/{'x' * 200}/{i}" for i in range(3)]
+        assert _urls(store.read_after(txn, A, None, 3)) == expected
     env.close()

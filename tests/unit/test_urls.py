@@ -15,6 +15,8 @@ from frontier_crawl.frontier import urls
 from frontier_crawl.frontier.urls import (
     MAX_URL_LENGTH,
     canonicalize,
+    digest_partition,
+    host_hash,
     host_of,
     join,
     origin,
@@ -229,10 +231,25 @@ def test_fast_path_returns_the_input_object() -> None:
 
 _HOSTS = st.sampled_from(
     [
-        "example.com", "Example.COM", "a.demo:8080", "a.demo:80", "a.demo:443", "a.demo.",
-        "B\u00fccher.example", "xn--bcher-kva.example", "[::1]", "[::FFFF:1.2.3.4]:81",
-        "127.0.0.1", "user:pw@host.example", "", "[::1", "bad host", "h:0", "h:70000",
-        "%65x.com", "\u65e5\u672c.jp",
+        "example.com",
+        "Example.COM",
+        "a.demo:8080",
+        "a.demo:80",
+        "a.demo:443",
+        "a.demo.",
+        "B\u00fccher.example",
+        "xn--bcher-kva.example",
+        "[::1]",
+        "[::FFFF:1.2.3.4]:81",
+        "127.0.0.1",
+        "user:pw@host.example",
+        "",
+        "[::1",
+        "bad host",
+        "h:0",
+        "h:70000",
+        "%65x.com",
+        "\u65e5\u672c.jp",
     ]
 )
 _PATH_CHARS = st.sampled_from(
@@ -416,18 +433,62 @@ def test_host_of_bare_host() -> None:
 # ----------------------------------------------------------------------------- digest
 
 
-def test_url_digest_is_16_byte_blake2b() -> None:
+def test_url_digest_is_host_hash_then_url_hash() -> None:
     url = "http://a.demo/x"
     digest = url_digest(url)
     assert len(digest) == 16
-    assert digest == hashlib.blake2b(url.encode(), digest_size=16).digest()
+    assert digest[:4] == host_hash("a.demo")
+    assert digest[4:] == hashlib.blake2b(url.encode(), digest_size=12).digest()
     assert url_digest("http://a.demo/y") != digest
 
 
+def test_url_digests_of_one_host_share_a_prefix() -> None:
+    a = [url_digest(f"http://a.demo/{i}") for i in range(50)]
+    assert len(set(a)) == 50
+    assert {d[:4] for d in a} == {host_hash("a.demo")}
+    # the host, not the origin: http, https and other ports land together (one partition)
+    for other in ("https://a.demo/0", "http://a.demo:8080/0"):
+        assert url_digest(other)[:4] == a[0][:4]
+        assert url_digest(other) != a[0]
+    assert url_digest("http://b.demo/0")[:4] != a[0][:4]
+    assert url_digest("http://[::1]:81/x")[:4] == host_hash("::1")
+
+
+def test_digest_partition() -> None:
+    parts = [digest_partition(url_digest(f"http://h{i}.demo/p"), 7) for i in range(700)]
+    assert set(parts) == set(range(7))
+    assert max(parts.count(p) for p in range(7)) < 160  # about 100 each
+    same_host = {digest_partition(url_digest(f"http://h1.demo/{i}"), 7) for i in range(50)}
+    assert len(same_host) == 1
+
+
+def test_url_digest_host_cache_is_bounded() -> None:
+    for i in range(urls._HOST_HASHES_MAX + 10):
+        url_digest(f"http://h{i}.demo/")
+    assert urls._HOST_HASHES_MAX // 2 <= len(urls._host_hashes) <= urls._HOST_HASHES_MAX
+    assert "http://h0.demo" not in urls._host_hashes  # the older half went
+    assert f"http://h{urls._HOST_HASHES_MAX + 9}.demo" in urls._host_hashes
+    assert url_digest("http://h3.demo/")[:4] == host_hash("h3.demo")
+
+
+def test_canonical_origin_cache_is_bounded_and_keeps_the_newer_half() -> None:
+    limit = urls._CANONICAL_ORIGINS_MAX
+    for i in range(limit + 10):
+        assert canonicalize(f"http://c{i}.demo/x") == f"http://c{i}.demo/x"
+    assert limit // 2 <= len(urls._canonical_origins) <= limit
+    assert f"http://c{limit + 9}.demo" in urls._canonical_origins
+    assert canonicalize("HTTP://C1.demo/x") == "http://c1.demo/x"  # evicted: slow path, same
+
+
 def test_url_digest_is_stable_across_processes() -> None:
-    code = "from frontier_crawl.frontier.urls import url_digest; print(url_digest('http://a/').hex())"
+    code = (
+        "from frontier_crawl.frontier.urls import url_digest; print(url_digest('http://a/').hex())"
+    )
     out = subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True,
+        [sys.executable, "-c", code],
+        check=True,
+        capture_output=True,
+        text=True,
         env={"PYTHONHASHSEED": "12345"},
     )
     assert out.stdout.strip() == url_digest("http://a/").hex()
