@@ -39,6 +39,7 @@ from frontier_crawl.output import (
     Revisit,
     WarcWriter,
     config_warnings,
+    iso_time,
     truncation_reason,
     write_report,
 )
@@ -74,10 +75,6 @@ def _failure(r: FetchResult) -> Failure:
     if r.error is not None:
         return Failure.CONNECTION if r.error in _CONNECTION_ERRORS else Failure.NONE
     return Failure.SERVER if r.status == 429 or r.status >= 500 else Failure.NONE
-
-
-def _iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"
 
 
 @dataclass(slots=True, frozen=True)
@@ -206,11 +203,12 @@ class Engine:
         return saved.stats, saved.elapsed_s
 
     def _sync_outputs(self) -> None:
-        """Make this tick's log lines and WARC records visible before its LMDB commit.
+        """Make the group's log lines and WARC records visible before its LMDB commit.
 
-        Called inside the frontier batch, so a kill at any instant leaves either both the
-        outputs and the frontier change (URL done), or the outputs without the change (URL
-        fetched again: a duplicate line or record, never a lost one).
+        Called inside the frontier batch, just before it commits (not once per tick: only the
+        commit needs the outputs on disk before it), so a kill at any instant leaves either
+        both the outputs and the frontier change (URL done), or the outputs without the change
+        (URL fetched again: a duplicate line or record, never a lost one).
         """
         if not self._dirty:
             return
@@ -282,7 +280,6 @@ class Engine:
                 self._open_group(now)
                 for ticket in frontier.next_ready(now, fetcher.free_slots):
                     fetcher.submit(self._request(ticket))
-                self._sync_outputs()  # robots-denied lines
             idle = frontier.pending == 0 and fetcher.in_flight == 0
             if self._peers is not None:
                 if self._exchange(now, idle):
@@ -301,7 +298,6 @@ class Engine:
                 self._open_group(now)
                 for result in results:
                     self._handle(result)
-                self._sync_outputs()
             now = time.monotonic()
             if now >= next_ckpt:
                 self._commit()
@@ -397,7 +393,7 @@ class Engine:
         if 300 <= r.status < 400 and r.header("location") and r.not_modified is None:
             return self._redirect(ticket, r)
         if 200 <= r.status < 300 or r.not_modified is not None:
-            links = self.parser.parse(r.url, r.content_type, r.body)
+            links = self.parser.parse(r.url, r.header("content-type") or "", r.body)
             if links.links:
                 self.frontier.add(
                     links.links, depth=ticket.depth + 1, referrer=ticket.url, now=r.finished
@@ -441,7 +437,7 @@ class Engine:
         self.stats.record(outcome.value, r.status, error, nbytes)
         self._log.write(
             LogEntry(
-                time=_iso(time.time()),
+                time=iso_time(time.time()),
                 url=ticket.url,
                 status=r.status,
                 outcome=outcome.value,
@@ -460,7 +456,7 @@ class Engine:
         self.stats.record(reason, 0, None, 0)
         self._log.write(
             LogEntry(
-                time=_iso(time.time()),
+                time=iso_time(time.time()),
                 url=ticket.url,
                 status=0,
                 outcome=reason,

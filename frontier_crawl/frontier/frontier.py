@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,7 +56,12 @@ log = logging.getLogger(__name__)
 
 NORMAL_PRIO = 1
 REFILL_BATCH = 512
-LAYOUT_VERSION = 1
+#: links remembered as settled (see Frontier.add): about 150 bytes each with their strings
+#: (a link string is usually shared with the parser's output, so often less)
+SETTLED_LINKS = 32_768
+OWNERS_MAX = 16_384  #: origins whose scope and owner are remembered
+OUT_OF_SCOPE = -1  #: owner of an origin outside the allowed domains
+LAYOUT_VERSION = 2  # 2: url_digest = blake2b(host) + blake2b(url); compact queue values
 
 #: reasons passed to the reject callback (they become crawl-log outcomes)
 ROBOTS_DENIED = "robots-denied"
@@ -164,11 +170,20 @@ class Frontier:
         route: Callable[[str], int] | None = None,
         worker: int = 0,
         on_foreign: Callable[[int, Link], None] | None = None,
+        settled_links: int = SETTLED_LINKS,
     ) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)
         self._state_dir = state_dir
         self._check_identity(seen_capacity, seen_error_rate)
         self._domains = tuple(d.lower().strip(".") for d in allow_domains)
+        self._domain_set = frozenset(self._domains)
+        #: origin -> owning worker or OUT_OF_SCOPE (bounded; see _owner_of)
+        self._owners: dict[str, int] = {}
+        #: links settled by committed transactions, two generations (see add)
+        self._settled: set[str] = set()
+        self._settled_old: set[str] = set()
+        self._settled_half = settled_links // 2  #: 0: no settled-link set
+        self._settling: list[str] = []  #: settled by the open transaction, not yet committed
         self._exclude = re.compile("|".join(f"(?:{p})" for p in exclude)) if exclude else None
         self._limits = limits
         self._max_pages = max_pages
@@ -267,7 +282,7 @@ class Frontier:
         if self._txn is not None:
             yield
             return
-        with self._env.begin(write=True) as txn:
+        with self._transaction() as txn:
             self._txn = txn
             try:
                 yield
@@ -280,8 +295,20 @@ class Frontier:
         if self._txn is not None:
             yield self._txn
         else:
+            with self._transaction() as txn:
+                yield txn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[lmdb.Transaction[bytes]]:
+        """A new write transaction: committed at the end, aborted by an exception. What the
+        frontier learns only once a commit made it durable (settled links) is applied after."""
+        try:
             with self._env.begin(write=True) as txn:
                 yield txn
+        except BaseException:
+            self._settling.clear()
+            raise
+        self._settle_links()
 
     def save_blob(self, name: str, data: bytes) -> None:
         """Store a small named blob (e.g. the engine's counters) in the current transaction,
@@ -299,10 +326,39 @@ class Frontier:
 
     def in_scope(self, url: str) -> bool:
         """Is a canonical URL inside the allowed domains and not excluded?"""
-        host = host_of(url)
-        if self._domains and not any(host == d or host.endswith("." + d) for d in self._domains):
+        if self._domain_set and not self._domain_allowed(host_of(url)):
             return False
         return self._exclude is None or self._exclude.search(url) is None
+
+    def _domain_allowed(self, host: str) -> bool:
+        """Is ``host`` one of the allowed domains or a subdomain of one? Looks up the host and
+        each suffix after a dot in a set, instead of one ``endswith`` per allowed domain."""
+        allowed = self._domain_set
+        if host in allowed:
+            return True
+        dot = host.find(".")
+        while dot >= 0:
+            if host[dot + 1 :] in allowed:
+                return True
+            dot = host.find(".", dot + 1)
+        return False
+
+    def _owner_of(self, host_key: str) -> int:
+        """The worker that admits URLs of origin ``host_key``; ``OUT_OF_SCOPE`` when its host is
+        outside the allowed domains. Remembered per origin (bounded): both answers are fixed
+        for the life of the frontier."""
+        if self._domain_set and not self._domain_allowed(host_of(host_key)):
+            owner = OUT_OF_SCOPE
+        elif self._route is None:
+            owner = self._worker
+        else:
+            owner = self._route(host_key)
+        owners = self._owners
+        if len(owners) >= OWNERS_MAX:
+            for key in list(islice(owners, len(owners) // 2)):  # the older half
+                del owners[key]
+        owners[host_key] = owner
+        return owner
 
     def add(
         self,
@@ -317,34 +373,94 @@ class Frontier:
 
         Returns how many were queued. A new URL that breaks a trap limit is recorded through the
         reject callback once (it is marked seen, so later links to it are silent).
+
+        Settled links. A link (as given, before canonicalisation) whose fate cannot change for
+        the rest of the run is remembered in a bounded two-generation set once the transaction
+        that decided it has committed, and later occurrences are skipped at the cost of one set
+        lookup: links that are not crawlable or not in scope (pure functions of the link and
+        the configuration), links another worker owns (sent in a committed outbox batch, which
+        reaches the owner's seen-set; a repeat would only be a duplicate there), and links
+        that went through the seen-set (committed there, and the seen database is
+        append-only, so every later answer is "seen"). Until that commit they are not
+        remembered, so an aborted transaction loses nothing. This is what makes the repeated
+        navigation links of every page cheap. The one place a repeat is not a pure no-op,
+        ``max_pages`` reached (the loop stops at the next owned link), bypasses the set.
         """
+        if self._txn is None:
+            with self._transaction() as txn:
+                return self._admit(txn, urls, depth, referrer, hops, now)
+        return self._admit(self._txn, urls, depth, referrer, hops, now)
+
+    def _admit(
+        self,
+        txn: lmdb.Transaction[bytes],
+        urls: Iterable[str],
+        depth: int,
+        referrer: str | None,
+        hops: int,
+        now: float,
+    ) -> int:
+        """:meth:`add` inside the transaction ``txn``."""
         added = 0
         limits = self._limits
-        with self._write() as txn:
-            for raw in urls:
-                url = canonicalize(raw)
-                if url is None or not self.in_scope(url):
-                    continue
-                host_key = origin(url)
-                if self._route is not None and (dest := self._route(host_key)) != self._worker:
-                    self._on_foreign(dest, (url, depth, referrer, hops))
-                    continue
-                if self._max_pages and self.admitted + added >= self._max_pages:
-                    break
-                if not self._seen.add_new(txn, url_digest(url)):
-                    continue
-                reason = trap_reason(url, depth, limits)
-                if reason is None and limits.max_pages_per_host:
-                    queue = self._hosts.get(host_key)
-                    if queue is not None and queue.admitted >= limits.max_pages_per_host:
-                        reason = MAX_HOST_PAGES
-                if reason is not None:
-                    self._on_reject(Ticket(b"", host_key, url, depth, hops, 0, referrer), reason)
-                    continue
-                entry = QueueEntry(url=url, depth=depth, hops=hops, referrer=referrer)
-                added += self._enqueue(txn, host_key, entry, now)
+        max_pages = self._max_pages
+        exclude = self._exclude
+        owners = self._owners
+        worker = self._worker
+        settling = self._settling
+        young, old = self._settled, self._settled_old  # swapped only after a commit
+        for raw in urls:
+            if (raw in young or raw in old) and not (
+                max_pages and self.admitted + added >= max_pages
+            ):
+                continue
+            url = canonicalize(raw)
+            if url is None:
+                settling.append(raw)
+                continue
+            host_key = origin(url)
+            owner = owners.get(host_key)
+            if owner is None:
+                owner = self._owner_of(host_key)
+            if owner == OUT_OF_SCOPE or (exclude is not None and exclude.search(url)):
+                settling.append(raw)
+                continue
+            if owner != worker:
+                self._on_foreign(owner, (url, depth, referrer, hops))
+                settling.append(raw)
+                continue
+            if max_pages and self.admitted + added >= max_pages:
+                break
+            settling.append(raw)
+            if not self._seen.add_new(txn, url_digest(url)):
+                continue
+            reason = trap_reason(url, depth, limits)
+            if reason is None and limits.max_pages_per_host:
+                queue = self._hosts.get(host_key)
+                if queue is not None and queue.admitted >= limits.max_pages_per_host:
+                    reason = MAX_HOST_PAGES
+            if reason is not None:
+                self._on_reject(Ticket(b"", host_key, url, depth, hops, 0, referrer), reason)
+                continue
+            entry = QueueEntry(url=url, depth=depth, hops=hops, referrer=referrer)
+            added += self._enqueue(txn, host_key, entry, now)
         self.admitted += added
         return added
+
+    def _settle_links(self) -> None:
+        """After a commit: remember the links its transaction settled (see :meth:`add`)."""
+        settling = self._settling
+        if not settling:
+            return
+        if not self._settled_half:
+            settling.clear()
+            return
+        young = self._settled
+        young.update(settling)
+        settling.clear()
+        if len(young) >= self._settled_half:  # age the generations
+            self._settled_old = young
+            self._settled = set()
 
     def _enqueue(
         self, txn: lmdb.Transaction[bytes], host_key: str, entry: QueueEntry, now: float

@@ -44,10 +44,21 @@ class LogEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 def iso_time(epoch_s: float) -> str:
-    """``2024-05-01T12:00:00.123Z`` for a ``time.time()`` value (milliseconds truncated)."""
-    millis = math.floor(epoch_s * 1000)
-    seconds, ms = divmod(millis, 1000)
-    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{ms:03d}Z"
+    """``2024-05-01T12:00:00.123Z`` for a ``time.time()`` value (milliseconds truncated).
+
+    The ``strftime`` of the date and time is cached for the last second asked for: a log
+    written many lines a second formats it once a second, not once a line.
+    """
+    global _last_second
+    seconds, ms = divmod(math.floor(epoch_s * 1000), 1000)
+    second, prefix = _last_second
+    if seconds != second:
+        prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+        _last_second = (seconds, prefix)
+    return f"{prefix}.{ms:03d}Z"
+
+
+_last_second: tuple[int, str] = (-1, "")  #: (epoch second, its formatted date and time)
 
 
 class CrawlLog:

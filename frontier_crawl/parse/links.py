@@ -74,7 +74,9 @@ def _collect(tree: LexborHTMLParser, base: Base) -> tuple[str, ...]:
     for tag, attr, obeys_rel in _LINK_ELEMENTS:
         for node in tree.tags(tag):
             attrs = node.attributes
-            if attr not in attrs or (obeys_rel and _has_nofollow(attrs.get("rel"))):
+            if attr not in attrs:
+                continue
+            if obeys_rel and (rel := attrs.get("rel")) is not None and _has_nofollow(rel):
                 continue
             raw = attrs[attr] or ""
             if raw in seen_raw:
@@ -86,9 +88,9 @@ def _collect(tree: LexborHTMLParser, base: Base) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def _has_nofollow(rel: str | None) -> bool:
+def _has_nofollow(rel: str) -> bool:
     """Whether a ``rel`` attribute value contains the token ``nofollow``."""
-    return rel is not None and "nofollow" in rel.lower().split()
+    return "nofollow" in rel.lower().split()
 
 
 def _document_base(tree: LexborHTMLParser, page: Base) -> Base:

@@ -11,7 +11,9 @@ spaces stripped, every tab, CR and LF removed) and its fragment dropped. It is t
   (tests/unit/test_links.py checks this with hypothesis); whatever could make them differ
   takes the slow path: ``;`` parameters, an empty ``?`` query, a query-only or
   scheme-relative (``//host``) href, a colon before the query, a non-ASCII or bracketed host
-  (which ``urlsplit`` validates).
+  (which ``urlsplit`` validates). Before them, one regular-expression match recognises the
+  same three shapes when the href is already clean (nothing to strip or drop: the usual
+  case) and answers without the cleaning and the ``find`` calls (:func:`_as_it_stands`).
 * **Drop path**: an href with a scheme other than http(s) (``javascript:``, ``mailto:``,
   ``data:``...) can only resolve to that scheme, so it is dropped without calling urljoin.
 * **Slow path**: ``urljoin`` itself; the ``ValueError`` it raises for a broken IPv6 literal
@@ -34,8 +36,24 @@ MAX_URL_CHARS = 8192
 _C0_OR_SPACE = "".join(chr(code) for code in range(0x21))
 _TAB_OR_NEWLINE = str.maketrans("", "", "\t\n\r")
 _HTTP_SCHEMES = frozenset(("http", "https"))
-_HTTP_PREFIXES = ("http://", "https://", "HTTP://", "HTTPS://", "Http://", "Https://")
+_LOWER_PREFIXES = ("http://", "https://")
+_HTTP_PREFIXES = (*_LOWER_PREFIXES, "HTTP://", "HTTPS://", "Http://", "Https://")
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+\-.]*):")  # what urlsplit takes for a scheme
+# An absolute href that resolve() returns unchanged: nothing for clean_href to strip, remove
+# or drop (no C0 control or space, no "#"), a lower-case http(s) scheme, a non-empty ASCII
+# host without brackets, no ";" before the query, no bare "?" at the end. Exactly what the
+# absolute fast path (_absolute) accepts and returns as is, in one C-level match.
+_CLEAN_ABSOLUTE = re.compile(
+    r"https?://[^/?#;\[\]\x00-\x20\x80-\U0010ffff]+(?:/[^?#;\x00-\x20]*)?(?:\?[^#\x00-\x20]+)?"
+)
+# The root-relative and relative hrefs that _fast answers by concatenation, as they stand (the
+# "/." and "//" checks follow the match, over the whole href: stricter than _fast, so safe).
+_CLEAN_ROOTED = re.compile(r"/(?!/)[^?#;\x00-\x20]*(?:\?[^#\x00-\x20]+)?")
+_CLEAN_RELATIVE = re.compile(r"[^/?#;:.\x00-\x20][^?#;:\x00-\x20]*(?:\?[^#\x00-\x20]+)?")
+# A cleaned base URL that urlparse would split into (lower-case http(s) scheme, this netloc,
+# this path, no params): origin, netloc and path. Brackets, userinfo, a backslash, ";" and a
+# non-ASCII netloc (checked after) take urlparse itself.
+_PLAIN_BASE = re.compile(r"(https?://([^/?#;@\[\]\\]+))(/[^?#;]*|)(?:\?|$)")
 
 
 @dataclass(slots=True, frozen=True)
@@ -58,14 +76,18 @@ class Base:
     def of(cls, url: str) -> Base:
         """Split ``url`` (a page URL or a resolved ``<base href>``)."""
         url = clean_href(url)
-        try:
-            parts = urlparse(url)  # as urljoin splits it: ";params" leave the last segment
-        except ValueError:
-            return cls("")
-        if parts.scheme not in _HTTP_SCHEMES or not parts.netloc:
-            return cls(url)
-        origin = f"{parts.scheme}://{parts.netloc}"
-        path = parts.path
+        plain_url = _PLAIN_BASE.match(url)
+        if plain_url is not None and plain_url[2].isascii():  # a page URL: nearly always
+            origin, path = plain_url.group(1, 3)
+        else:
+            try:
+                parts = urlparse(url)  # as urljoin splits it: ";params" leave the last segment
+            except ValueError:
+                return cls("")
+            if parts.scheme not in _HTTP_SCHEMES or not parts.netloc:
+                return cls(url)
+            origin = f"{parts.scheme}://{parts.netloc}"
+            path = parts.path
         segments = path.split("/")
         if segments[-1]:
             del segments[-1]
@@ -85,13 +107,34 @@ def clean_href(href: str) -> str:
 
 def resolve(base: Base, href: str) -> str | None:
     """Absolute http(s) URL for ``href`` on a page with ``base``, or None to skip the link."""
-    href = clean_href(href)
-    url = _fast(base, href) if href else None
+    url = _as_it_stands(base, href)
     if url is None:
-        url = _slow(base, href)
+        href = clean_href(href)
+        url = _fast(base, href) if href else None
+        if url is None:
+            url = _slow(base, href)
     if url is None or len(url) > MAX_URL_CHARS:
         return None
     return url
+
+
+def _as_it_stands(base: Base, href: str) -> str | None:
+    """The commonest shapes, already clean, in one regular-expression match: an absolute URL
+    returned unchanged, a root-relative or relative path appended to the origin or directory.
+    None when ``href`` is anything else (:func:`_fast` and :func:`_slow` decide)."""
+    if _CLEAN_ABSOLUTE.fullmatch(href) is not None:
+        return href
+    if href[:1] == "/":
+        if base.origin and _CLEAN_ROOTED.fullmatch(href) is not None and "/." not in href:
+            return base.origin + href
+    elif (
+        base.directory
+        and _CLEAN_RELATIVE.fullmatch(href) is not None
+        and "/." not in href
+        and "//" not in href
+    ):
+        return base.directory + href
+    return None
 
 
 def _fast(base: Base, href: str) -> str | None:
@@ -148,11 +191,13 @@ def _merge_path(base_segments: tuple[str, ...] | None, path: str) -> str:
 
 def _absolute(href: str, path_end: int) -> str | None:
     """``href`` with a lower-case scheme when urlsplit would accept its host unchanged."""
-    start = href.index("://") + 3
+    start = 7 if href[4] == ":" else 8  # past "http://" or "https://", in any case
     host_end = href.find("/", start, path_end)
     host = href[start : path_end if host_end < 0 else host_end]
     if not host or not host.isascii() or "[" in host or "]" in host:
         return None
+    if href.startswith(_LOWER_PREFIXES):  # nearly always: no copy
+        return href
     return href[:start].lower() + href[start:]
 
 

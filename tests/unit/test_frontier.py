@@ -80,6 +80,59 @@ def test_admission_scope_dedup_depth(frontier: Frontier) -> None:
     assert frontier.pending == 3
 
 
+def test_settled_links_are_skipped_once_committed(frontier: Frontier) -> None:
+    nav = [f"{A}/1", "HTTP://A.TEST:80/1", "http://c.test/x", "mailto:x@y", f"{A}/x.jpg"]
+    with frontier.batch():
+        assert frontier.add(nav, depth=0) == 1
+        # not committed yet: a repeat takes the full path (the seen-set answers)
+        assert frontier.add(nav, depth=1) == 0
+    asked = frontier.seen_stats()["recent_hits"]
+    with frontier.batch():
+        assert frontier.add(nav, depth=1) == 0
+    assert frontier.seen_stats()["recent_hits"] == asked  # answered before the seen-set
+    assert frontier.pending == 1
+
+
+def test_links_of_an_aborted_transaction_are_not_settled(frontier: Frontier) -> None:
+    with pytest.raises(RuntimeError), frontier.batch():
+        assert frontier.add([f"{A}/1"], depth=0) == 1
+        raise RuntimeError("abort: LMDB forgets the seen entry")
+    assert frontier.add([f"{A}/1"], depth=0) == 1  # still new: admitted
+    assert frontier.add([f"{A}/1"], depth=0) == 0  # committed (own transaction): settled
+
+
+def test_settled_links_do_not_change_the_max_pages_stop(tmp_path: Path) -> None:
+    f, _ = make(tmp_path, max_pages=2)
+    assert f.add([f"{A}/1", f"{A}/2"], depth=0) == 2
+    assert f.add([f"{A}/1", f"{B}/3", "http://c.test/"], depth=1) == 0
+    assert f.pending == 2
+    f.close()
+
+
+def test_foreign_links_are_sent_once_per_committed_transaction(tmp_path: Path) -> None:
+    sent: list[tuple[int, str]] = []
+    f, _ = make(
+        tmp_path,
+        route=lambda origin: 1 if origin == B else 0,
+        on_foreign=lambda dest, link: sent.append((dest, link[0])),
+    )
+    with f.batch():
+        assert f.add([f"{A}/1", f"{B}/1", "http://B.test/1"], depth=0) == 1
+    with f.batch():
+        f.add([f"{B}/1", "http://B.test/1", f"{B}/2"], depth=1)
+    assert sent == [(1, f"{B}/1"), (1, f"{B}/1"), (1, f"{B}/2")]
+    f.close()
+
+
+def test_in_scope_subdomains_and_exclusions(frontier: Frontier) -> None:
+    assert frontier.in_scope("http://a.test/")
+    assert frontier.in_scope("http://x.y.a.test:8080/p")
+    assert not frontier.in_scope("http://aa.test/")
+    assert not frontier.in_scope("http://a.test.evil/")
+    assert not frontier.in_scope("http://c.test/")
+    assert not frontier.in_scope("http://a.test/x.jpg")
+
+
 def test_one_request_per_host_and_delay_from_end_of_response(frontier: Frontier) -> None:
     frontier.add([f"{A}/1", f"{A}/2", f"{B}/1"], depth=0, now=0.0)
     first = frontier.next_ready(0.0, 10)

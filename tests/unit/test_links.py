@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlparse
 
 import pytest
 from hypothesis import given, settings
@@ -338,6 +338,48 @@ def test_extract_links_matches_reference_through_html(base: str, hrefs: list[str
     hrefs = [h.replace("\x00", "") for h in hrefs]  # HTML turns NUL into U+FFFD
     expected = [u for u in (_reference(base, h) for h in hrefs) if u is not None]
     assert links(anchors(*hrefs), url=base) == list(dict.fromkeys(expected))
+
+
+# Mostly well-formed hrefs: the shapes resolve() answers with one regular expression
+# (absolute, root-relative, relative), and the near misses that must not take that shortcut.
+_CLEAN_PIECES = st.sampled_from(
+    ["http://", "https://", "h.test", "a", "b.html", "/", "?", "q=1", "&", ":", ":80", "@",
+     ".", "..", "//", ";", "#", " ", "\t", "[", "]", "\u00e9", "%2e", "\x7f", "\x1f"]
+)  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@given(base=_BASES, pieces=st.lists(_CLEAN_PIECES, min_size=1, max_size=7))
+def test_regex_shortcuts_agree_with_urljoin(base: str, pieces: list[str]) -> None:
+    href = "".join(pieces)
+    assert resolve(Base.of(base), href) == _reference(base, href)
+
+
+_URL_PIECES = st.sampled_from(
+    ["http://", "https://", "HTTP://", "h.test", ":81", "@", "[::1]", "[", "\\", ";p", "/",
+     "a", "..", "?", "q", "#f", " ", "\u00e9", "%41", "//", "ftp://"]
+)  # fmt: skip
+
+
+@settings(max_examples=2000, deadline=None)
+@given(pieces=st.lists(_URL_PIECES, min_size=1, max_size=8))
+def test_base_split_matches_urlparse(pieces: list[str]) -> None:
+    """Base.of's regex split of a plain page URL is what urlparse (as urljoin splits) gives."""
+    url = "".join(pieces)
+    base = Base.of(url)
+    cleaned = url.strip("".join(chr(i) for i in range(0x21))).split("#")[0]
+    try:
+        parts = urlparse(cleaned)
+    except ValueError:
+        assert base == Base("")
+        return
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        assert base == Base(cleaned)
+        return
+    origin = f"{parts.scheme}://{parts.netloc}"
+    assert (base.url, base.origin) == (cleaned, origin)
+    segments = parts.path.split("/")
+    assert base.segments == tuple(segments[:-1] if segments[-1] else segments)
 
 
 # --- the Parser seam -------------------------------------------------------------------------

@@ -328,6 +328,16 @@ def test_iso_time(epoch: float, text: str) -> None:
     assert iso_time(epoch) == text
 
 
+def test_iso_time_caches_only_the_current_second() -> None:
+    """The formatted second is reused within the second and redone when it changes."""
+    epochs = [T0, T0 + 0.5, T0 + 1.0, T0, T0 - 86_400.0, T0 + 0.001]
+    expected = [datetime.fromtimestamp(e, UTC).strftime("%Y-%m-%dT%H:%M:%S") for e in epochs]
+    millis = [int(e * 1000) % 1000 for e in epochs]
+    assert [iso_time(e) for e in epochs] == [
+        f"{text}.{ms:03d}Z" for text, ms in zip(expected, millis, strict=True)
+    ]
+
+
 # --- stats and report ------------------------------------------------------------------------
 
 
