@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 
 from frontier_crawl.demo.server import DemoServer
 from frontier_crawl.demo.site import Site, SiteSpec
@@ -62,3 +64,25 @@ def e2e_site() -> Iterator[tuple[Site, DemoServer]]:
     site = Site(SiteSpec(hosts=3, pages=540, crawl_delay_s=0.05, seed=7))
     with DemoServer(site) as server:
         yield site, server
+
+
+def served_pages(server: DemoServer, since: int = 0) -> Counter[str]:
+    """Pages (not robots.txt) the server answered with 200 since log entry ``since``, counted."""
+    port = server.port
+    return Counter(
+        f"http://{e.host}:{port}{e.path}"
+        for e in server.log()[since:]
+        if e.status == 200 and e.path != "/robots.txt"
+    )
+
+
+def warc_response_uris(paths: Iterable[Path]) -> list[str]:
+    """Target URIs of the response records in WARC files, reading every record to its end."""
+    uris = []
+    for path in paths:
+        with path.open("rb") as fh:
+            for rec in ArchiveIterator(fh):
+                rec.content_stream().read()
+                if rec.rec_type == "response":
+                    uris.append(rec.rec_headers.get_header("WARC-Target-URI"))
+    return uris

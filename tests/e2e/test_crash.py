@@ -10,16 +10,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from warcio.archiveiterator import ArchiveIterator
 
 from frontier_crawl.demo.server import DemoServer
 from frontier_crawl.demo.site import Site, SiteSpec
-from tests.conftest import crawl_config
+from tests.conftest import crawl_config, served_pages, warc_response_uris
 
 HOSTS = 3
 COMMIT_S = 0.05
@@ -60,26 +58,14 @@ def finish(cfg: Path) -> dict[str, object]:
 
 def check_complete(site: Site, server: DemoServer, since: int, out: Path, extra: int) -> None:
     """Every page fetched; refetches at most ``extra``; outputs readable and complete."""
-    port = server.port
-    expected = site.expected_pages(port)
-    log = server.log()[since:]
-    fetched = Counter(
-        f"http://{e.host}:{port}{e.path}"
-        for e in log
-        if e.status == 200 and e.path != "/robots.txt"
-    )
+    expected = site.expected_pages(server.port)
+    fetched = served_pages(server, since)
     assert set(fetched) == expected
     refetched = sum(n - 1 for n in fetched.values())
     assert refetched <= extra, f"{refetched} pages fetched twice, bound {extra}"
     warcs = sorted((out / "warc").iterdir())
     assert not [p for p in warcs if not p.name.endswith(".warc.gz")], warcs
-    archived = set()
-    for path in warcs:
-        with path.open("rb") as fh:
-            for rec in ArchiveIterator(fh):
-                rec.content_stream().read()  # every record readable to its end
-                if rec.rec_type == "response":
-                    archived.add(rec.rec_headers.get_header("WARC-Target-URI"))
+    archived = set(warc_response_uris(warcs))  # every record readable to its end
     assert expected <= archived
     lines = [json.loads(x) for x in (out / "crawl.jsonl").read_text().splitlines()]
     assert expected <= {x["url"] for x in lines if x["outcome"] == "fetched"}

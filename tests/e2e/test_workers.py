@@ -15,11 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from warcio.archiveiterator import ArchiveIterator
 
 from frontier_crawl.demo.server import DemoServer, politeness_violations, robots_first_violations
 from frontier_crawl.demo.site import Site, SiteSpec
-from tests.conftest import crawl_config
+from tests.conftest import crawl_config, served_pages, warc_response_uris
 
 DELAY = 0.02
 
@@ -36,14 +35,9 @@ def cli(cfg: Path) -> list[str]:
 
 
 def check(site: Site, server: DemoServer, since: int, out: Path, refetch_bound: int) -> None:
-    port = server.port
     log = server.log()[since:]
-    expected = site.expected_pages(port)
-    fetched = Counter(
-        f"http://{e.host}:{port}{e.path}"
-        for e in log
-        if e.status == 200 and e.path != "/robots.txt"
-    )
+    expected = site.expected_pages(server.port)
+    fetched = served_pages(server, since)
     assert set(fetched) == expected
     assert sum(n - 1 for n in fetched.values()) <= refetch_bound
     assert robots_first_violations(log) == []
@@ -56,13 +50,9 @@ def check(site: Site, server: DemoServer, since: int, out: Path, refetch_bound: 
     for w in (0, 1):
         warcs = list((out / f"worker-{w}" / "warc").iterdir())
         assert warcs and all(p.name.endswith(".warc.gz") for p in warcs)
-        for path in warcs:
-            with path.open("rb") as fh:
-                for rec in ArchiveIterator(fh):
-                    if rec.rec_type == "response":
-                        uri = rec.rec_headers.get_header("WARC-Target-URI")
-                        archived[uri] += 1
-                        owners.setdefault(uri.split("/")[2], set()).add(w)
+        for uri in warc_response_uris(warcs):
+            archived[uri] += 1
+            owners.setdefault(uri.split("/")[2], set()).add(w)
     assert expected <= set(archived)
     assert all(len(ws) == 1 for ws in owners.values()), owners  # each host in one worker only
     assert {w for ws in owners.values() for w in ws} == {0, 1}  # and both workers had hosts
