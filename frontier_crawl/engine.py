@@ -159,7 +159,7 @@ class Engine:
         self._dirty = False
         self._log = CrawlLog(self.layout.crawl_log)
         self.fetcher: FetcherLike = fetcher or Fetcher.from_settings(
-            settings.fetch, settings.politeness
+            settings.fetch, settings.politeness, capture_requests=settings.output.warc
         )
         self.parser: Parser = parser or LinkParser(settings.fetch.parse_types)
         self._warc = (

@@ -9,7 +9,8 @@ The fetcher keeps a ``dict[pycurl.Curl, Transfer]``; the handle's ``WRITEFUNCTIO
   reply) only the last response's block is kept. Lines after its blank line are trailers and
   are not part of the block.
 * Request headers: :meth:`Transfer.on_debug` keeps the last ``HEADER_OUT`` block libcurl
-  reports (``VERBOSE`` must be on for libcurl to call the debug function).
+  reports (``VERBOSE`` must be on for libcurl to call the debug function; the fetcher sets
+  both only when it is asked to capture requests).
 * Body: :meth:`Transfer.on_write` keeps the raw bytes and decodes them incrementally
   (``fetch/decode.py``); past ``max_body_bytes`` raw or decoded bytes it aborts the transfer
   by returning 0, and records that it did, so ``CURLE_WRITE_ERROR`` maps to TOO_LARGE.
@@ -94,6 +95,12 @@ class Transfer:
                 self.decoder = None  # keep receiving the raw bytes for the archive
         return None
 
+    def request_sent(self, handle: pycurl.Curl) -> bool:
+        """Whether request headers went out on ``handle`` (so the connection was up, TLS
+        included; also true on a reused connection, for which libcurl reports zero resolve
+        and connect times). ``REQUEST_SIZE`` works with or without the debug callback."""
+        return bool(self.request_chunks) or int(handle.getinfo(pycurl.REQUEST_SIZE)) > 0
+
     def _start_body(self) -> None:
         self.body_started = True
         headers = parse_header_block(self.header_lines)
@@ -166,11 +173,10 @@ class Transfer:
     def _phase(self, handle: pycurl.Curl, status: int) -> Phase:
         """How far the transfer got, from what the callbacks saw and libcurl's timings.
 
-        Once request headers went out (``HEADER_OUT``) the connection was up, TLS included;
-        this also covers a reused connection, for which libcurl reports zero resolve and
-        connect times. (``PRETRANSFER_TIME`` is no help: libcurl fills it in on failure.)
+        Once request headers went out (:meth:`request_sent`) the connection was up.
+        (``PRETRANSFER_TIME`` is no help: libcurl fills it in on failure.)
         """
-        connected = status > 0 or bool(self.header_lines) or bool(self.request_chunks)
+        connected = status > 0 or bool(self.header_lines) or self.request_sent(handle)
         resolved = connected or float(handle.getinfo(pycurl.NAMELOOKUP_TIME)) > 0
         return Phase(resolved=resolved, connected=connected, aborted_too_large=self.too_large)
 
