@@ -14,6 +14,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.console import Console
 from warcio.archiveiterator import ArchiveIterator
 
@@ -207,10 +209,66 @@ def test_close_is_idempotent_and_write_after_close_fails(tmp_path: Path) -> None
 def test_open_file_is_named_dot_open_until_closed(tmp_path: Path) -> None:
     writer = WarcWriter(tmp_path, "crawl", 1 << 20, {})
     writer.write(record("/a", b"a"))
+    writer.flush()  # the writer thread has appended the record
     (open_file,) = tmp_path.iterdir()
     assert open_file.name.endswith(".warc.gz.open")
     writer.close()
     assert [p.name for p in tmp_path.iterdir()] == [open_file.name.removesuffix(".open")]
+
+
+@pytest.mark.parametrize("background", [True, False], ids=["thread", "inline"])
+def test_order_kept_and_files_rotated(tmp_path: Path, background: bool) -> None:
+    """More writes than the pipe to the child holds, small files: every record once, in write
+    order, each finished file valid and starting with its warcinfo record."""
+    n = 300
+    with WarcWriter(tmp_path, "crawl", 4096, {}, background=background) as writer:
+        for i in range(n):
+            writer.write(record(f"/{i}", random.randbytes(1000)))
+    assert len(writer.paths) > 5  # rotated many times
+    uris: list[str] = []
+    for path in writer.paths:
+        kinds = [rec.rec_type for rec, _ in read_warc(path)]
+        assert kinds[0] == "warcinfo" and kinds.count("warcinfo") == 1
+        uris += [
+            rec.rec_headers.get_header("WARC-Target-URI")
+            for rec, _ in read_warc(path)
+            if rec.rec_type == "response"
+        ]
+    assert uris == [f"http://h.test/{i}" for i in range(n)]
+
+
+def test_writer_process_error_is_raised_and_stops_appends(tmp_path: Path) -> None:
+    """A failed append in the child (here: the directory vanished, so the file cannot be
+    created) is raised by the next flush, write and close; nothing is appended after it."""
+    directory = tmp_path / "warc"
+    writer = WarcWriter(directory, "crawl", 1 << 20, {})
+    directory.rmdir()
+    writer.write(record("/a", b"a"))  # fails in the child
+    with pytest.raises(OSError, match="WARC writing failed: FileNotFoundError"):
+        writer.flush()
+    with pytest.raises(OSError, match="WARC writing failed"):
+        writer.write(record("/b", b"b"))
+    with pytest.raises(OSError, match="WARC writing failed"):
+        writer.close()
+    assert not directory.exists()
+
+
+def test_writer_process_gone_is_an_error(tmp_path: Path) -> None:
+    """The child killed: the next flush says so instead of hanging or losing records silently."""
+    writer = WarcWriter(tmp_path, "crawl", 1 << 20, {})
+    writer.write(record("/a", b"a"))
+    writer.flush()
+    process = writer._sink._process  # type: ignore[union-attr]
+    process.kill()
+    process.join(10)
+    with pytest.raises(OSError, match="WARC writing failed: the WARC writer process is gone"):
+        writer.write(record("/b", b"b"))
+        writer.flush()
+    with pytest.raises(OSError, match="WARC writing failed"):
+        writer.close()
+    (open_file,) = tmp_path.iterdir()  # left .open, for recovery; /a is in it
+    assert open_file.name.endswith(".open")
+    assert [r.rec_type for r, _ in read_warc(open_file)] == ["warcinfo", "response", "request"]
 
 
 def test_from_settings(tmp_path: Path) -> None:
@@ -224,6 +282,13 @@ def test_warc_names_and_dates() -> None:
     now = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
     assert warc_file_name("p", now, 7, 42) == "p-20240501120000123456-00007-42.warc.gz"
     assert warc_date(T0) == "2024-05-01T12:00:00.123456Z"
+
+
+@given(st.floats(min_value=-1e10, max_value=1e11, allow_nan=False))
+def test_warc_date_is_datetimes_rounding(epoch_s: float) -> None:
+    """The per-second cache formats exactly as datetime.fromtimestamp + strftime would."""
+    expected = datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert warc_date(epoch_s) == expected
 
 
 @pytest.mark.parametrize(
