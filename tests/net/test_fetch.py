@@ -482,6 +482,22 @@ def test_redirects_followed_for_robots(
         assert result.request_bytes == b""
 
 
+def test_a_reused_handle_carries_nothing_over(
+    make_fetcher: Callable[..., Fetcher], base: str
+) -> None:
+    """One handle, reused without reset: the second request neither follows redirects nor
+    sends the first one's header."""
+    fetcher = make_fetcher(concurrency=1)
+    first = FetchRequest(f"{base}/echo", headers=(("X-Only-Once", "1"),), follow_redirects=5)
+    (echo,) = fetch_all(fetcher, [first])
+    assert b"X-Only-Once: 1" in echo.body
+    assert fetch(fetcher, f"{base}/r1", follow_redirects=5).status == 200
+    moved = fetch(fetcher, f"{base}/r1")
+    assert moved.status in (301, 302) and moved.url == f"{base}/r1"
+    (again,) = fetch_all(fetcher, [FetchRequest(f"{base}/echo")])
+    assert b"X-Only-Once" not in again.body
+
+
 def test_too_many_redirects(make_fetcher: Callable[..., Fetcher], base: str) -> None:
     result = fetch(make_fetcher(), f"{base}/r1", follow_redirects=1)
     assert result.error is ErrorKind.OTHER
