@@ -72,17 +72,14 @@ class Peers:
         self.count = count
         self._status = status
         self._stop = stop
-        self._routes: dict[str, int] = {}
         envs = {
             j: worker_dir(root, j) / "state" / "frontier.lmdb" for j in range(count) if j != index
         }
         self._mailbox = Mailbox(envs, map_size, run_id)
 
     def route(self, origin: str) -> int:
-        owner = self._routes.get(origin)
-        if owner is None:
-            owner = self._routes[origin] = owner_of(origin, self.count)
-        return owner
+        """The owning worker (not remembered here: the frontier keeps a bounded cache of it)."""
+        return owner_of(origin, self.count)
 
     def send(self, dest: int, batch: bytes) -> None:
         self._mailbox.send(dest, batch)
