@@ -54,6 +54,9 @@ class Transfer:
     raw_chunks: list[bytes] = field(default_factory=list)
     raw_size: int = 0
     body_started: bool = False
+    parsed: tuple[list[bytes], int, tuple[tuple[str, str], ...]] | None = None
+    """(header_lines list, its length, parse) as parsed when the body started: reused by
+    result() when the block is still that one (a new status line starts a new list)."""
     decoder: BodyDecoder | None = None
     decode_error: str = ""
     too_large: bool = False
@@ -104,10 +107,19 @@ class Transfer:
 
     def _start_body(self) -> None:
         self.body_started = True
-        headers = parse_header_block(self.header_lines)
+        headers = self._headers()
         codings = [value for name, value in headers if name == "content-encoding"]
         if codings:
             self.decoder = decoder_for(", ".join(codings), self.max_body_bytes)
+
+    def _headers(self) -> tuple[tuple[str, str], ...]:
+        """The parsed header block, parsed once per block."""
+        lines, parsed = self.header_lines, self.parsed
+        if parsed is not None and parsed[0] is lines and parsed[1] == len(lines):
+            return parsed[2]
+        headers = parse_header_block(lines)
+        self.parsed = (lines, len(lines), headers)
+        return headers
 
     def _abort_too_large(self) -> int:
         self.too_large = True
@@ -131,7 +143,7 @@ class Transfer:
             error=error,
             error_detail=detail,
             header_bytes=header_bytes,
-            headers=parse_header_block(self.header_lines),
+            headers=self._headers(),
             raw_body=raw_body,
             body=body,
             request_bytes=b"".join(self.request_chunks),
