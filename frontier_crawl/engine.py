@@ -313,9 +313,9 @@ class Engine:
         assert self._peers is not None
         while True:
             pending = self.frontier.outgoing()
-            for key, dest, batch in pending:
+            for _key, dest, batch in pending:
                 self._peers.send(dest, batch)
-                self.frontier.delivered(key)
+            self.frontier.delivered([key for key, _, _ in pending])  # one commit for them all
             if len(pending) < 256:
                 break
         self._undelivered = False

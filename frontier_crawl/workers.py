@@ -36,7 +36,7 @@ import msgspec
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.engine import Engine
 from frontier_crawl.frontier import StateMismatch
-from frontier_crawl.frontier.mailbox import Mailbox, owner_of
+from frontier_crawl.frontier.mailbox import INBOX_ENV, Mailbox, owner_of
 from frontier_crawl.output import write_report
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class Peers:
         self._status = status
         self._stop = stop
         envs = {
-            j: worker_dir(root, j) / "state" / "frontier.lmdb" for j in range(count) if j != index
+            j: worker_dir(root, j) / "state" / INBOX_ENV for j in range(count) if j != index
         }
         self._mailbox = Mailbox(envs, map_size, run_id)
 

@@ -39,7 +39,7 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from frontier_crawl.frontier.mailbox import INBOX_DB, Link, decode_links, encode_links
+from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Link, decode_links, encode_links
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for, host_backoff
 from frontier_crawl.frontier.robots import RobotsCache, Rules
 from frontier_crawl.frontier.seen import SeenSet
@@ -61,7 +61,9 @@ REFILL_BATCH = 512
 SETTLED_LINKS = 32_768
 OWNERS_MAX = 16_384  #: origins whose scope and owner are remembered
 OUT_OF_SCOPE = -1  #: owner of an origin outside the allowed domains
-LAYOUT_VERSION = 2  # 2: url_digest = blake2b(host) + blake2b(url); compact queue values
+#: 2: url_digest = blake2b(host) + blake2b(url); compact queue values.
+#: 3: a worker's inbox in its own environment, state/inbox.lmdb (frontier/mailbox.py)
+LAYOUT_VERSION = 3
 
 #: reasons passed to the reject callback (they become crawl-log outcomes)
 ROBOTS_DENIED = "robots-denied"
@@ -205,7 +207,8 @@ class Frontier:
         self._store = QueueStore(self._env)
         self._seen = SeenSet(self._env, seen_capacity, seen_error_rate)
         self._blobs = self._env.open_db(b"blobs")
-        self._inbox = self._env.open_db(INBOX_DB)
+        #: batches from other workers (worker mode only: ``route`` given)
+        self._inbox = Inbox(state_dir / INBOX_ENV, map_size) if route is not None else None
         self._outbox = self._env.open_db(b"outbox")
         self._robots = RobotsCache(state_dir / "robots", user_agent, robots_ttl_s)
         self._txn: lmdb.Transaction[bytes] | None = None
@@ -307,8 +310,12 @@ class Frontier:
                 yield txn
         except BaseException:
             self._settling.clear()
+            if self._inbox is not None:
+                self._inbox.release()  # their links were not committed: take them again
             raise
         self._settle_links()
+        if self._inbox is not None:
+            self._inbox.ack()
 
     def save_blob(self, name: str, data: bytes) -> None:
         """Store a small named blob (e.g. the engine's counters) in the current transaction,
@@ -506,23 +513,20 @@ class Frontier:
             self.peak_hot = self.hot_total
 
     def ingest_inbox(self, now: float, run_id: bytes = b"", limit: int = 64) -> tuple[int, int]:
-        """Admit link batches other workers committed into this frontier's inbox.
+        """Admit link batches other workers delivered into this worker's inbox.
 
-        Each batch is added and deleted in the same (batch) transaction. Returns the number of
-        batches ingested, and how many of them were delivered during run ``run_id`` (the
-        termination count of ``frontier_crawl.workers``).
+        The links are admitted in the current (batch) transaction; the batches leave the inbox
+        once it has committed (``frontier/mailbox.py``). Returns the number of batches
+        ingested, and how many of them were delivered during run ``run_id`` (the termination
+        count of ``frontier_crawl.workers``). Nothing to do outside worker mode.
         """
-        with self._write() as txn:
-            cursor = txn.cursor(db=self._inbox)
-            batches = []
-            for key, value in cursor:
-                batches.append((bytes(key), bytes(value)))
-                if len(batches) >= limit:
-                    break
-            for key, value in batches:
+        if self._inbox is None:
+            return 0, 0
+        with self.batch():
+            batches = self._inbox.take(limit)
+            for _key, value in batches:
                 for url, depth, referrer, hops in decode_links(value):
                     self.add((url,), depth=depth, referrer=referrer, hops=hops, now=now)
-                txn.delete(key, db=self._inbox)
         return len(batches), sum(key.startswith(run_id) for key, _ in batches)
 
     def queue_outgoing(self, dest: int, links: list[Link]) -> None:
@@ -545,10 +549,11 @@ class Frontier:
                     break
         return out
 
-    def delivered(self, key: bytes) -> None:
-        """Forget an outbox batch now committed into its destination's inbox."""
+    def delivered(self, keys: Iterable[bytes]) -> None:
+        """Forget outbox batches now committed into their destinations' inboxes."""
         with self._write() as txn:
-            txn.delete(key, db=self._outbox)
+            for key in keys:
+                txn.delete(key, db=self._outbox)
 
     # ----------------------------------------------------------------------------- scheduling
 
@@ -912,4 +917,6 @@ class Frontier:
         """Checkpoint and release the LMDB environment and the robots cache."""
         self.checkpoint()
         self._robots.close()
+        if self._inbox is not None:
+            self._inbox.close()
         self._env.close()
