@@ -107,13 +107,14 @@ class WarcWriter:
     are filled in unless given. Not thread-safe: one writer per process, called from one
     thread.
 
-    Compression runs beside the caller (``background=True``, the default): :meth:`write`
-    builds the records (warcio: WARC headers, digests) in the calling process and sends their
-    uncompressed bytes down a pipe to a child process, which compresses each record into its
-    own gzip member, appends it and rotates files (``_Files``). Deflate is most of a record's
-    cost (about 0.6 ms for a 20 KB page at level 6), and a thread would not take it off the
-    crawl loop: the thread needs the GIL back after every record, and a busy loop hands it over
-    only every ``sys.getswitchinterval()`` (measured: no faster than writing inline). Order is
+    The records are built and compressed beside the caller (``background=True``, the
+    default): :meth:`write` sends the ``ArchiveRecord`` down a pipe to a child process, which
+    builds the WARC records (warcio: WARC headers, digests), compresses each into its own gzip
+    member, appends them and rotates files (``_Files``). That is about 0.9 ms of CPU for a
+    20 KB page at gzip level 6 (0.6 of it deflate), none of it on the crawl loop. A thread
+    would not take it off the loop: it needs the GIL back after every record, and a busy loop
+    hands the GIL over only every ``sys.getswitchinterval()`` (measured: no faster than
+    writing inline). Order is
     kept (one pipe, one child). The pipe's buffer bounds what waits for the child: ``write``
     blocks when it is full. :meth:`flush` waits until the child has handed everything to the
     OS, so "flushed" means what it means inline. An error in the child (a full disk) stops all
@@ -141,7 +142,6 @@ class WarcWriter:
         directory.mkdir(parents=True, exist_ok=True)
         files = _Files(directory, prefix, max_bytes, _warcinfo_fields(info), gzip_level)
         self._sink: _Files | _ChildSink = _ChildSink(files) if background else files
-        self._serializer = _Serializer()
         self._closed = False
 
     @classmethod
@@ -164,11 +164,9 @@ class WarcWriter:
         """
         if self._closed:
             raise ValueError("write to a closed WarcWriter")
-        response = _response_record(rec)
-        members = [self._serializer.serialize(response)]
-        if rec.request_bytes.strip():
-            members.append(self._serializer.serialize(_request_record(rec, response)))
-        self._sink.append(members)
+        if not rec.header_bytes.strip():  # here, not in the child: the caller's mistake
+            raise ValueError(f"empty response header block for {rec.url}")
+        self._sink.append([rec])
 
     def flush(self) -> None:
         """Hand every record written so far to the OS (they then survive a kill of this
@@ -209,13 +207,25 @@ class _Files:
         self._serial = 0
         self._file: BinaryIO | None = None
         self._name = ""
+        self._serializer: _Serializer | None = None  #: made where it is used (in the child)
 
-    def append(self, members: list[bytes]) -> None:
-        """Compress each record into its own gzip member and append them; rotate."""
+    def append(self, records: list[ArchiveRecord]) -> None:
+        """Append each fetch's response (or revisit) and request records, each its own gzip
+        member; rotate past ``max_bytes``."""
+        if self._serializer is None:
+            self._serializer = _Serializer()
+        serialize = self._serializer.serialize
+        members: list[bytes] = []
+        for rec in records:
+            response = _response_record(rec)
+            members.append(_gzip_member(serialize(response), self.level))
+            if rec.request_bytes.strip():
+                request = _request_record(rec, response)
+                members.append(_gzip_member(serialize(request), self.level))
         if self._file is None:
             self._open()
         assert self._file is not None
-        self._file.write(b"".join(_gzip_member(data, self.level) for data in members))
+        self._file.write(b"".join(members))
         if self._file.tell() > self.max_bytes:
             self._finish()
 
@@ -266,8 +276,8 @@ class _ChildSink:
         self.paths: list[Path] = []
         self._error = ""
 
-    def append(self, members: list[bytes]) -> None:
-        self._call(("append", members), reply=False)
+    def append(self, records: list[ArchiveRecord]) -> None:
+        self._call(("append", records), reply=False)
 
     def flush(self) -> None:
         self._call(("flush", None), reply=True)
@@ -282,7 +292,7 @@ class _ChildSink:
                 self._process.kill()
                 self._process.join()
 
-    def _call(self, message: tuple[str, list[bytes] | None], *, reply: bool) -> None:
+    def _call(self, message: tuple[str, list[ArchiveRecord] | None], *, reply: bool) -> None:
         if self._error:
             raise OSError(f"WARC writing failed: {self._error}")
         try:
@@ -308,12 +318,12 @@ def _child_main(conn: Connection, files: _Files) -> None:
     error = ""
     while True:
         try:
-            command, members = conn.recv()
+            command, records = conn.recv()
         except EOFError:  # the parent is gone: leave the .open file to its recovery
             return
         try:
-            if not error and command == "append" and members is not None:
-                files.append(members)
+            if not error and command == "append" and records is not None:
+                files.append(records)
             elif not error and command == "flush":
                 files.flush()
             elif not error and command == "close":
