@@ -114,14 +114,15 @@ class WarcWriter:
     20 KB page at gzip level 6 (0.6 of it deflate), none of it on the crawl loop. A thread
     would not take it off the loop: it needs the GIL back after every record, and a busy loop
     hands the GIL over only every ``sys.getswitchinterval()`` (measured: no faster than
-    writing inline). Order is
-    kept (one pipe, one child). The pipe's buffer bounds what waits for the child: ``write``
-    blocks when it is full. :meth:`flush` waits until the child has handed everything to the
-    OS, so "flushed" means what it means inline. An error in the child (a full disk) stops all
-    later appends, so no record follows a damaged one, and is raised by the next ``flush`` or
-    ``close`` (or ``write``, once known). The child dies with its parent (``PR_SET_PDEATHSIG``
-    on Linux, end-of-pipe elsewhere), so after a kill no orphan writes beside the next run's
-    recovery of the ``.open`` file.
+    writing inline).
+
+    Order is kept (one pipe, one child). The pipe's buffer bounds what waits for the child:
+    ``write`` blocks when it is full. :meth:`flush` waits until the child has handed everything
+    to the OS, so "flushed" means what it means inline. An error in the child (a full disk)
+    stops all later appends, so no record follows a damaged one, and is raised by the next
+    ``flush`` or ``close`` (or ``write``, once known). The child dies with its parent
+    (``PR_SET_PDEATHSIG`` on Linux, end-of-pipe elsewhere), so after a kill no orphan writes
+    beside the next run's recovery of the ``.open`` file.
     """
 
     def __init__(
