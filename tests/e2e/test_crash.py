@@ -45,6 +45,26 @@ def start(cfg: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def children_of(pid: int) -> set[int]:
+    """PIDs of a live process's children (Linux /proc)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found.update(int(x) for x in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a process that is not dead (a zombie is dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
 def finish(cfg: Path) -> dict[str, object]:
     proc = subprocess.run(
         [sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg)],
@@ -128,12 +148,19 @@ def test_sigterm_stops_gracefully_and_resume_completes(
     # a second signal exits at once; the crawl is still resumable
     proc = start(cfg)
     time.sleep(1.5)
+    children = children_of(proc.pid)
+    assert children, "the WARC writer process should be running by now"
     proc.send_signal(signal.SIGTERM)
     time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=10)
     # 143: the handler's immediate exit; -15: still starting up, before handlers were installed
     assert proc.returncode in (128 + signal.SIGTERM, -signal.SIGTERM), err.decode()[-2000:]
+    # the WARC writer dies with the crawler, so none is left writing beside the next run
+    deadline = time.monotonic() + 5
+    while any(running(c) for c in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(running(c) for c in children), "a child outlived the crawler"
     finish(cfg)
     check_complete(site, server, since, tmp_path / "out", extra=refetch_bound(1, 0.05))
 
