@@ -3,7 +3,11 @@
 * A ``.warc.gz.open`` file is cut back to its last complete gzip member (each WARC record is its
   own member, and zlib checks each member's CRC and length at its end), then renamed to its final
   name, so readers never see a truncated record. The records cut away belong to fetches whose
-  completion never reached LMDB: they are fetched again.
+  completion never reached LMDB: they are fetched again. A file without one complete member was
+  killed while its first record, the warcinfo, was being written (records are appended in
+  order, so nothing of a fetch can follow an incomplete member): it holds no capture and is
+  removed. One that is also larger than any warcinfo record was not written that way (another
+  program's file, or disk damage): it is set aside as ``.damaged`` for a person to look at.
 * ``crawl.jsonl`` is cut back to its last complete line.
 """
 
@@ -17,6 +21,8 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 _CHUNK = 1 << 20
+#: more than a compressed warcinfo record can take (ours are well under 1 KiB)
+WARCINFO_MAX_BYTES = 16 << 10
 
 
 def complete_gzip_prefix(path: Path) -> int:
@@ -56,6 +62,10 @@ def recover_warcs(directory: Path) -> list[Path]:
         size = path.stat().st_size
         good = complete_gzip_prefix(path)
         final = path.with_name(path.name[: -len(".open")])
+        if good == 0 and size <= WARCINFO_MAX_BYTES:
+            log.warning("%s: killed while starting the file, no record in it: removed", path)
+            path.unlink()
+            continue
         if good == 0:
             log.warning("%s: no complete record, set aside as %s.damaged", path, path.name)
             os.replace(path, path.with_name(path.name + ".damaged"))

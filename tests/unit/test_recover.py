@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator
@@ -28,6 +29,13 @@ def _write_warc(directory: Path, n: int) -> Path:
     return path
 
 
+def first_member_length(data: bytes) -> int:
+    """Length of the first gzip member of ``data`` (a WARC file's warcinfo record)."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    d.decompress(data)
+    return len(data) - len(d.unused_data)
+
+
 def _uris(path: Path) -> list[str]:
     with path.open("rb") as fh:
         return [
@@ -52,11 +60,26 @@ def test_open_warc_cut_mid_record_is_truncated_and_closed(tmp_path: Path) -> Non
         uris = _uris(path)  # warcio reads every kept record to its end
         assert uris == [f"http://a.test/{i}" for i in range(len(uris))]
     names = {p.name for p in out.iterdir()}
-    assert "x-200.warc.gz.open.damaged" in names or "x-200.warc.gz" in names
+    assert "x-200.warc.gz.open" not in names  # cut inside its warcinfo: removed, or kept if whole
     cut_last = out / f"x-{len(data) - 7}.warc.gz"
     with cut_last.open("rb") as fh:
         types = [r.rec_type for r in ArchiveIterator(fh)]
     assert types == ["warcinfo"] + ["response", "request"] * 4 + ["response"]  # last one cut
+
+
+def test_open_warc_without_a_complete_record(tmp_path: Path) -> None:
+    """Killed while the file's warcinfo was being written (empty, or part of that member):
+    nothing of a fetch is in it, so it goes. Bytes too many for a warcinfo record, none of
+    them a complete member: not ours to delete, set aside as .damaged."""
+    full = _write_warc(tmp_path / "src", 1).read_bytes()
+    first_member = first_member_length(full)
+    out = tmp_path / "warc"
+    out.mkdir()
+    (out / "empty.warc.gz.open").write_bytes(b"")
+    (out / "half.warc.gz.open").write_bytes(full[: first_member // 2])
+    (out / "junk.warc.gz.open").write_bytes(b"\x1f\x8b" + bytes(range(256)) * 100)
+    assert recover_warcs(out) == []
+    assert sorted(p.name for p in out.iterdir()) == ["junk.warc.gz.open.damaged"]
 
 
 def test_crawl_log_cut_mid_line(tmp_path: Path) -> None:
