@@ -37,15 +37,17 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
-import multiprocessing
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
 from io import BytesIO
+from multiprocessing.connection import Connection
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, BinaryIO, Self
@@ -59,7 +61,6 @@ from frontier_crawl import __version__
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from multiprocessing.connection import Connection
 
     from frontier_crawl.config import CrawlSettings
 
@@ -107,21 +108,21 @@ class WarcWriter:
     thread.
 
     The records are built and compressed beside the caller (``background=True``, the
-    default): :meth:`write` sends the ``ArchiveRecord`` down a pipe to a child process, which
-    builds the WARC records (warcio: WARC headers, digests), compresses each into its own gzip
-    member, appends them and rotates files (``_Files``). That is about 1 ms of CPU for a
+    default): :meth:`write` sends the ``ArchiveRecord`` over a socket pair to a child process,
+    which builds the WARC records (warcio: WARC headers, digests), compresses each into its own
+    gzip member, appends them and rotates files (``_Files``). That is about 1 ms of CPU for a
     20 KB page at gzip level 6 (0.4 of it deflate), none of it on the crawl loop. A thread
     would not take it off the loop: it needs the GIL back after every record, and a busy loop
     hands the GIL over only every ``sys.getswitchinterval()`` (measured: no faster than
     writing inline).
 
-    Order is kept (one pipe, one child). The pipe's buffer bounds what waits for the child:
+    Order is kept (one socket, one child). The socket's buffer bounds what waits for the child:
     ``write`` blocks when it is full. :meth:`flush` waits until the child has handed everything
     to the OS, so "flushed" means what it means inline. An error in the child (a full disk)
     stops all later appends, so no record follows a damaged one, and is raised by the next
     ``flush`` or ``close`` (or ``write``, once known). The child dies with its parent
-    (``PR_SET_PDEATHSIG`` on Linux, end-of-pipe elsewhere), so after a kill no orphan writes
-    beside the next run's recovery of the ``.open`` file.
+    (``PR_SET_PDEATHSIG`` on Linux, end of the socket elsewhere), so after a kill no orphan
+    writes beside the next run's recovery of the ``.open`` file.
     """
 
     def __init__(
@@ -262,19 +263,36 @@ class _Files:
 _CHILD_EXIT_S = 30.0  #: how long close() waits for the child to finish its last file
 
 
+#: the child's program: it reads its ``_Files`` from the connection, then serves it
+_CHILD_CODE = "import sys; from frontier_crawl.output.warc import child_entry; child_entry()"
+
+
 class _ChildSink:
-    """``_Files`` run in a child process, fed through a pipe (see ``WarcWriter``)."""
+    """``_Files`` run in a child process, fed through a socket pair (see ``WarcWriter``).
+
+    The child is a fresh interpreter (``python -c``), not a ``multiprocessing`` process: spawn
+    re-imports the parent's main module, which fails when there is none to re-import (a
+    script read from standard input), and fork would copy a process with libcurl threads.
+    """
 
     def __init__(self, files: _Files) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self._conn, child_end = ctx.Pipe()
-        self._process = ctx.Process(
-            target=_child_main, args=(child_end, files), name="warc-writer", daemon=True
+        ours, theirs = socket.socketpair()
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (package_root, env.get("PYTHONPATH", "")) if p
         )
-        self._process.start()
-        child_end.close()
+        with theirs:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", _CHILD_CODE, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
+        self._conn = Connection(ours.detach())
         self.paths: list[Path] = []
         self._error = ""
+        self._call(("files", files), reply=False)
 
     def append(self, records: list[ArchiveRecord]) -> None:
         self._call(("append", records), reply=False)
@@ -287,12 +305,15 @@ class _ChildSink:
             self._call(("close", None), reply=True)
         finally:
             self._conn.close()
-            self._process.join(_CHILD_EXIT_S)
-            if self._process.is_alive():
+            try:
+                self._process.wait(_CHILD_EXIT_S)
+            except subprocess.TimeoutExpired:
                 self._process.kill()
-                self._process.join()
+                self._process.wait()
 
-    def _call(self, message: tuple[str, list[ArchiveRecord] | None], *, reply: bool) -> None:
+    def _call(
+        self, message: tuple[str, list[ArchiveRecord] | _Files | None], *, reply: bool
+    ) -> None:
         if self._error:
             raise OSError(f"WARC writing failed: {self._error}")
         try:
@@ -309,12 +330,23 @@ class _ChildSink:
             raise OSError(f"WARC writing failed: {error}")
 
 
+def child_entry() -> None:
+    """The WARC writer process: ``python -c ... <fd>`` (see ``_ChildSink``)."""
+    _die_with_parent()
+    conn = Connection(int(sys.argv[1]))
+    try:
+        command, files = conn.recv()
+    except EOFError:
+        return
+    if command == "files" and isinstance(files, _Files):
+        _child_main(conn, files)
+
+
 def _child_main(conn: Connection, files: _Files) -> None:
     """The child's loop: apply messages to ``files`` until "close" or the pipe's end.
 
     After the first error, appends are skipped and every reply carries the error.
     """
-    _die_with_parent()
     error = ""
     while True:
         try:

@@ -7,6 +7,8 @@ import gzip
 import json
 import random
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -253,6 +255,25 @@ def test_writer_process_error_is_raised_and_stops_appends(tmp_path: Path) -> Non
     assert not directory.exists()
 
 
+def test_writer_works_from_a_script_read_on_stdin(tmp_path: Path) -> None:
+    """The child is a fresh interpreter, not a multiprocessing spawn (which re-imports the
+    parent's main module and fails when that is standard input)."""
+    script = f"""
+import time
+from pathlib import Path
+from frontier_crawl.output.warc import WarcWriter, ArchiveRecord
+with WarcWriter(Path({str(tmp_path)!r}), "stdin", 1 << 20, {{}}) as writer:
+    writer.write(ArchiveRecord("http://a.test/", "", time.time(), b"GET / HTTP/1.1\\r\\n\\r\\n",
+                               b"HTTP/1.1 200 OK\\r\\n\\r\\n", b"x"))
+"""
+    done = subprocess.run(
+        [sys.executable, "-"], input=script.encode(), capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    (path,) = tmp_path.iterdir()
+    assert [r.rec_type for r, _ in read_warc(path)] == ["warcinfo", "response", "request"]
+
+
 def test_writer_process_gone_is_an_error(tmp_path: Path) -> None:
     """The child killed: the next flush says so instead of hanging or losing records silently."""
     writer = WarcWriter(tmp_path, "crawl", 1 << 20, {})
@@ -260,7 +281,7 @@ def test_writer_process_gone_is_an_error(tmp_path: Path) -> None:
     writer.flush()
     process = writer._sink._process  # type: ignore[union-attr]
     process.kill()
-    process.join(10)
+    process.wait(10)
     with pytest.raises(OSError, match="WARC writing failed: the WARC writer process is gone"):
         writer.write(record("/b", b"b"))
         writer.flush()
