@@ -2,10 +2,12 @@
 
 Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
 
-* Every admitted URL is written at once to the LMDB queue database (``store.py``) under the key
-  ``origin \\x00 prio seq``, in the same transaction that records it in the seen-set; it is
-  deleted only when its fetch is complete. LMDB is therefore the truth about outstanding work:
-  a process killed at any instant loses no URL, and refetches only what was in flight.
+* Every admitted URL is written to the LMDB queue database (``store.py``) in the same
+  transaction that records it in the seen-set: the URLs a transaction queues for one host form
+  one block under the key ``host id, prio, seq``. A URL is marked done in its block (and the
+  block deleted once all its URLs are) only when its fetch is complete. LMDB is therefore the
+  truth about outstanding work: a process killed at any instant loses no URL, and refetches
+  only what was in flight or completed in the transaction that was not committed.
 * Each host (origin) has a :class:`HostQueue` whose in-memory ``hot`` deque caches the head of its
   LMDB queue. One global budget (``memory_urls``) caps the hot entries of all hosts together;
   past it, new URLs stay only in LMDB (``unloaded``) and are read back in batches when the host's
@@ -61,7 +63,9 @@ REFILL_BATCH = 512
 SETTLED_LINKS = 32_768
 OWNERS_MAX = 16_384  #: origins whose scope and owner are remembered
 OUT_OF_SCOPE = -1  #: owner of an origin outside the allowed domains
-LAYOUT_VERSION = 2  # 2: url_digest = blake2b(host) + blake2b(url); compact queue values
+#: 2: url_digest = blake2b(host) + blake2b(url); compact queue values
+#: 3: queue blocks under host ids with done masks; seen keyed by host hash with URL-hash dups
+LAYOUT_VERSION = 3
 
 #: reasons passed to the reject callback (they become crawl-log outcomes)
 ROBOTS_DENIED = "robots-denied"
@@ -121,6 +125,7 @@ class HostQueue:
     """Per-host scheduling facts. Small on purpose: there may be millions of hosts."""
 
     origin: str
+    hid: int = -1  #: the store's host id (-1 until the host's first URL is queued)
     state: HostState = HostState.EMPTY
     hot: deque[tuple[bytes, QueueEntry]] | None = None  #: None when nothing is in memory
     unloaded: int = 0  #: entries in LMDB after ``loaded_upto`` and not in ``hot``
@@ -305,9 +310,12 @@ class Frontier:
         try:
             with self._env.begin(write=True) as txn:
                 yield txn
+                self._store.flush(txn)
         except BaseException:
             self._settling.clear()
+            self._store.aborted()
             raise
+        self._store.committed()
         self._settle_links()
 
     def save_blob(self, name: str, data: bytes) -> None:
@@ -475,10 +483,13 @@ class Frontier:
                 host.retired,
             )
             return False
-        key = self._store.put(txn, host_key, NORMAL_PRIO, entry)
+        if host.hid < 0:
+            host.hid = self._store.host_id(txn, host_key)
+        hot = host.unloaded == 0 and self.hot_total < self._memory_urls
+        key = self._store.add(txn, host.hid, host_key, NORMAL_PRIO, entry, hot)
         self.queued += 1
         host.admitted += 1
-        if host.unloaded == 0 and self.hot_total < self._memory_urls:
+        if hot:
             if host.hot is None:
                 host.hot = deque()
             host.hot.append((key, entry))
@@ -655,8 +666,8 @@ class Frontier:
                     host.hot = None
                 return ticket
             self._on_reject(ticket, ROBOTS_DENIED)
-            with self._write() as txn:
-                self._store.delete(txn, key)
+            with self._write():
+                self._store.done(key)
         host.hot = None
         return None
 
@@ -664,7 +675,7 @@ class Frontier:
         room = max(1, min(REFILL_BATCH, self._memory_urls - self.hot_total))
         with self._write() as txn:
             batch = self._store.read_after(
-                txn, host.origin, host.loaded_upto, min(room, host.unloaded)
+                txn, host.hid, host.origin, host.loaded_upto, min(room, host.unloaded)
             )
         if not batch:  # LMDB and the counters disagree: trust LMDB
             log.error(
@@ -693,8 +704,8 @@ class Frontier:
     ) -> None:
         """A page ticket is finished for good (fetched, or failed for the last time)."""
         host = self._hosts[ticket.origin]
-        with self._write() as txn:
-            self._store.delete(txn, ticket.key)
+        with self._write():
+            self._store.done(ticket.key)
         self._release(host, ticket, now, self._delay_after(host, fetch_s, failure), ip)
         self._maybe_retire(host, failure)
 
@@ -820,7 +831,7 @@ class Frontier:
             key, host.origin, entry.url, entry.depth, entry.hops, entry.attempt, entry.referrer
         )
         self._on_reject(ticket, reason)
-        self._store.delete(txn, key)
+        self._store.done(key)
 
     # ----------------------------------------------------------------------------- lifecycle
 
@@ -888,14 +899,21 @@ class Frontier:
         """Rebuild in-memory state from LMDB left by an earlier run of this crawl."""
         snapshot = self._state_dir / "seen.bloom"
         with self._env.begin() as txn:
-            counts = self._store.host_counts(txn)
+            counts = {}
+            for hid, count in self._store.host_counts(txn).items():
+                if count:
+                    origin_ = self._store.origin_of(txn, hid)
+                    if origin_ is None:
+                        raise StateMismatch(f"queue block of unknown host id {hid}")
+                    counts[origin_] = (hid, count)
             seen_count = self._seen.exact_count(txn)
         if seen_count and not self._seen.load_snapshot(snapshot, seen_count):
             log.warning("seen-set snapshot missing or stale: rebuilding the Bloom filter")
             with self._env.begin() as txn:
                 self._seen.rebuild(txn)
-        for host_key, count in counts.items():
+        for host_key, (hid, count) in counts.items():
             host = self._new_host(host_key)
+            host.hid = hid
             host.unloaded = count
             self.queued += count
             self._settle(host, 0.0)

@@ -12,8 +12,12 @@ Keys are 16-byte URL digests (``urls.url_digest``). Three layers answer ``add_ne
    checked exactly in LMDB (the same ``overwrite=False`` put): absent means a false positive,
    counted in ``rescued_false_positives``, stored, and answered "new". A false positive
    therefore never drops a URL; the false-positive rate only costs exact LMDB checks.
-3. The exact set: the LMDB named database ``b"seen"`` (digest -> ``b""``), written in the
-   caller's transaction. It is append-only.
+3. The exact set: the LMDB named database ``b"seen"``, written in the caller's transaction. It
+   is append-only. A digest is stored as the pair (its first 4 bytes, the other 12) of a
+   ``dupsort``/``dupfixed`` database: ``url_digest`` starts with a hash of the host, so the key
+   is the host and the values are the host's URL hashes, kept by LMDB as packed sorted arrays
+   of 12-byte items (``LEAF2`` pages: no per-item node header or pointer). That is ~12 bytes
+   of leaf per URL plus one node per host, instead of ~26 for a 16-byte key per URL.
 
 Bit offsets. :class:`DigestBloomFilter` is pybloom-live's ``BloomFilter`` (its sizing: ``k``
 slices of ``m`` bits from ``capacity`` and ``error_rate``; its ``bitarray`` storage; its
@@ -202,7 +206,7 @@ class SeenSet:
         recent_size: int = _DEFAULT_RECENT_SIZE,
     ) -> None:
         self._env = env
-        self._db = env.open_db(b"seen")
+        self._db = env.open_db(b"seen", dupsort=True, dupfixed=True)
         self._log_db = env.open_db(b"seen_recent")
         self._capacity = capacity
         self._error_rate = error_rate
@@ -220,6 +224,8 @@ class SeenSet:
         self.recent_hits = 0
         self.bloom_misses = 0
         self._warned_full = False
+        self._cursor: lmdb.Cursor | None = None  #: for ``contains``, valid in ``_cursor_txn``
+        self._cursor_txn: lmdb.Transaction | None = None
 
     # -------------------------------------------------------------------------- queries
 
@@ -238,7 +244,7 @@ class SeenSet:
         if self._recent_hit(txn, digest):
             return False
         maybe = self._bloom_test_and_set(digest)
-        inserted = bool(txn.put(digest, b"", db=self._db, overwrite=False))
+        inserted = bool(txn.put(digest[:4], digest[4:], db=self._db, dupdata=False))
         if maybe:
             self.maybe_answers += 1
             self.rescued_false_positives += inserted
@@ -251,8 +257,11 @@ class SeenSet:
         return inserted
 
     def contains(self, txn: lmdb.Transaction, digest: bytes) -> bool:
-        """Exact membership (one LMDB get: cheaper than asking the Bloom filter first)."""
-        return txn.get(digest, db=self._db) is not None
+        """Exact membership (one LMDB lookup: cheaper than asking the Bloom filter first)."""
+        if txn is not self._cursor_txn or self._cursor is None:
+            self._cursor = txn.cursor(db=self._db)
+            self._cursor_txn = txn
+        return bool(self._cursor.set_key_dup(digest[:4], digest[4:]))
 
     def exact_count(self, txn: lmdb.Transaction) -> int:
         """Entries of the LMDB seen database as ``txn`` sees them."""
@@ -294,8 +303,8 @@ class SeenSet:
         indexes = bloom.bit_indexes
         count = 0
         with txn.cursor(db=self._db) as cursor:
-            for digest in cursor.iternext(keys=True, values=False):
-                bits[indexes(digest)] = 1
+            for host, rest in cursor.iternext():
+                bits[indexes(host + rest)] = 1
                 count += 1
         bloom.count = count
         self._count = count
@@ -414,7 +423,7 @@ class SeenSet:
         """A recently seen digest, confirmed in LMDB (skips the Bloom filter)."""
         if digest not in self._recent and digest not in self._recent_old:
             return False
-        if txn.get(digest, db=self._db) is None:  # its transaction was aborted
+        if not self.contains(txn, digest):  # its transaction was aborted
             return False
         self.recent_hits += 1
         self._remember(digest)

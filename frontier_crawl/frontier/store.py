@@ -1,37 +1,51 @@
-"""The LMDB environment and the queue store: every host queue in one sorted database.
+"""The LMDB environment and the queue store: every host queue in one sorted database, in blocks.
 
-Key layout (as Heritrix's ``BdbMultipleWorkQueues``)::
+Layout (as Heritrix's ``BdbMultipleWorkQueues``, with blocks of URLs instead of one per key)::
 
-    db b"queue":  host (ASCII origin) | 0x00 | prio (u8) | seq (u64, big-endian)
-                  -> a msgpack array, one of (value formats below)
-                     [url: str, depth, hops, attempt, referrer: str | nil]       (full)
-                     [rest: bin, depth, hops, attempt]                           (compact)
-                     [rest: bin, depth, hops, attempt, shared: int, ref: bin]   (compact)
-    db b"meta":   b"seq_hwm" -> u64 big-endian: no key ever used a larger seq
+    db b"queue":  host id (u32) | prio (u8) | seq (u64), all big-endian     (a block key)
+                  -> n (u8) | flags (u8) | done mask (ceil(n/8) bytes, little-endian) | payload
+    db b"hosts":  b"o" + origin (ASCII) -> host id (u32 big-endian)
+                  b"i" + host id (u32)  -> origin
+    db b"meta":   b"seq_hwm"  -> u64 big-endian: no key ever used a larger seq
+                  b"host_hwm" -> u32 big-endian: no origin ever got a larger host id
 
-``host`` is a canonical origin such as ``http://a.demo:8080``; it never contains NUL. Keys of
-one host therefore all start with ``host + b"\\x00"`` and nothing else does: another host that
-shares the prefix (``http://a.demo`` and ``http://a.demo:81``) has a byte other than NUL at that
-position, because hosts contain no NUL. Since NUL is the smallest byte, a host's keys are also
-contiguous and sort by (prio, seq): a cursor from ``host\\x00`` is that host's FIFO, with prio 0
-(retries, redirects) served before prio 1 (normal).
+A block holds ``n`` (1 .. ``BLOCK_MAX``) URLs of one host: the URLs a transaction queued for
+that host, in admission order. Keys of one host all start with its 4-byte id and sort by
+(prio, seq), so a cursor from the id is that host's FIFO, block by block, with prio 0
+(retries, redirects) served before prio 1 (normal). The entry key of a URL (its ``Ticket.key``)
+is its block key plus its index in the block (u8): entry keys sort in FIFO order too.
 
-Value formats. ``put`` and ``rewrite`` write the compact format whenever the URL starts with
-the key's host (the frontier's host key is the URL's origin, so always): ``rest`` is the URL
-after the host (``/path?query``, UTF-8 bytes), and a referrer is stored as the length of the
-prefix it shares with the URL plus the rest of it (a link's referrer is usually a page of the
-same host, often of the same directory). Compared with the full format this saves the origin
-twice and the shared part of the referrer: about 40% of the value, a quarter of the entry
-(node header and key included). The first element's msgpack type tells the formats apart (a
-``bin`` is never a ``str``), so values written by older versions still decode. ``encode_entry``
-and ``decode_entry`` are the full format, which needs no host.
+Payload: a msgpack array of ``n`` items ``[rest: bin, depth, hops, attempt, shared, ref,
+absolute]`` (trailing defaults omitted: hops 0, attempt 0, shared -1, ref b"", absolute
+false). ``rest`` is the URL after the host's origin (``/path?query``, UTF-8), or the whole URL
+when ``absolute``; a referrer is the length ``shared`` of the prefix it shares with the URL
+plus the rest of it, ``ref`` (``shared`` -1: no referrer). With flag bit 0 the payload is raw
+DEFLATE (zlib level 1, used when it is smaller): the URLs of one page share most of their path
+and the referrer, so a block of 15 compresses about fivefold. A block of 15 bench URLs costs
+about 25 bytes per URL in its leaf page instead of ~150 for a key and value per URL; with the
+4-byte host id instead of the origin in the key a one-URL block still saves the origin.
 
-Sequence numbers come from one in-memory counter shared by all hosts. ``put`` reserves blocks
-of ``SEQ_BLOCK`` numbers by writing the block's end to ``meta`` in the same transaction as the
-key that first needs it (and at least once per transaction), so every committed key's seq is at
-most the committed high-water mark, and a restart, which starts at high-water mark + 1, never
-reuses the seq of a key still present. An aborted transaction rolls back its keys and its
-reservation together.
+Completion is durable per URL: bit ``i`` of the done mask says entry ``i`` is finished (or
+taken out: robots-denied, retired host). The store keeps a small record (``_Block``) of every
+block with entries held in memory (the frontier's hot deques or in flight); ``done`` sets the
+bit there, and ``flush`` (called by the frontier just before each commit) rewrites the mask of
+every block changed in the transaction, same size, so LMDB overwrites it in place, or deletes
+the block once every entry is done. ``read_after`` skips the entries whose bit is set. A kill
+therefore loses no queued URL and forgets only the completions of the transaction in flight.
+
+Blocks are written at ``flush``, not at ``add``: ``add`` appends to the host's open block of the
+transaction (its key, hence every entry key, is fixed at once), so a transaction writes one
+value per host it queued URLs for. ``read_after`` also reads the open blocks, so a URL queued
+and refilled in the same transaction is found. The store changes its in-memory records only in
+``committed``; after an abort (``aborted``) the open blocks and changed masks stay pending and
+are written by the next commit, with the seq reservation and host ids they need.
+
+Sequence numbers come from one in-memory counter shared by all hosts. A new block reserves
+blocks of ``SEQ_BLOCK`` numbers by writing the reservation's end to ``meta`` in the same
+transaction (and at least once per transaction that writes a block), so every committed key's
+seq is at most the committed high-water mark, and a restart, which starts at high-water mark +
+1, never reuses the seq of a key still present. Host ids work the same way: an origin's id is
+written to ``hosts`` (both directions) and ``host_hwm`` by every commit until one succeeds.
 
 Durability (``open_env``): ``sync=True, metasync=False``. A commit writes its pages with
 ``write()`` and ``fdatasync``s the data, but not the meta page. A process killed with SIGKILL
@@ -49,6 +63,8 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -56,29 +72,34 @@ import lmdb
 import msgspec
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Generator
 
 __all__ = [
+    "BLOCK_MAX",
     "SEQ_BLOCK",
     "QueueEntry",
     "QueueStore",
-    "decode_entry",
+    "decode_block",
     "decode_key",
-    "decode_stored",
-    "encode_entry",
+    "encode_block",
     "encode_key",
-    "encode_stored",
     "open_env",
     "release_mapped_pages",
 ]
 
 SEQ_BLOCK = 4096
 """Sequence numbers reserved per ``meta`` write."""
+BLOCK_MAX = 64
+"""Most URLs in one block (its done mask is then 8 bytes)."""
 
-_KEY_TAIL = struct.Struct(">BQ")
-_TAIL_LEN = _KEY_TAIL.size + 1  # NUL separator, prio, seq
+_BLOCK_KEY = struct.Struct(">IBQ")
+BLOCK_KEY_LEN = _BLOCK_KEY.size  # 13
+_U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _HWM_KEY = b"seq_hwm"
+_HOST_HWM_KEY = b"host_hwm"
+_ZLIB = 1  # flag: payload is raw DEFLATE
+_ZLIB_MIN = 96  # payloads shorter than this are stored as they are
 _MADV_DONTNEED = 4  # Linux
 
 
@@ -142,33 +163,27 @@ def _map_line(line: str) -> tuple[str, str, str]:
 # ------------------------------------------------------------------------------- key codec
 
 
-def encode_key(host: str, prio: int, seq: int) -> bytes:
-    """``host \\x00 prio:u8 seq:u64be``; ValueError for a NUL in host or an out-of-range number."""
-    if "\x00" in host:
-        raise ValueError(f"host contains NUL: {host!r}")
+def encode_key(host_id: int, prio: int, seq: int) -> bytes:
+    """The block key ``host_id:u32 prio:u8 seq:u64`` (big-endian); ValueError if out of range."""
     try:
-        return host.encode("ascii") + b"\x00" + _KEY_TAIL.pack(prio, seq)
+        return _BLOCK_KEY.pack(host_id, prio, seq)
     except struct.error as exc:
-        raise ValueError(f"prio {prio} or seq {seq} out of range") from exc
+        raise ValueError(f"host id {host_id}, prio {prio} or seq {seq} out of range") from exc
 
 
-def decode_key(key: bytes) -> tuple[str, int, int]:
-    """Inverse of ``encode_key``: (host, prio, seq)."""
-    if len(key) < _TAIL_LEN or key[-_TAIL_LEN] != 0:
+def decode_key(key: bytes) -> tuple[int, int, int, int | None]:
+    """(host id, prio, seq, index) of a block key (index None) or an entry key."""
+    if len(key) not in (BLOCK_KEY_LEN, BLOCK_KEY_LEN + 1):
         raise ValueError(f"not a queue key: {key!r}")
-    prio, seq = _KEY_TAIL.unpack_from(key, len(key) - _KEY_TAIL.size)
-    return key[:-_TAIL_LEN].decode("ascii"), prio, seq
-
-
-def _host_prefix(host: str) -> bytes:
-    return host.encode("ascii") + b"\x00"
+    host_id, prio, seq = _BLOCK_KEY.unpack_from(key)
+    return host_id, prio, seq, key[BLOCK_KEY_LEN] if len(key) > BLOCK_KEY_LEN else None
 
 
 # ----------------------------------------------------------------------------- entry codec
 
 
 class QueueEntry(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """A queued URL. Encoded as a msgpack array (field order is the format: append only).
+    """A queued URL (in memory; stored as an item of a block, module docstring).
 
     ``gc=False``: entries hold only str, int and None, so they cannot form reference cycles
     and the garbage collector need not track the many thousands held in memory.
@@ -181,67 +196,92 @@ class QueueEntry(msgspec.Struct, array_like=True, frozen=True, gc=False):
     referrer: str | None = None
 
 
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(QueueEntry)
-_BIN_TYPES = frozenset((0xC4, 0xC5, 0xC6))  # msgpack bin 8/16/32
-
-
-def encode_entry(entry: QueueEntry) -> bytes:
-    """msgpack bytes of an entry (the full format: module docstring)."""
-    return _encoder.encode(entry)
-
-
-def decode_entry(data: bytes) -> QueueEntry:
-    """Inverse of ``encode_entry`` (``msgspec.DecodeError`` on bad data)."""
-    return _decoder.decode(data)
-
-
-def encode_stored(host: str, entry: QueueEntry) -> bytes:
-    """The value ``put`` stores for ``entry`` under a key of ``host`` (compact if it can)."""
-    url = entry.url
-    if not url.startswith(host):
-        return _encoder.encode(entry)
-    url_bytes = url.encode("utf-8")
-    rest = url_bytes[len(host.encode("utf-8")) :]
-    referrer = entry.referrer
-    if referrer is None:
-        return _encoder.encode((rest, entry.depth, entry.hops, entry.attempt))
-    ref_bytes = referrer.encode("utf-8")
-    shared = _shared_prefix(url_bytes, ref_bytes)
-    return _encoder.encode(
-        (rest, entry.depth, entry.hops, entry.attempt, shared, ref_bytes[shared:])
-    )
-
-
-def decode_stored(host: str, data: bytes) -> QueueEntry:
-    """Inverse of ``encode_stored`` for either format (``msgspec.DecodeError`` on bad data)."""
-    return _decode_stored(host.encode("utf-8"), data)
-
-
-class _Compact(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """The compact value format (module docstring); ``shared`` is -1 without a referrer."""
+class _Item(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """One URL of a block payload, as decoded (module docstring; ``_item`` encodes it)."""
 
     rest: bytes
     depth: int
-    hops: int
-    attempt: int
+    hops: int = 0
+    attempt: int = 0
     shared: int = -1
     ref: bytes = b""
+    absolute: bool = False
 
 
-_compact_decoder = msgspec.msgpack.Decoder(_Compact)
+_encoder = msgspec.msgpack.Encoder()
+_items_decoder = msgspec.msgpack.Decoder(list[_Item])
 
 
-def _decode_stored(host: bytes, data: bytes) -> QueueEntry:
-    if len(data) < 2 or data[1] not in _BIN_TYPES:
-        return _decoder.decode(data)
-    c = _compact_decoder.decode(data)
-    url = host + c.rest
+_ItemTuple = tuple[bytes | int | bool, ...]
+
+
+def _item(host: bytes, entry: QueueEntry) -> _ItemTuple:
+    """The msgpack array of one entry, trailing defaults omitted (``_Item`` decodes it)."""
+    url = entry.url.encode("utf-8")
+    referrer = entry.referrer
+    if not url.startswith(host):
+        ref = b"" if referrer is None else referrer.encode("utf-8")
+        shared = -1 if referrer is None else _shared_prefix(url, ref)
+        return (url, entry.depth, entry.hops, entry.attempt, shared, ref[max(shared, 0) :], True)
+    rest = url[len(host) :]
+    if referrer is None:
+        if entry.hops or entry.attempt:
+            return (rest, entry.depth, entry.hops, entry.attempt)
+        return (rest, entry.depth)
+    ref = referrer.encode("utf-8")
+    shared = _shared_prefix(url, ref)
+    return (rest, entry.depth, entry.hops, entry.attempt, shared, ref[shared:])
+
+
+def _entry(host: bytes, item: _Item) -> QueueEntry:
+    url = item.rest if item.absolute else host + item.rest
     try:
-        referrer = (url[: c.shared] + c.ref).decode("utf-8") if c.shared >= 0 else None
-        return QueueEntry(url.decode("utf-8"), c.depth, c.hops, c.attempt, referrer)
+        referrer = (url[: item.shared] + item.ref).decode("utf-8") if item.shared >= 0 else None
+        return QueueEntry(url.decode("utf-8"), item.depth, item.hops, item.attempt, referrer)
     except UnicodeDecodeError as exc:
-        raise msgspec.DecodeError(f"bad compact queue entry: {exc}") from exc
+        raise msgspec.DecodeError(f"bad queue block item: {exc}") from exc
+
+
+def encode_block(host: str, entries: list[QueueEntry], mask: int = 0) -> bytes:
+    """The stored value of a block of ``host``'s ``entries`` with done mask ``mask``."""
+    n = len(entries)
+    if not 0 < n <= BLOCK_MAX:
+        raise ValueError(f"a block holds 1 to {BLOCK_MAX} entries, not {n}")
+    host_bytes = host.encode("utf-8")
+    payload = _encoder.encode([_item(host_bytes, e) for e in entries])
+    flags = 0
+    if len(payload) >= _ZLIB_MIN:
+        packed = zlib.compress(payload, 1, -15)
+        if len(packed) < len(payload):
+            payload, flags = packed, _ZLIB
+    return bytes((n, flags)) + mask.to_bytes((n + 7) // 8, "little") + payload
+
+
+def block_header(value: bytes) -> tuple[int, int]:
+    """(n, done mask) of a stored block value."""
+    n = value[0]
+    return n, int.from_bytes(value[2 : 2 + (n + 7) // 8], "little")
+
+
+def decode_block(host: str, value: bytes) -> tuple[list[QueueEntry], int]:
+    """Inverse of ``encode_block``: (entries, done mask); ``msgspec.DecodeError`` if bad."""
+    return _decode_block(host.encode("utf-8"), value)
+
+
+def _decode_block(host: bytes, value: bytes) -> tuple[list[QueueEntry], int]:
+    if len(value) < 3 or not 0 < value[0] <= BLOCK_MAX:
+        raise msgspec.DecodeError("bad queue block header")
+    n, mask = block_header(value)
+    payload = value[2 + (n + 7) // 8 :]
+    if value[1] & _ZLIB:
+        try:
+            payload = zlib.decompress(payload, -15)
+        except zlib.error as exc:
+            raise msgspec.DecodeError(f"bad queue block payload: {exc}") from exc
+    items = _items_decoder.decode(payload)
+    if len(items) != n:
+        raise msgspec.DecodeError(f"queue block holds {len(items)} items, header says {n}")
+    return [_entry(host, item) for item in items], mask
 
 
 def _shared_prefix(a: bytes, b: bytes) -> int:
@@ -255,88 +295,293 @@ def _shared_prefix(a: bytes, b: bytes) -> int:
 # ------------------------------------------------------------------------------ the store
 
 
+@dataclass(slots=True, eq=False)
+class _Block:
+    """A block with entries held in memory, or written by the open transaction."""
+
+    key: bytes
+    origin: str
+    n: int
+    mask: int = 0  #: done entries (newer than the stored mask)
+    held: int = 0  #: entries held in memory (hot or in flight)
+    entries: list[QueueEntry] | None = None  #: not yet written (an open block) if not None
+
+    @property
+    def full(self) -> int:
+        return (1 << self.n) - 1
+
+
 class QueueStore:
     """Every host's queue in the ``b"queue"`` database of ``env`` (layout: module docstring).
 
-    Construct it before opening a write transaction on ``env`` (it opens its databases). All
-    methods take the caller's transaction, so many operations share one commit.
+    Construct it before opening a write transaction on ``env`` (it opens its databases). The
+    methods that read or write take the caller's transaction; the caller must call ``flush``
+    before each commit, then ``committed`` after it (or ``aborted``).
     """
 
     def __init__(self, env: lmdb.Environment) -> None:
         self._db = env.open_db(b"queue")
+        self._hosts_db = env.open_db(b"hosts")
         self._meta = env.open_db(b"meta")
         with env.begin() as txn:
             raw = txn.get(_HWM_KEY, db=self._meta)
+            raw_hosts = txn.get(_HOST_HWM_KEY, db=self._meta)
         hwm = _U64.unpack(raw)[0] if raw is not None else 0
         self._next_seq = hwm + 1
         self._reserved_upto = hwm
         self._reserved_in: lmdb.Transaction | None = None
+        self._next_host = _U32.unpack(raw_hosts)[0] + 1 if raw_hosts is not None else 0
+        self._unmapped: dict[int, str] = {}  #: host ids not yet committed to ``hosts``
+        self._blocks: dict[bytes, _Block] = {}  #: by block key
+        self._open: dict[tuple[int, int], _Block] = {}  #: (host id, prio) -> its last open block
+        self._unwritten: list[_Block] = []  #: every open block, in creation order
+        self._unwritten_of: dict[int, list[_Block]] = {}  #: open blocks by host id
+        self._dirty: dict[bytes, _Block] = {}  #: written blocks whose mask changed
 
     @property
     def next_seq(self) -> int:
-        """The seq the next ``put`` will use."""
+        """The seq the next block will use."""
         return self._next_seq
 
-    def put(self, txn: lmdb.Transaction, host: str, prio: int, entry: QueueEntry) -> bytes:
-        """Append ``entry`` to ``host``'s queue in band ``prio``; returns its key."""
-        seq = self._next_seq
-        if txn is not self._reserved_in or seq > self._reserved_upto:
-            self._reserve(txn, seq)
-        key = encode_key(host, prio, seq)
-        self._next_seq = seq + 1
-        if not txn.put(key, encode_stored(host, entry), db=self._db, overwrite=False):
-            raise RuntimeError(f"queue key {key!r} already present: seq reused")
-        return key
+    @property
+    def tracked(self) -> int:
+        """Blocks the store keeps a record of (open, or with entries held in memory)."""
+        return len(self._blocks)
+
+    # -------------------------------------------------------------------------- hosts
+
+    def host_id(self, txn: lmdb.Transaction, origin: str) -> int:
+        """The id of ``origin``; a new one is written by the next ``flush``. Ask once per
+        origin and remember the answer (a new id is not found here until it is committed)."""
+        raw = txn.get(b"o" + origin.encode("ascii"), db=self._hosts_db)
+        if raw is not None:
+            return int(_U32.unpack(raw)[0])
+        host_id = self._next_host
+        if host_id > 0xFFFFFFFF:
+            raise ValueError("more than 2**32 hosts")
+        self._next_host += 1
+        self._unmapped[host_id] = origin
+        return host_id
+
+    def origin_of(self, txn: lmdb.Transaction, host_id: int) -> str | None:
+        """The origin of a host id (None if unknown)."""
+        raw = txn.get(b"i" + _U32.pack(host_id), db=self._hosts_db)
+        return bytes(raw).decode("ascii") if raw is not None else None
+
+    # -------------------------------------------------------------------------- writes
+
+    def add(
+        self,
+        txn: lmdb.Transaction,
+        host_id: int,
+        origin: str,
+        prio: int,
+        entry: QueueEntry,
+        held: bool,
+    ) -> bytes:
+        """Append ``entry`` to ``host_id``'s queue in band ``prio``; returns its entry key.
+
+        ``held``: the caller keeps the entry in memory (and will call ``done`` for it).
+        """
+        block = self._open.get((host_id, prio))
+        if block is None or block.n >= BLOCK_MAX:
+            seq = self._next_seq
+            if txn is not self._reserved_in or seq > self._reserved_upto:
+                self._reserve(txn, seq)
+            self._next_seq = seq + 1
+            key = encode_key(host_id, prio, seq)
+            block = _Block(key, origin, 0, entries=[])
+            self._blocks[key] = block
+            self._open[(host_id, prio)] = block
+            self._unwritten.append(block)
+            self._unwritten_of.setdefault(host_id, []).append(block)
+        assert block.entries is not None
+        index = block.n
+        block.entries.append(entry)
+        block.n = index + 1
+        block.held += held
+        return block.key + bytes((index,))
+
+    def done(self, key: bytes) -> bool:
+        """Mark a held entry finished (durable at the next commit); False if unknown or done."""
+        block = self._blocks.get(key[:BLOCK_KEY_LEN])
+        if block is None or len(key) != BLOCK_KEY_LEN + 1:
+            return False
+        bit = 1 << key[BLOCK_KEY_LEN]
+        if block.mask & bit:
+            return False
+        block.mask |= bit
+        block.held -= 1
+        if block.entries is None:
+            self._dirty[block.key] = block
+        return True
 
     def rewrite(self, txn: lmdb.Transaction, key: bytes, entry: QueueEntry) -> bool:
-        """Store ``entry`` under an existing ``key`` (a retry); False if the key was absent."""
-        host = decode_key(key)[0]
-        return txn.replace(key, encode_stored(host, entry), db=self._db) is not None
+        """Store ``entry`` in place of a held, unfinished entry (a retry); False if absent."""
+        block = self._blocks.get(key[:BLOCK_KEY_LEN])
+        if block is None or len(key) != BLOCK_KEY_LEN + 1:
+            return False
+        index = key[BLOCK_KEY_LEN]
+        if block.mask >> index & 1 or index >= block.n:
+            return False
+        if block.entries is not None:
+            block.entries[index] = entry
+            return True
+        raw = txn.get(block.key, db=self._db)
+        if raw is None:
+            return False
+        entries, _ = decode_block(block.origin, bytes(raw))
+        entries[index] = entry
+        txn.put(block.key, encode_block(block.origin, entries, block.mask), db=self._db)
+        self._dirty.pop(block.key, None)  # the new value carries the mask
+        return True
+
+    def flush(self, txn: lmdb.Transaction) -> None:
+        """Write this transaction's open blocks, changed masks and new host ids to ``txn``.
+
+        In-memory records change only in ``committed``, so a failed commit loses nothing."""
+        db = self._db
+        if self._unwritten and (txn is not self._reserved_in):
+            self._reserve(txn, self._next_seq)
+        for block in self._unwritten:
+            assert block.entries is not None
+            if block.mask != block.full:
+                value = encode_block(block.origin, block.entries, block.mask)
+                if not txn.put(block.key, value, db=db, overwrite=False):
+                    raise RuntimeError(f"queue key {block.key!r} already present: seq reused")
+        for block in self._dirty.values():
+            if block.mask == block.full:
+                txn.delete(block.key, db=db)
+                continue
+            raw = txn.get(block.key, db=db)
+            if raw is None:
+                continue
+            mask_len = (block.n + 7) // 8
+            value = bytes(raw[:2]) + block.mask.to_bytes(mask_len, "little") + raw[2 + mask_len :]
+            txn.put(block.key, value, db=db)
+        if self._unmapped:
+            hosts = self._hosts_db
+            for host_id, origin in self._unmapped.items():
+                txn.put(b"o" + origin.encode("ascii"), _U32.pack(host_id), db=hosts)
+                txn.put(b"i" + _U32.pack(host_id), origin.encode("ascii"), db=hosts)
+            txn.put(_HOST_HWM_KEY, _U32.pack(self._next_host - 1), db=self._meta)
+
+    def committed(self) -> None:
+        """The transaction ``flush`` wrote to is committed: forget what no longer needs a record."""
+        blocks = self._blocks
+        for block in self._unwritten:
+            block.entries = None
+            if block.held <= 0 or block.mask == block.full:
+                del blocks[block.key]
+        for block in self._dirty.values():
+            if block.held <= 0 or block.mask == block.full:
+                blocks.pop(block.key, None)
+        self._open.clear()
+        self._unwritten.clear()
+        self._unwritten_of.clear()
+        self._dirty.clear()
+        self._unmapped.clear()
+
+    def aborted(self) -> None:
+        """The transaction was aborted: keep everything pending for the next commit."""
+        self._reserved_in = None
+
+    # -------------------------------------------------------------------------- reads
 
     def read_after(
-        self, txn: lmdb.Transaction[bytes], host: str, after: bytes | None, limit: int
+        self,
+        txn: lmdb.Transaction[bytes],
+        host_id: int,
+        origin: str,
+        after: bytes | None,
+        limit: int,
     ) -> list[tuple[bytes, QueueEntry]]:
-        """``host``'s entries with key > ``after`` (None: from its head), in key order.
+        """``host_id``'s unfinished entries with entry key > ``after`` (None: from its head),
+        in key order, at most ``limit``. They become held.
 
         ``txn`` must return bytes (``buffers=False``, the default).
         """
-        prefix = _host_prefix(host)
-        host_bytes = prefix[:-1]
-        start = prefix if after is None or after < prefix else after
         out: list[tuple[bytes, QueueEntry]] = []
         if limit <= 0:
             return out
-        with txn.cursor(db=self._db) as cursor:
-            if not cursor.set_range(start):
-                return out
-            for key, value in cursor.iternext():
-                if not key.startswith(prefix):
-                    break
-                if key != after:
-                    out.append((key, _decode_stored(host_bytes, value)))
-                    if len(out) >= limit:
-                        break
+        prefix = _U32.pack(host_id)
+        start = prefix
+        if after is not None and after[:4] == prefix:
+            start = after[:BLOCK_KEY_LEN]
+        first_after = after[BLOCK_KEY_LEN] if after is not None and len(after) > 13 else -1
+        host = origin.encode("utf-8")
+        pending = sorted((b.key, b) for b in self._unwritten_of.get(host_id, ()) if b.key >= start)
+        stored = self._stored_blocks(txn, prefix, start)
+        try:
+            self._read_blocks(out, limit, host, origin, start, first_after, pending, stored)
+        finally:
+            stored.close()
         return out
 
-    def delete(self, txn: lmdb.Transaction, key: bytes) -> bool:
-        """Remove one entry; False if it was absent."""
-        return bool(txn.delete(key, db=self._db))
+    def _read_blocks(
+        self,
+        out: list[tuple[bytes, QueueEntry]],
+        limit: int,
+        host: bytes,
+        origin: str,
+        start: bytes,
+        first_after: int,
+        pending: list[tuple[bytes, _Block]],
+        stored: Generator[tuple[bytes, bytes], None, None],
+    ) -> None:
+        """``read_after``'s merge of open and stored blocks, in key order."""
+        next_stored = next(stored, None)
+        known: _Block | None
+        while len(out) < limit and (pending or next_stored is not None):
+            if pending and (next_stored is None or pending[0][0] < next_stored[0]):
+                key, known = pending.pop(0)
+                assert known.entries is not None
+                entries, mask = known.entries, known.mask
+            else:
+                assert next_stored is not None
+                key, value = next_stored
+                next_stored = next(stored, None)
+                entries, mask = _decode_block(host, value)
+                known = self._blocks.get(key)
+                if known is not None:
+                    mask = known.mask
+            skip = first_after if key == start else -1
+            live = [
+                (key + bytes((i,)), entry)
+                for i, entry in enumerate(entries)
+                if i > skip and not mask >> i & 1
+            ][: limit - len(out)]
+            if not live:
+                continue
+            if known is None:
+                known = self._blocks[key] = _Block(key, origin, len(entries), mask)
+            known.held += len(live)
+            out.extend(live)
 
-    def host_counts(self, txn: lmdb.Transaction[bytes]) -> dict[str, int]:
-        """Entries per host, in one scan of the keys (for a restart)."""
-        counts: dict[bytes, int] = {}
-        for host in self._key_hosts(txn):
-            counts[host] = counts.get(host, 0) + 1
-        return {host.decode("ascii"): n for host, n in counts.items()}
-
-    def count(self, txn: lmdb.Transaction) -> int:
-        """Entries in the queue database (from LMDB's statistics, no scan)."""
-        return int(txn.stat(self._db)["entries"])
-
-    def _key_hosts(self, txn: lmdb.Transaction[bytes]) -> Iterator[bytes]:
+    def _stored_blocks(
+        self, txn: lmdb.Transaction[bytes], prefix: bytes, start: bytes
+    ) -> Generator[tuple[bytes, bytes], None, None]:
         with txn.cursor(db=self._db) as cursor:
-            for key in cursor.iternext(keys=True, values=False):
-                yield key[:-_TAIL_LEN]
+            if not cursor.set_range(start):
+                return
+            for key, value in cursor.iternext():
+                if not key.startswith(prefix):
+                    return
+                yield key, value
+
+    def host_counts(self, txn: lmdb.Transaction[bytes]) -> dict[int, int]:
+        """Unfinished entries per host id, in one scan of the blocks (for a restart)."""
+        counts: dict[int, int] = {}
+        with txn.cursor(db=self._db) as cursor:
+            for key, value in cursor.iternext():
+                n, mask = block_header(value)
+                host_id = _U32.unpack_from(key)[0]
+                counts[host_id] = counts.get(host_id, 0) + n - mask.bit_count()
+        return counts
+
+    def blocks(self, txn: lmdb.Transaction) -> int:
+        """Blocks in the queue database (from LMDB's statistics, no scan)."""
+        return int(txn.stat(self._db)["entries"])
 
     def _reserve(self, txn: lmdb.Transaction, seq: int) -> None:
         """Persist a high-water mark covering ``seq`` in ``txn``."""
