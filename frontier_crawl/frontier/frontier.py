@@ -207,7 +207,7 @@ class Frontier:
         self._worker = worker
         self._on_foreign = on_foreign or (lambda _w, _l: None)
         self._env: lmdb.Environment = open_env(state_dir / "frontier.lmdb", map_size)
-        self._store = QueueStore(self._env)
+        self._store = QueueStore(self._env, self._host_id_of)
         self._seen = SeenSet(self._env, seen_capacity, seen_error_rate)
         self._blobs = self._env.open_db(b"blobs")
         self._inbox = self._env.open_db(INBOX_DB)
@@ -501,6 +501,11 @@ class Frontier:
         if host.state in (HostState.EMPTY, HostState.BUSY):
             self._settle(host, now)
         return True
+
+    def _host_id_of(self, host_key: str) -> int:
+        """The store's id of a host (-1 if it has none yet): referrers are stored by it."""
+        host = self._hosts.get(host_key)
+        return host.hid if host is not None else -1
 
     def _new_host(self, host_key: str) -> HostQueue:
         host = HostQueue(host_key)

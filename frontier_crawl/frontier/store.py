@@ -19,11 +19,13 @@ Payload: a msgpack array of ``n`` items ``[rest: bin, depth, hops, attempt, shar
 absolute]`` (trailing defaults omitted: hops 0, attempt 0, shared -1, ref b"", absolute
 false). ``rest`` is the URL after the host's origin (``/path?query``, UTF-8), or the whole URL
 when ``absolute``; a referrer is the length ``shared`` of the prefix it shares with the URL
-plus the rest of it, ``ref`` (``shared`` -1: no referrer). With flag bit 0 the payload is raw
-DEFLATE (zlib level 1, used when it is smaller): the URLs of one page share most of their path
-and the referrer, so a block of 15 compresses about fivefold. A block of 15 bench URLs costs
-about 25 bytes per URL in its leaf page instead of ~150 for a key and value per URL; with the
-4-byte host id instead of the origin in the key a one-URL block still saves the origin.
+plus the rest of it, ``ref`` (``shared`` -1: no referrer). A referrer on another origin that has
+a host id (the page that linked across hosts) is that origin followed by ``ref``, with
+``shared`` = -2 - host id: the origin costs 5 bytes instead of its length. With flag bit 0 the
+payload is raw DEFLATE (zlib level 1, used when it is smaller): the URLs of one page share
+most of their path and the referrer, so a block of 15 compresses about fivefold. A block of 15
+bench URLs costs about 25 bytes per URL in its leaf page instead of ~150 for a key and value
+per URL; a one-URL block still saves the origin twice (key and referrer).
 
 Completion is durable per URL: bit ``i`` of the done mask says entry ``i`` is finished (or
 taken out: robots-denied, retired host). The store keeps a small record (``_Block``) of every
@@ -64,6 +66,7 @@ import ctypes
 import os
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -101,6 +104,7 @@ _HOST_HWM_KEY = b"host_hwm"
 _ZLIB = 1  # flag: payload is raw DEFLATE
 _ZLIB_MIN = 96  # payloads shorter than this are stored as they are
 _MADV_DONTNEED = 4  # Linux
+_ORIGIN_CACHE_MAX = 65_536
 
 
 def open_env(path: Path, map_size: int, *, sync: bool = True) -> lmdb.Environment:
@@ -213,9 +217,13 @@ _items_decoder = msgspec.msgpack.Decoder(list[_Item])
 
 
 _ItemTuple = tuple[bytes | int | bool, ...]
+RefHosts = Callable[[str], int]
+"""The host id of an origin, -1 if it has none (for referrers)."""
+RefOrigins = Callable[[int], "bytes | None"]
+"""The origin of a host id, None if unknown (for referrers)."""
 
 
-def _item(host: bytes, entry: QueueEntry) -> _ItemTuple:
+def _item(host: bytes, entry: QueueEntry, ref_host: RefHosts | None) -> _ItemTuple:
     """The msgpack array of one entry, trailing defaults omitted (``_Item`` decodes it)."""
     url = entry.url.encode("utf-8")
     referrer = entry.referrer
@@ -230,25 +238,44 @@ def _item(host: bytes, entry: QueueEntry) -> _ItemTuple:
         return (rest, entry.depth)
     ref = referrer.encode("utf-8")
     shared = _shared_prefix(url, ref)
+    if shared < len(host) and ref_host is not None:  # another origin's page
+        end = referrer.find("/", 8)
+        ref_origin = referrer if end < 0 else referrer[:end]
+        host_id = ref_host(ref_origin) if ref_origin.isascii() else -1
+        if host_id >= 0:
+            return (rest, entry.depth, entry.hops, entry.attempt, -2 - host_id,
+                    ref[len(ref_origin) :])  # fmt: skip
     return (rest, entry.depth, entry.hops, entry.attempt, shared, ref[shared:])
 
 
-def _entry(host: bytes, item: _Item) -> QueueEntry:
+def _entry(host: bytes, item: _Item, origins: RefOrigins | None) -> QueueEntry:
     url = item.rest if item.absolute else host + item.rest
+    shared = item.shared
     try:
-        referrer = (url[: item.shared] + item.ref).decode("utf-8") if item.shared >= 0 else None
+        if shared >= 0:
+            referrer: str | None = (url[:shared] + item.ref).decode("utf-8")
+        elif shared == -1:
+            referrer = None
+        else:
+            ref_origin = origins(-2 - shared) if origins is not None else None
+            if ref_origin is None:
+                raise msgspec.DecodeError(f"referrer of unknown host id {-2 - shared}")
+            referrer = (ref_origin + item.ref).decode("utf-8")
         return QueueEntry(url.decode("utf-8"), item.depth, item.hops, item.attempt, referrer)
     except UnicodeDecodeError as exc:
         raise msgspec.DecodeError(f"bad queue block item: {exc}") from exc
 
 
-def encode_block(host: str, entries: list[QueueEntry], mask: int = 0) -> bytes:
-    """The stored value of a block of ``host``'s ``entries`` with done mask ``mask``."""
+def encode_block(
+    host: str, entries: list[QueueEntry], mask: int = 0, ref_host: RefHosts | None = None
+) -> bytes:
+    """The stored value of a block of ``host``'s ``entries`` with done mask ``mask``;
+    ``ref_host`` gives the host id of a referrer's origin (-1: none), see module docstring."""
     n = len(entries)
     if not 0 < n <= BLOCK_MAX:
         raise ValueError(f"a block holds 1 to {BLOCK_MAX} entries, not {n}")
     host_bytes = host.encode("utf-8")
-    payload = _encoder.encode([_item(host_bytes, e) for e in entries])
+    payload = _encoder.encode([_item(host_bytes, e, ref_host) for e in entries])
     flags = 0
     if len(payload) >= _ZLIB_MIN:
         packed = zlib.compress(payload, 1, -15)
@@ -263,12 +290,17 @@ def block_header(value: bytes) -> tuple[int, int]:
     return n, int.from_bytes(value[2 : 2 + (n + 7) // 8], "little")
 
 
-def decode_block(host: str, value: bytes) -> tuple[list[QueueEntry], int]:
-    """Inverse of ``encode_block``: (entries, done mask); ``msgspec.DecodeError`` if bad."""
-    return _decode_block(host.encode("utf-8"), value)
+def decode_block(
+    host: str, value: bytes, origins: RefOrigins | None = None
+) -> tuple[list[QueueEntry], int]:
+    """Inverse of ``encode_block``: (entries, done mask); ``msgspec.DecodeError`` if bad.
+    ``origins`` gives the origin of a referrer's host id (None: unknown)."""
+    return _decode_block(host.encode("utf-8"), value, origins)
 
 
-def _decode_block(host: bytes, value: bytes) -> tuple[list[QueueEntry], int]:
+def _decode_block(
+    host: bytes, value: bytes, origins: RefOrigins | None
+) -> tuple[list[QueueEntry], int]:
     if len(value) < 3 or not 0 < value[0] <= BLOCK_MAX:
         raise msgspec.DecodeError("bad queue block header")
     n, mask = block_header(value)
@@ -281,7 +313,7 @@ def _decode_block(host: bytes, value: bytes) -> tuple[list[QueueEntry], int]:
     items = _items_decoder.decode(payload)
     if len(items) != n:
         raise msgspec.DecodeError(f"queue block holds {len(items)} items, header says {n}")
-    return [_entry(host, item) for item in items], mask
+    return [_entry(host, item, origins) for item in items], mask
 
 
 def _shared_prefix(a: bytes, b: bytes) -> int:
@@ -319,7 +351,9 @@ class QueueStore:
     before each commit, then ``committed`` after it (or ``aborted``).
     """
 
-    def __init__(self, env: lmdb.Environment) -> None:
+    def __init__(self, env: lmdb.Environment, ref_host: RefHosts | None = None) -> None:
+        self._ref_host = ref_host
+        self._origin_cache: dict[int, bytes] = {}  #: host id -> origin, for referrers
         self._db = env.open_db(b"queue")
         self._hosts_db = env.open_db(b"hosts")
         self._meta = env.open_db(b"meta")
@@ -367,6 +401,28 @@ class QueueStore:
         """The origin of a host id (None if unknown)."""
         raw = txn.get(b"i" + _U32.pack(host_id), db=self._hosts_db)
         return bytes(raw).decode("ascii") if raw is not None else None
+
+    def _origins(self, txn: lmdb.Transaction) -> RefOrigins:
+        """Host id -> origin as ``txn`` sees it (and ids not committed yet), cached."""
+        cache = self._origin_cache
+
+        def origin(host_id: int) -> bytes | None:
+            known = cache.get(host_id)
+            if known is not None:
+                return known
+            raw = txn.get(b"i" + _U32.pack(host_id), db=self._hosts_db)
+            if raw is not None:
+                known = bytes(raw)
+            elif host_id in self._unmapped:
+                return self._unmapped[host_id].encode("ascii")
+            else:
+                return None
+            if len(cache) >= _ORIGIN_CACHE_MAX:
+                cache.clear()
+            cache[host_id] = known
+            return known
+
+        return origin
 
     # -------------------------------------------------------------------------- writes
 
@@ -430,9 +486,10 @@ class QueueStore:
         raw = txn.get(block.key, db=self._db)
         if raw is None:
             return False
-        entries, _ = decode_block(block.origin, bytes(raw))
+        entries, _ = decode_block(block.origin, bytes(raw), self._origins(txn))
         entries[index] = entry
-        txn.put(block.key, encode_block(block.origin, entries, block.mask), db=self._db)
+        value = encode_block(block.origin, entries, block.mask, self._ref_host)
+        txn.put(block.key, value, db=self._db)
         self._dirty.pop(block.key, None)  # the new value carries the mask
         return True
 
@@ -446,7 +503,7 @@ class QueueStore:
         for block in self._unwritten:
             assert block.entries is not None
             if block.mask != block.full:
-                value = encode_block(block.origin, block.entries, block.mask)
+                value = encode_block(block.origin, block.entries, block.mask, self._ref_host)
                 if not txn.put(block.key, value, db=db, overwrite=False):
                     raise RuntimeError(f"queue key {block.key!r} already present: seq reused")
         for block in self._dirty.values():
@@ -513,7 +570,7 @@ class QueueStore:
         pending = sorted((b.key, b) for b in self._unwritten_of.get(host_id, ()) if b.key >= start)
         stored = self._stored_blocks(txn, prefix, start)
         try:
-            self._read_blocks(out, limit, host, origin, start, first_after, pending, stored)
+            self._read_blocks(out, limit, host, origin, start, first_after, txn, pending, stored)
         finally:
             stored.close()
         return out
@@ -526,11 +583,13 @@ class QueueStore:
         origin: str,
         start: bytes,
         first_after: int,
+        txn: lmdb.Transaction,
         pending: list[tuple[bytes, _Block]],
         stored: Generator[tuple[bytes, bytes], None, None],
     ) -> None:
         """``read_after``'s merge of open and stored blocks, in key order."""
         next_stored = next(stored, None)
+        origins = self._origins(txn)
         known: _Block | None
         while len(out) < limit and (pending or next_stored is not None):
             if pending and (next_stored is None or pending[0][0] < next_stored[0]):
@@ -541,7 +600,7 @@ class QueueStore:
                 assert next_stored is not None
                 key, value = next_stored
                 next_stored = next(stored, None)
-                entries, mask = _decode_block(host, value)
+                entries, mask = _decode_block(host, value, origins)
                 known = self._blocks.get(key)
                 if known is not None:
                     mask = known.mask

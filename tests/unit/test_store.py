@@ -441,3 +441,22 @@ def test_release_mapped_pages(tmp_path: Path) -> None:
     assert _rss_file_kb() < before - 2_000  # the touched pages left RSS
     assert len(q.read(A, None, 3)) == 3  # and everything reads back as before
     env.close()
+
+
+def test_referrers_on_other_hosts_are_stored_by_host_id(env: lmdb.Environment) -> None:
+    ids = {B: 7}
+    entry = QueueEntry(f"{A}/x", 1, referrer=f"{B}/page/1.html")
+    by_id = encode_block(A, [entry], ref_host=lambda o: ids.get(o, -1))
+    assert len(by_id) < len(encode_block(A, [entry])) - len(B) + 5
+    assert decode_block(A, by_id, lambda i: B.encode() if i == 7 else None) == ([entry], 0)
+    with pytest.raises(msgspec.DecodeError):
+        decode_block(A, by_id)
+    # through the store: the referrer's host id resolves from LMDB, also after a restart
+    q = Q(env)
+    q.store = QueueStore(env, lambda o: q.ids.get(o, -1))
+    q.put_all([(B, 1, f"{B}/page/1.html")])
+    q.commit(lambda txn: q.store.add(txn, q.hid(txn, A), A, 1, entry, False))
+    assert _urls(q.read(A)) == [entry.url] and q.read(A)[0][1] == entry
+    fresh = QueueStore(env)
+    with env.begin() as txn:
+        assert fresh.read_after(txn, q.ids[A], A, None, 5)[0][1] == entry
