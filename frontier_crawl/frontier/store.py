@@ -4,6 +4,7 @@ Layout (as Heritrix's ``BdbMultipleWorkQueues``, with blocks of URLs instead of 
 
     db b"queue":  host id (u32) | prio (u8) | seq (u64), all big-endian     (a block key)
                   -> n (u8) | flags (u8) | done mask (ceil(n/8) bytes, little-endian) | payload
+    db b"done":   block key -> done mask (ceil(n/8) bytes, little-endian)
     db b"hosts":  b"o" + origin (ASCII) -> host id (u32 big-endian)
                   b"i" + host id (u32)  -> origin
     db b"meta":   b"seq_hwm"  -> u64 big-endian: no key ever used a larger seq
@@ -27,13 +28,19 @@ most of their path and the referrer, so a block of 15 compresses about fivefold.
 bench URLs costs about 25 bytes per URL in its leaf page instead of ~150 for a key and value
 per URL; a one-URL block still saves the origin twice (key and referrer).
 
-Completion is durable per URL: bit ``i`` of the done mask says entry ``i`` is finished (or
-taken out: robots-denied, retired host). The store keeps a small record (``_Block``) of every
-block with entries held in memory (the frontier's hot deques or in flight); ``done`` sets the
-bit there, and ``flush`` (called by the frontier just before each commit) rewrites the mask of
-every block changed in the transaction, same size, so LMDB overwrites it in place, or deletes
-the block once every entry is done. ``read_after`` skips the entries whose bit is set. A kill
-therefore loses no queued URL and forgets only the completions of the transaction in flight.
+Completion is durable per URL: bit ``i`` of a block's done mask says entry ``i`` is finished
+(or taken out: robots-denied, retired host). The mask is the OR of the one in the block's value
+(entries finished before the block was first written, or when a retry rewrote it) and the one
+in ``b"done"``. The store keeps a small record (``_Block``) of every block with entries held in
+memory (the frontier's hot deques or in flight); ``done`` sets the bit there, and ``flush``
+(called by the frontier just before each commit) writes the mask of every block changed in the
+transaction to ``b"done"``, or deletes the block and its mask once every entry is done.
+``read_after`` skips the entries whose bit is set. A kill therefore loses no queued URL and
+forgets only the completions of the transaction in flight. The masks live in their own small
+database (one entry per partly finished block, which are the blocks with entries in memory,
+so a few thousand) because a commit's cost is mostly its dirty pages: a drain that finishes one
+URL on each of 1,000 hosts per commit rewrites ~1,000 queue pages if masks live in the blocks,
+but a few dozen pages of ``b"done"`` (plus one page per block finished).
 
 Blocks are written at ``flush``, not at ``add``: ``add`` appends to the host's open block of the
 transaction (its key, hence every entry key, is fixed at once), so a transaction writes one
@@ -119,7 +126,7 @@ def open_env(path: Path, map_size: int, *, sync: bool = True) -> lmdb.Environmen
         str(path),
         map_size=map_size,
         subdir=True,
-        max_dbs=8,
+        max_dbs=16,
         sync=sync,
         metasync=False,
         readahead=False,
@@ -355,6 +362,7 @@ class QueueStore:
         self._ref_host = ref_host
         self._origin_cache: dict[int, bytes] = {}  #: host id -> origin, for referrers
         self._db = env.open_db(b"queue")
+        self._done_db = env.open_db(b"done")
         self._hosts_db = env.open_db(b"hosts")
         self._meta = env.open_db(b"meta")
         with env.begin() as txn:
@@ -506,16 +514,13 @@ class QueueStore:
                 value = encode_block(block.origin, block.entries, block.mask, self._ref_host)
                 if not txn.put(block.key, value, db=db, overwrite=False):
                     raise RuntimeError(f"queue key {block.key!r} already present: seq reused")
+        done_db = self._done_db
         for block in self._dirty.values():
             if block.mask == block.full:
                 txn.delete(block.key, db=db)
-                continue
-            raw = txn.get(block.key, db=db)
-            if raw is None:
-                continue
-            mask_len = (block.n + 7) // 8
-            value = bytes(raw[:2]) + block.mask.to_bytes(mask_len, "little") + raw[2 + mask_len :]
-            txn.put(block.key, value, db=db)
+                txn.delete(block.key, db=done_db)
+            else:
+                txn.put(block.key, block.mask.to_bytes((block.n + 7) // 8, "little"), db=done_db)
         if self._unmapped:
             hosts = self._hosts_db
             for host_id, origin in self._unmapped.items():
@@ -604,6 +609,10 @@ class QueueStore:
                 known = self._blocks.get(key)
                 if known is not None:
                     mask = known.mask
+                else:
+                    done = txn.get(key, db=self._done_db)
+                    if done is not None:
+                        mask |= int.from_bytes(done, "little")
             skip = first_after if key == start else -1
             live = [
                 (key + bytes((i,)), entry)
@@ -631,9 +640,12 @@ class QueueStore:
     def host_counts(self, txn: lmdb.Transaction[bytes]) -> dict[int, int]:
         """Unfinished entries per host id, in one scan of the blocks (for a restart)."""
         counts: dict[int, int] = {}
+        with txn.cursor(db=self._done_db) as cursor:
+            done = {key: int.from_bytes(value, "little") for key, value in cursor.iternext()}
         with txn.cursor(db=self._db) as cursor:
             for key, value in cursor.iternext():
                 n, mask = block_header(value)
+                mask |= done.get(key, 0)
                 host_id = _U32.unpack_from(key)[0]
                 counts[host_id] = counts.get(host_id, 0) + n - mask.bit_count()
         return counts

@@ -268,9 +268,12 @@ def test_done_entries_are_skipped_and_blocks_deleted(tmp_path: Path) -> None:
     assert q2.counts() == {A: 2}
     rows = q2.read(A)
     assert _urls(rows) == ["a1", "a3"]
+    with env.begin() as txn:  # the block's value is written once; masks go to b"done"
+        assert txn.stat(env.open_db(b"done", txn=txn))["entries"] == 1
     q2.commit(lambda txn: [q2.store.done(k) for k, _ in rows])
     with env.begin() as txn:
         assert q2.store.blocks(txn) == 0
+        assert txn.stat(env.open_db(b"done", txn=txn))["entries"] == 0
     assert q2.store.tracked == 0
     env.close()
 
