@@ -163,20 +163,29 @@ def lmdb_figures(frontier: Frontier, queued: int) -> list[str]:
         f"(last_pgno {info['last_pgno']:,}, page {psize} B, "
         f"{(info['last_pgno'] + 1) * psize / max(queued, 1):.1f} B/URL by last_pgno)"
     ]
+    used = 0
     with env.begin() as txn:
-        for name in (b"queue", b"seen", b"seen_recent", b"meta"):
+        main = txn.stat()
+        used += main["branch_pages"] + main["leaf_pages"] + main["overflow_pages"]
+        for name in (b"queue", b"done", b"hosts", b"seen", b"seen_recent", b"meta"):
             try:
                 db = env.open_db(name, txn=txn, create=False)
             except lmdb.NotFoundError:
                 continue
             st = txn.stat(db)
             pages = st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+            used += pages
             lines.append(
                 f"  db {name.decode():<12} entries {st['entries']:>12,}  pages {pages:>10,} "
                 f"(leaf {st['leaf_pages']:,}, branch {st['branch_pages']:,}, overflow "
                 f"{st['overflow_pages']:,}, depth {st['depth']}) = "
                 f"{pages * psize / max(queued, 1):6.1f} B/URL"
             )
+    free = info["last_pgno"] + 1 - 2 - used  # 2 meta pages
+    lines.append(
+        f"  free or freelist pages {free:,} = {free * psize / max(queued, 1):6.1f} B/URL "
+        "(pages freed by copy-on-write and by seen_recent's clearing, reused by later commits)"
+    )
     return lines
 
 

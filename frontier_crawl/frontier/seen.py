@@ -53,11 +53,17 @@ hashing floor ``n**2 / (2 m**2)``.
 
 Restart without a full rebuild. Every digest stored in ``b"seen"`` is also appended, in the
 same transaction, to the LMDB database ``b"seen_recent"`` (key: a u64 big-endian sequence
-number ``seq`` from an in-memory counter that only grows; value: the digest). ``save_snapshot``:
+number ``seq`` from an in-memory counter that only grows; value: up to ``LOG_CHUNK`` digests,
+concatenated). ``add_new`` collects the transaction's new digests and ``flush(txn)``, which the
+caller runs just before each commit, appends them (so a transaction costs one put per
+``LOG_CHUNK`` new URLs, not one per URL); a transaction that commits without its ``flush``
+leaves digests in ``b"seen"`` that the log lacks, and the next load then fails the count check
+below and rebuilds: slower, never wrong. ``save_snapshot``:
 
-1. reads, in one write transaction ``T`` (the caller's, or its own), the seen count ``C`` and
-   the next ``seq`` ``S``: every digest counted in ``C`` is in the in-memory filter, and every
-   digest stored later gets a ``seq >= S``;
+1. flushes ``T``'s collected digests, then reads, in that write transaction ``T`` (the
+   caller's, or its own), the seen count ``C`` and the next ``seq`` ``S``: every digest
+   counted in ``C`` is in the in-memory filter, and every digest stored later gets a
+   ``seq >= S``;
 2. writes the filter with the header ``(C, S)`` to a temporary file, fsyncs it and renames it
    over the snapshot (then fsyncs the directory);
 3. deletes the ``seen_recent`` entries with ``seq < S`` in ``T``; they are in the file.
@@ -66,13 +72,14 @@ number ``seq`` from an in-memory counter that only grows; value: the digest). ``
 ``seq >= S`` (``after``) and accepts the snapshot only if ``C + after == expected_count``; it then
 sets the bits of every ``seen_recent`` digest. Why this is exact:
 
-* ``b"seen"`` is append-only and each insert writes exactly one ``seen_recent`` entry in the same
-  transaction, so the digests stored since the snapshot are exactly those with ``seq >= S``,
-  unless entries ``>= S`` were deleted, which only step 3 of a *later* snapshot does, after its
-  own file replaced this one. Hence, for the current file, ``after`` = inserts since it and
-  ``C + after == exact count``; for a stale file (older snapshot, or one whose transaction
-  ``T`` aborted, or an LMDB that lost its last transactions in a power cut) ``after`` falls
-  short or ``C`` exceeds, the equation fails and the caller rebuilds.
+* ``b"seen"`` is append-only and each insert's digest is written to exactly one ``seen_recent``
+  entry in the same transaction, so the digests stored since the snapshot are exactly those
+  with ``seq >= S``, unless entries ``>= S`` were deleted, which only step 3 of a *later*
+  snapshot does, after its own file replaced this one. Hence, for the current file,
+  ``after`` = inserts since it and ``C + after == exact count``; for a stale file (older
+  snapshot, or one whose transaction ``T`` aborted, or an LMDB that lost its last
+  transactions in a power cut) ``after`` falls short or ``C`` exceeds, the equation fails and
+  the caller rebuilds.
 * A kill between steps 2 and 3 leaves the new file and the not-yet-deleted entries ``< S``:
   they are ignored in the count and their bits, already in the file, are set again. Setting a
   Bloom bit twice is idempotent, so the loaded filter is the same. A kill before step 2's rename
@@ -81,7 +88,7 @@ sets the bits of every ``seen_recent`` digest. Why this is exact:
 * The counter starts above the largest ``seq`` in ``seen_recent`` and above the ``S`` of any
   snapshot header read, so a later insert never gets a ``seq`` below a snapshot's ``S``.
 
-``seen_recent`` holds one checkpoint interval of inserts (~34 bytes each, appended in order:
+``seen_recent`` holds one checkpoint interval of inserts (~16 bytes each, appended in order:
 LMDB fills its pages completely), and loading it costs one interval's digests, not a rebuild.
 """
 
@@ -103,7 +110,7 @@ from pybloom_live import BloomFilter
 if TYPE_CHECKING:
     import lmdb
 
-__all__ = ["DigestBloomFilter", "SeenSet", "expected_false_positives"]
+__all__ = ["LOG_CHUNK", "DigestBloomFilter", "SeenSet", "expected_false_positives"]
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +119,8 @@ _SNAPSHOT_HEADER = struct.Struct("<8sQQdQ")  # magic, count, capacity, error_rat
 _DEFAULT_RECENT_SIZE = 65_536
 _DIGEST_HALVES = struct.Struct("<QQ")
 _SEQ = struct.Struct(">Q")
+LOG_CHUNK = 120
+"""Most digests in one ``seen_recent`` value (1,920 bytes: two values fit a 4 KiB page)."""
 
 
 def expected_false_positives(inserts: int, bits_per_slice: int, slices: int) -> float:
@@ -224,6 +233,7 @@ class SeenSet:
         self.recent_hits = 0
         self.bloom_misses = 0
         self._warned_full = False
+        self._logging: list[bytes] = []  #: new digests of the open transaction (see flush)
         self._cursor: lmdb.Cursor | None = None  #: for ``contains``, valid in ``_cursor_txn``
         self._cursor_txn: lmdb.Transaction | None = None
 
@@ -251,7 +261,7 @@ class SeenSet:
         elif not inserted:
             self.bloom_misses += 1
         if inserted:
-            self._log(txn, digest)
+            self._logging.append(digest)
         self._remember(digest)
         self._count += inserted
         return inserted
@@ -268,8 +278,27 @@ class SeenSet:
         return int(txn.stat(self._db)["entries"])
 
     def recent_count(self, txn: lmdb.Transaction) -> int:
-        """Entries of ``seen_recent`` (digests stored since the last snapshot, or a few more)."""
-        return int(txn.stat(self._log_db)["entries"])
+        """Digests in ``seen_recent`` (stored since the last snapshot, or a few more): a scan."""
+        with txn.cursor(db=self._log_db) as cursor:
+            return sum(len(v) for v in cursor.iternext(keys=False, values=True)) // 16
+
+    def flush(self, txn: lmdb.Transaction) -> None:
+        """Append the digests ``add_new`` stored in ``txn`` to ``seen_recent``: call it just
+        before committing ``txn`` (module docstring)."""
+        pending = self._logging
+        if not pending:
+            return
+        for start in range(0, len(pending), LOG_CHUNK):
+            key = _SEQ.pack(self._next_seq)
+            self._next_seq += 1
+            value = b"".join(pending[start : start + LOG_CHUNK])
+            if not txn.put(key, value, db=self._log_db, append=True):
+                txn.put(key, value, db=self._log_db)  # unreachable: seqs only grow
+        pending.clear()
+
+    def aborted(self) -> None:
+        """The transaction ``add_new`` wrote to was aborted: its digests are not in LMDB."""
+        self._logging.clear()
 
     def estimated_false_positives(self) -> float:
         """Expected Bloom false positives over the inserts so far (see module docstring)."""
@@ -325,6 +354,7 @@ class SeenSet:
             self._save_snapshot(path, txn)
 
     def _save_snapshot(self, path: Path, txn: lmdb.Transaction) -> None:
+        self.flush(txn)
         count = self.exact_count(txn)
         upto = self._next_seq
         header = _SNAPSHOT_HEADER.pack(
@@ -382,10 +412,12 @@ class SeenSet:
         after = 0
         logged: list[bytes] = []
         with txn.cursor(db=self._log_db) as cursor:
-            for key, digest in cursor.iternext():
+            for key, value in cursor.iternext():
+                digests = bytes(value)
+                chunk = [digests[i : i + 16] for i in range(0, len(digests), 16)]
                 if _SEQ.unpack(key)[0] >= upto:
-                    after += 1
-                logged.append(bytes(digest))
+                    after += len(chunk)
+                logged += chunk
         if count + after != expected_count:
             log.info(
                 "seen snapshot holds %d digests, %d stored since, LMDB has %d: stale",
@@ -404,13 +436,6 @@ class SeenSet:
         return True
 
     # -------------------------------------------------------------------------- internals
-
-    def _log(self, txn: lmdb.Transaction, digest: bytes) -> None:
-        """Append a newly stored digest to ``seen_recent`` (same transaction as the store)."""
-        key = _SEQ.pack(self._next_seq)
-        self._next_seq += 1
-        if not txn.put(key, digest, db=self._log_db, append=True):
-            txn.put(key, digest, db=self._log_db)  # unreachable: seqs only grow
 
     def _forget_logged(self, txn: lmdb.Transaction, upto: int) -> None:
         """Delete the ``seen_recent`` entries with ``seq < upto``: all of them, since ``upto``

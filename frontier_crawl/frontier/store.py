@@ -220,7 +220,8 @@ class _Item(msgspec.Struct, array_like=True, frozen=True, gc=False):
 
 
 _encoder = msgspec.msgpack.Encoder()
-_items_decoder = msgspec.msgpack.Decoder(list[_Item])
+_item_decoder = msgspec.msgpack.Decoder(_Item)
+_raw_decoder = msgspec.msgpack.Decoder(list[msgspec.Raw])
 
 
 _ItemTuple = tuple[bytes | int | bool, ...]
@@ -308,6 +309,13 @@ def decode_block(
 def _decode_block(
     host: bytes, value: bytes, origins: RefOrigins | None
 ) -> tuple[list[QueueEntry], int]:
+    mask, raws = _raw_items(value)
+    return [_entry(host, _item_decoder.decode(raw), origins) for raw in raws], mask
+
+
+def _raw_items(value: bytes) -> tuple[int, list[msgspec.Raw]]:
+    """(done mask, undecoded items) of a block value: a reader that wants a few entries of a
+    block decodes only those (a refill often takes one)."""
     if len(value) < 3 or not 0 < value[0] <= BLOCK_MAX:
         raise msgspec.DecodeError("bad queue block header")
     n, mask = block_header(value)
@@ -317,10 +325,10 @@ def _decode_block(
             payload = zlib.decompress(payload, -15)
         except zlib.error as exc:
             raise msgspec.DecodeError(f"bad queue block payload: {exc}") from exc
-    items = _items_decoder.decode(payload)
+    items = _raw_decoder.decode(payload)
     if len(items) != n:
         raise msgspec.DecodeError(f"queue block holds {len(items)} items, header says {n}")
-    return [_entry(host, item, origins) for item in items], mask
+    return mask, items
 
 
 def _shared_prefix(a: bytes, b: bytes) -> int:
@@ -344,6 +352,7 @@ class _Block:
     mask: int = 0  #: done entries (newer than the stored mask)
     held: int = 0  #: entries held in memory (hot or in flight)
     entries: list[QueueEntry] | None = None  #: not yet written (an open block) if not None
+    in_done: bool = False  #: ``b"done"`` may hold a mask for it (delete it with the block)
 
     @property
     def full(self) -> int:
@@ -518,9 +527,11 @@ class QueueStore:
         for block in self._dirty.values():
             if block.mask == block.full:
                 txn.delete(block.key, db=db)
-                txn.delete(block.key, db=done_db)
+                if block.in_done:
+                    txn.delete(block.key, db=done_db)
             else:
                 txn.put(block.key, block.mask.to_bytes((block.n + 7) // 8, "little"), db=done_db)
+                block.in_done = True
         if self._unmapped:
             hosts = self._hosts_db
             for host_id, origin in self._unmapped.items():
@@ -597,15 +608,18 @@ class QueueStore:
         origins = self._origins(txn)
         known: _Block | None
         while len(out) < limit and (pending or next_stored is not None):
+            raws: list[msgspec.Raw] = []
+            in_done = False
             if pending and (next_stored is None or pending[0][0] < next_stored[0]):
                 key, known = pending.pop(0)
                 assert known.entries is not None
-                entries, mask = known.entries, known.mask
+                entries, mask, n = known.entries, known.mask, known.n
             else:
                 assert next_stored is not None
                 key, value = next_stored
                 next_stored = next(stored, None)
-                entries, mask = _decode_block(host, value, origins)
+                mask, raws = _raw_items(value)
+                n = len(raws)
                 known = self._blocks.get(key)
                 if known is not None:
                     mask = known.mask
@@ -613,16 +627,18 @@ class QueueStore:
                     done = txn.get(key, db=self._done_db)
                     if done is not None:
                         mask |= int.from_bytes(done, "little")
+                        in_done = True
             skip = first_after if key == start else -1
-            live = [
-                (key + bytes((i,)), entry)
-                for i, entry in enumerate(entries)
-                if i > skip and not mask >> i & 1
-            ][: limit - len(out)]
-            if not live:
+            wanted = [i for i in range(skip + 1, n) if not mask >> i & 1][: limit - len(out)]
+            if not wanted:
                 continue
+            if raws:
+                decode = _item_decoder.decode
+                live = [(key + bytes((i,)), _entry(host, decode(raws[i]), origins)) for i in wanted]
+            else:
+                live = [(key + bytes((i,)), entries[i]) for i in wanted]
             if known is None:
-                known = self._blocks[key] = _Block(key, origin, len(entries), mask)
+                known = self._blocks[key] = _Block(key, origin, n, mask, in_done=in_done)
             known.held += len(live)
             out.extend(live)
 
