@@ -685,11 +685,12 @@ class Frontier:
         return None
 
     def _refill(self, host: HostQueue) -> None:
-        room = max(1, min(REFILL_BATCH, self._memory_urls - self.hot_total))
-        with self._write() as txn:
-            batch = self._store.read_after(
-                txn, host.hid, host.origin, host.loaded_upto, min(room, host.unloaded)
-            )
+        room = min(max(1, min(REFILL_BATCH, self._memory_urls - self.hot_total)), host.unloaded)
+        if self._txn is not None:  # the usual case (inside a batch): no context manager
+            batch = self._store.read_after(self._txn, host.hid, host.origin, host.loaded_upto, room)
+        else:
+            with self._write() as txn:
+                batch = self._store.read_after(txn, host.hid, host.origin, host.loaded_upto, room)
         if not batch:  # LMDB and the counters disagree: trust LMDB
             log.error(
                 "host %s: %d entries expected in LMDB, none found", host.origin, host.unloaded

@@ -76,13 +76,9 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import lmdb
 import msgspec
-
-if TYPE_CHECKING:
-    from collections.abc import Generator
 
 __all__ = [
     "BLOCK_MAX",
@@ -388,6 +384,8 @@ class QueueStore:
         self._unwritten: list[_Block] = []  #: every open block, in creation order
         self._unwritten_of: dict[int, list[_Block]] = {}  #: open blocks by host id
         self._dirty: dict[bytes, _Block] = {}  #: written blocks whose mask changed
+        self._queue_cursor: lmdb.Cursor[bytes] | None = None  #: see ``_cursor``
+        self._cursor_txn: lmdb.Transaction[bytes] | None = None
 
     @property
     def next_seq(self) -> int:
@@ -572,6 +570,8 @@ class QueueStore:
         """``host_id``'s unfinished entries with entry key > ``after`` (None: from its head),
         in key order, at most ``limit``. They become held.
 
+        Open blocks (not yet written) are merged in key order with the stored ones. Only the
+        items taken are decoded: with the memory budget full a refill often takes one or two.
         ``txn`` must return bytes (``buffers=False``, the default).
         """
         out: list[tuple[bytes, QueueEntry]] = []
@@ -583,42 +583,31 @@ class QueueStore:
             start = after[:BLOCK_KEY_LEN]
         first_after = after[BLOCK_KEY_LEN] if after is not None and len(after) > 13 else -1
         host = origin.encode("utf-8")
-        pending = sorted((b.key, b) for b in self._unwritten_of.get(host_id, ()) if b.key >= start)
-        stored = self._stored_blocks(txn, prefix, start)
-        try:
-            self._read_blocks(out, limit, host, origin, start, first_after, txn, pending, stored)
-        finally:
-            stored.close()
-        return out
-
-    def _read_blocks(
-        self,
-        out: list[tuple[bytes, QueueEntry]],
-        limit: int,
-        host: bytes,
-        origin: str,
-        start: bytes,
-        first_after: int,
-        txn: lmdb.Transaction,
-        pending: list[tuple[bytes, _Block]],
-        stored: Generator[tuple[bytes, bytes], None, None],
-    ) -> None:
-        """``read_after``'s merge of open and stored blocks, in key order."""
-        next_stored = next(stored, None)
-        origins = self._origins(txn)
+        opened = self._unwritten_of.get(host_id)
+        pending = sorted((b.key, b) for b in opened if b.key >= start) if opened else []
+        cursor = self._cursor(txn)
+        stored = cursor.key() if cursor.set_range(start) else b""
+        if stored[:4] != prefix:
+            stored = b""
+        advance = False
+        origins: RefOrigins | None = None
         known: _Block | None
-        while len(out) < limit and (pending or next_stored is not None):
+        while len(out) < limit:
+            if advance:
+                advance = False
+                stored = cursor.key() if cursor.next() else b""
+                if stored[:4] != prefix:
+                    stored = b""
             raws: list[msgspec.Raw] = []
+            entries: list[QueueEntry] = []
             in_done = False
-            if pending and (next_stored is None or pending[0][0] < next_stored[0]):
+            if pending and (not stored or pending[0][0] < stored):
                 key, known = pending.pop(0)
                 assert known.entries is not None
                 entries, mask, n = known.entries, known.mask, known.n
-            else:
-                assert next_stored is not None
-                key, value = next_stored
-                next_stored = next(stored, None)
-                mask, raws = _raw_items(value)
+            elif stored:
+                key, advance = stored, True
+                mask, raws = _raw_items(cursor.value())
                 n = len(raws)
                 known = self._blocks.get(key)
                 if known is not None:
@@ -628,30 +617,30 @@ class QueueStore:
                     if done is not None:
                         mask |= int.from_bytes(done, "little")
                         in_done = True
+            else:
+                break
             skip = first_after if key == start else -1
             wanted = [i for i in range(skip + 1, n) if not mask >> i & 1][: limit - len(out)]
             if not wanted:
                 continue
             if raws:
+                if origins is None:
+                    origins = self._origins(txn)
                 decode = _item_decoder.decode
-                live = [(key + bytes((i,)), _entry(host, decode(raws[i]), origins)) for i in wanted]
+                out += [(key + bytes((i,)), _entry(host, decode(raws[i]), origins)) for i in wanted]
             else:
-                live = [(key + bytes((i,)), entries[i]) for i in wanted]
+                out += [(key + bytes((i,)), entries[i]) for i in wanted]
             if known is None:
                 known = self._blocks[key] = _Block(key, origin, n, mask, in_done=in_done)
-            known.held += len(live)
-            out.extend(live)
+            known.held += len(wanted)
+        return out
 
-    def _stored_blocks(
-        self, txn: lmdb.Transaction[bytes], prefix: bytes, start: bytes
-    ) -> Generator[tuple[bytes, bytes], None, None]:
-        with txn.cursor(db=self._db) as cursor:
-            if not cursor.set_range(start):
-                return
-            for key, value in cursor.iternext():
-                if not key.startswith(prefix):
-                    return
-                yield key, value
+    def _cursor(self, txn: lmdb.Transaction[bytes]) -> lmdb.Cursor[bytes]:
+        """A cursor on the queue database in ``txn``, kept for the transaction's life."""
+        if txn is not self._cursor_txn or self._queue_cursor is None:
+            self._queue_cursor = txn.cursor(db=self._db)
+            self._cursor_txn = txn
+        return self._queue_cursor
 
     def host_counts(self, txn: lmdb.Transaction[bytes]) -> dict[int, int]:
         """Unfinished entries per host id, in one scan of the blocks (for a restart)."""
