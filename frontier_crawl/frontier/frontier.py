@@ -66,8 +66,10 @@ SETTLED_LINKS = 32_768
 OWNERS_MAX = 16_384  #: origins whose scope and owner are remembered
 OUT_OF_SCOPE = -1  #: owner of an origin outside the allowed domains
 #: 2: url_digest = blake2b(host) + blake2b(url); compact queue values
-#: 3: queue blocks under host ids with done masks; seen keyed by host hash with URL-hash dups
-LAYOUT_VERSION = 3
+#: 3: taken on main by "each worker's inbox in its own LMDB environment" (9e24f31)
+#: 4: queue blocks under host ids with done masks (store.py); seen keyed by host hash with
+#:    URL-hash dups, seen_recent in chunks (seen.py)
+LAYOUT_VERSION = 4
 
 #: reasons passed to the reject callback (they become crawl-log outcomes)
 ROBOTS_DENIED = "robots-denied"
