@@ -46,8 +46,10 @@ Blocks are written at ``flush``, not at ``add``: ``add`` appends to the host's o
 transaction (its key, hence every entry key, is fixed at once), so a transaction writes one
 value per host it queued URLs for. ``read_after`` also reads the open blocks, so a URL queued
 and refilled in the same transaction is found. The store changes its in-memory records only in
-``committed``; after an abort (``aborted``) the open blocks and changed masks stay pending and
-are written by the next commit, with the seq reservation and host ids they need.
+``committed``. After an abort (``aborted``) the open blocks are dropped, as the seen-set entries
+of their URLs were (the frontier may still hold those URLs in memory, as it did before blocks:
+they are fetched, and their completion is a no-op), while the masks it changed stay pending
+and are written by the next commit, with the host ids it assigned.
 
 Sequence numbers come from one in-memory counter shared by all hosts. A new block reserves
 blocks of ``SEQ_BLOCK`` numbers by writing the reservation's end to ``meta`` in the same
@@ -554,7 +556,14 @@ class QueueStore:
         self._unmapped.clear()
 
     def aborted(self) -> None:
-        """The transaction was aborted: keep everything pending for the next commit."""
+        """The transaction was aborted: its open blocks are dropped (their URLs' seen-set
+        entries went with it: a URL is queued in LMDB only with its seen entry), while the
+        masks it changed stay pending for the next commit (finished is finished)."""
+        for block in self._unwritten:
+            self._blocks.pop(block.key, None)
+        self._unwritten.clear()
+        self._unwritten_of.clear()
+        self._open.clear()
         self._reserved_in = None
 
     # -------------------------------------------------------------------------- reads

@@ -293,7 +293,7 @@ def test_done_is_durable_only_with_its_commit(env: lmdb.Environment) -> None:
     assert q.counts() == {A: 1}
 
 
-def test_open_blocks_are_read_and_survive_an_abort(env: lmdb.Environment) -> None:
+def test_open_blocks_are_read_and_dropped_by_an_abort(env: lmdb.Environment) -> None:
     q = Q(env)
     q.put_all([(A, 1, "a0")])
 
@@ -309,11 +309,16 @@ def test_open_blocks_are_read_and_survive_an_abort(env: lmdb.Environment) -> Non
         q.add(txn, B, 1, "b0")
         raise RuntimeError("abort")
 
+    tracked = q.store.tracked  # A's blocks, whose entries the read above holds
     with pytest.raises(RuntimeError):
         q.commit(add_then_fail)
+    assert q.store.tracked == tracked  # B's open block is gone with its transaction
+    q.commit(lambda txn: None)
     assert q.counts() == {A: 3}
-    q.commit(lambda txn: None)  # the open block and B's host id are written now
-    assert q.counts() == {A: 3, B: 1}
+    with env.begin() as txn:  # B's host id (assigned in the aborted transaction) is written
+        assert q.store.origin_of(txn, q.ids[B]) == B
+    q.put_all([(B, 1, "b1")])  # and the host can queue again under the same id
+    assert _urls(q.read(B)) == ["b1"]
 
 
 def test_a_block_done_before_its_commit_is_never_written(env: lmdb.Environment) -> None:
