@@ -9,12 +9,16 @@ import tempfile
 import time
 import timeit
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin
 
 from frontier_crawl.frontier import urls
 from frontier_crawl.frontier.seen import SeenSet
 from frontier_crawl.frontier.store import QueueEntry, QueueStore, open_env
 from frontier_crawl.frontier.urls import canonicalize, host_of, join, origin, url_digest
+
+if TYPE_CHECKING:
+    import lmdb
 
 
 def per_call(stmt, number: int, repeat: int = 5) -> float:
@@ -139,50 +143,55 @@ def bench_store(tmp: Path) -> None:
     env = open_env(tmp / "queue", 1 << 32)
     store = QueueStore(env)
     hosts = [f"http://host{i}.demo" for i in range(50)]
+    with env.begin(write=True) as txn:
+        ids = [store.host_id(txn, h) for h in hosts]
     entry = QueueEntry(
         "https://www.example.org/articles/2024/05/some-article-title.html",
         3,
         referrer="https://www.example.org/articles/2024/05/index.html",
     )
+
+    def commit(txn: lmdb.Transaction) -> None:
+        store.flush(txn)
+
     # warm: 100k entries already queued
     with env.begin(write=True) as txn:
         for i in range(100_000):
-            store.put(txn, hosts[i % 50], 1, entry)
-    res = {"put": [], "read": [], "delete": [], "commit": []}
+            store.add(txn, ids[i % 50], hosts[i % 50], 1, entry, False)
+        commit(txn)
+    store.committed()
+    res: dict[str, list[float]] = {"add": [], "read": [], "done": [], "commit": []}
     for _ in range(5):
         with env.begin(write=True) as txn:
             t0 = time.perf_counter()
-            keys = [store.put(txn, hosts[i % 50], 1, entry) for i in range(1000)]
+            for i in range(1000):
+                store.add(txn, ids[i % 50], hosts[i % 50], 1, entry, False)
+            commit(txn)
             t1 = time.perf_counter()
         t2 = time.perf_counter()
-        res["put"].append((t1 - t0) / 1000)
+        store.committed()
+        res["add"].append((t1 - t0) / 1000)
         res["commit"].append(t2 - t1)
+        keys: list[bytes] = []
         with env.begin() as txn:
             t0 = time.perf_counter()
-            got = 0
-            for h in hosts[:10]:
-                after = None
-                while got < 1000:
-                    page = store.read_after(txn, h, after, 100)
-                    if not page:
-                        break
-                    got += len(page)
-                    after = page[-1][0]
-                    if len(page) < 100 or got % 100 == 0:
-                        break
+            for hid, h in zip(ids[:10], hosts[:10], strict=True):
+                keys += [k for k, _ in store.read_after(txn, hid, h, None, 100)]
             t1 = time.perf_counter()
-        res["read"].append((t1 - t0) / got)
+        res["read"].append((t1 - t0) / len(keys))
         with env.begin(write=True) as txn:
             t0 = time.perf_counter()
             for k in keys:
-                store.delete(txn, k)
+                store.done(k)
+            commit(txn)
             t1 = time.perf_counter()
-        res["delete"].append((t1 - t0) / 1000)
-    row("put: 1000 in one txn, per put (100k queued)", min(res["put"]) * 1e6)
-    row("read_after: pages of 100, per entry returned", min(res["read"]) * 1e6)
-    row("delete: 1000 in one txn, per delete", min(res["delete"]) * 1e6)
+        store.committed()
+        res["done"].append((t1 - t0) / len(keys))
+    row("add: 1000 in one txn (50 hosts), per add, flush included", min(res["add"]) * 1e6)
+    row("read_after: 100 entries per host, per entry returned", min(res["read"]) * 1e6)
+    row("done: per entry, flush included", min(res["done"]) * 1e6)
     print(
-        f"{'commit of a 1000-put txn (fdatasync, sync=True)':<58} {min(res['commit']) * 1e3:8.2f} ms"
+        f"{'commit of a 1000-add txn (fdatasync, sync=True)':<58} {min(res['commit']) * 1e3:8.2f} ms"
     )
     with env.begin(write=True) as txn:
         t0 = time.perf_counter()
@@ -190,11 +199,11 @@ def bench_store(tmp: Path) -> None:
     t1 = time.perf_counter()
     print(f"{'commit of a 1-put txn':<58} {(t1 - t0) * 1e3:8.2f} ms")
     with env.begin() as txn:
-        n = store.count(txn)
+        n = store.blocks(txn)
         t0 = time.perf_counter()
         store.host_counts(txn)
         t1 = time.perf_counter()
-    row(f"host_counts per key ({n} keys)", (t1 - t0) / n * 1e6)
+    row(f"host_counts per block ({n} blocks)", (t1 - t0) / n * 1e6)
     env.close()
 
 

@@ -12,8 +12,12 @@ Keys are 16-byte URL digests (``urls.url_digest``). Three layers answer ``add_ne
    checked exactly in LMDB (the same ``overwrite=False`` put): absent means a false positive,
    counted in ``rescued_false_positives``, stored, and answered "new". A false positive
    therefore never drops a URL; the false-positive rate only costs exact LMDB checks.
-3. The exact set: the LMDB named database ``b"seen"`` (digest -> ``b""``), written in the
-   caller's transaction. It is append-only.
+3. The exact set: the LMDB named database ``b"seen"``, written in the caller's transaction. It
+   is append-only. A digest is stored as the pair (its first 4 bytes, the other 12) of a
+   ``dupsort``/``dupfixed`` database: ``url_digest`` starts with a hash of the host, so the key
+   is the host and the values are the host's URL hashes, kept by LMDB as packed sorted arrays
+   of 12-byte items (``LEAF2`` pages: no per-item node header or pointer). That is ~12 bytes
+   of leaf per URL plus one node per host, instead of ~26 for a 16-byte key per URL.
 
 Bit offsets. :class:`DigestBloomFilter` is pybloom-live's ``BloomFilter`` (its sizing: ``k``
 slices of ``m`` bits from ``capacity`` and ``error_rate``; its ``bitarray`` storage; its
@@ -49,11 +53,17 @@ hashing floor ``n**2 / (2 m**2)``.
 
 Restart without a full rebuild. Every digest stored in ``b"seen"`` is also appended, in the
 same transaction, to the LMDB database ``b"seen_recent"`` (key: a u64 big-endian sequence
-number ``seq`` from an in-memory counter that only grows; value: the digest). ``save_snapshot``:
+number ``seq`` from an in-memory counter that only grows; value: up to ``LOG_CHUNK`` digests,
+concatenated). ``add_new`` collects the transaction's new digests and ``flush(txn)``, which the
+caller runs just before each commit, appends them (so a transaction costs one put per
+``LOG_CHUNK`` new URLs, not one per URL); a transaction that commits without its ``flush``
+leaves digests in ``b"seen"`` that the log lacks, and the next load then fails the count check
+below and rebuilds: slower, never wrong. ``save_snapshot``:
 
-1. reads, in one write transaction ``T`` (the caller's, or its own), the seen count ``C`` and
-   the next ``seq`` ``S``: every digest counted in ``C`` is in the in-memory filter, and every
-   digest stored later gets a ``seq >= S``;
+1. flushes ``T``'s collected digests, then reads, in that write transaction ``T`` (the
+   caller's, or its own), the seen count ``C`` and the next ``seq`` ``S``: every digest
+   counted in ``C`` is in the in-memory filter, and every digest stored later gets a
+   ``seq >= S``;
 2. writes the filter with the header ``(C, S)`` to a temporary file, fsyncs it and renames it
    over the snapshot (then fsyncs the directory);
 3. deletes the ``seen_recent`` entries with ``seq < S`` in ``T``; they are in the file.
@@ -62,13 +72,14 @@ number ``seq`` from an in-memory counter that only grows; value: the digest). ``
 ``seq >= S`` (``after``) and accepts the snapshot only if ``C + after == expected_count``; it then
 sets the bits of every ``seen_recent`` digest. Why this is exact:
 
-* ``b"seen"`` is append-only and each insert writes exactly one ``seen_recent`` entry in the same
-  transaction, so the digests stored since the snapshot are exactly those with ``seq >= S``,
-  unless entries ``>= S`` were deleted, which only step 3 of a *later* snapshot does, after its
-  own file replaced this one. Hence, for the current file, ``after`` = inserts since it and
-  ``C + after == exact count``; for a stale file (older snapshot, or one whose transaction
-  ``T`` aborted, or an LMDB that lost its last transactions in a power cut) ``after`` falls
-  short or ``C`` exceeds, the equation fails and the caller rebuilds.
+* ``b"seen"`` is append-only and each insert's digest is written to exactly one ``seen_recent``
+  entry in the same transaction, so the digests stored since the snapshot are exactly those
+  with ``seq >= S``, unless entries ``>= S`` were deleted, which only step 3 of a *later*
+  snapshot does, after its own file replaced this one. Hence, for the current file,
+  ``after`` = inserts since it and ``C + after == exact count``; for a stale file (older
+  snapshot, or one whose transaction ``T`` aborted, or an LMDB that lost its last
+  transactions in a power cut) ``after`` falls short or ``C`` exceeds, the equation fails and
+  the caller rebuilds.
 * A kill between steps 2 and 3 leaves the new file and the not-yet-deleted entries ``< S``:
   they are ignored in the count and their bits, already in the file, are set again. Setting a
   Bloom bit twice is idempotent, so the loaded filter is the same. A kill before step 2's rename
@@ -77,7 +88,7 @@ sets the bits of every ``seen_recent`` digest. Why this is exact:
 * The counter starts above the largest ``seq`` in ``seen_recent`` and above the ``S`` of any
   snapshot header read, so a later insert never gets a ``seq`` below a snapshot's ``S``.
 
-``seen_recent`` holds one checkpoint interval of inserts (~34 bytes each, appended in order:
+``seen_recent`` holds one checkpoint interval of inserts (~16 bytes each, appended in order:
 LMDB fills its pages completely), and loading it costs one interval's digests, not a rebuild.
 """
 
@@ -99,7 +110,7 @@ from pybloom_live import BloomFilter
 if TYPE_CHECKING:
     import lmdb
 
-__all__ = ["DigestBloomFilter", "SeenSet", "expected_false_positives"]
+__all__ = ["LOG_CHUNK", "DigestBloomFilter", "SeenSet", "expected_false_positives"]
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +119,8 @@ _SNAPSHOT_HEADER = struct.Struct("<8sQQdQ")  # magic, count, capacity, error_rat
 _DEFAULT_RECENT_SIZE = 65_536
 _DIGEST_HALVES = struct.Struct("<QQ")
 _SEQ = struct.Struct(">Q")
+LOG_CHUNK = 120
+"""Most digests in one ``seen_recent`` value (1,920 bytes: two values fit a 4 KiB page)."""
 
 
 def expected_false_positives(inserts: int, bits_per_slice: int, slices: int) -> float:
@@ -202,7 +215,7 @@ class SeenSet:
         recent_size: int = _DEFAULT_RECENT_SIZE,
     ) -> None:
         self._env = env
-        self._db = env.open_db(b"seen")
+        self._db = env.open_db(b"seen", dupsort=True, dupfixed=True)
         self._log_db = env.open_db(b"seen_recent")
         self._capacity = capacity
         self._error_rate = error_rate
@@ -220,6 +233,9 @@ class SeenSet:
         self.recent_hits = 0
         self.bloom_misses = 0
         self._warned_full = False
+        self._logging: list[bytes] = []  #: new digests of the open transaction (see flush)
+        self._cursor: lmdb.Cursor | None = None  #: for ``contains``, valid in ``_cursor_txn``
+        self._cursor_txn: lmdb.Transaction | None = None
 
     # -------------------------------------------------------------------------- queries
 
@@ -238,29 +254,51 @@ class SeenSet:
         if self._recent_hit(txn, digest):
             return False
         maybe = self._bloom_test_and_set(digest)
-        inserted = bool(txn.put(digest, b"", db=self._db, overwrite=False))
+        inserted = bool(txn.put(digest[:4], digest[4:], db=self._db, dupdata=False))
         if maybe:
             self.maybe_answers += 1
             self.rescued_false_positives += inserted
         elif not inserted:
             self.bloom_misses += 1
         if inserted:
-            self._log(txn, digest)
+            self._logging.append(digest)
         self._remember(digest)
         self._count += inserted
         return inserted
 
     def contains(self, txn: lmdb.Transaction, digest: bytes) -> bool:
-        """Exact membership (one LMDB get: cheaper than asking the Bloom filter first)."""
-        return txn.get(digest, db=self._db) is not None
+        """Exact membership (one LMDB lookup: cheaper than asking the Bloom filter first)."""
+        if txn is not self._cursor_txn or self._cursor is None:
+            self._cursor = txn.cursor(db=self._db)
+            self._cursor_txn = txn
+        return bool(self._cursor.set_key_dup(digest[:4], digest[4:]))
 
     def exact_count(self, txn: lmdb.Transaction) -> int:
         """Entries of the LMDB seen database as ``txn`` sees them."""
         return int(txn.stat(self._db)["entries"])
 
     def recent_count(self, txn: lmdb.Transaction) -> int:
-        """Entries of ``seen_recent`` (digests stored since the last snapshot, or a few more)."""
-        return int(txn.stat(self._log_db)["entries"])
+        """Digests in ``seen_recent`` (stored since the last snapshot, or a few more): a scan."""
+        with txn.cursor(db=self._log_db) as cursor:
+            return sum(len(v) for v in cursor.iternext(keys=False, values=True)) // 16
+
+    def flush(self, txn: lmdb.Transaction) -> None:
+        """Append the digests ``add_new`` stored in ``txn`` to ``seen_recent``: call it just
+        before committing ``txn`` (module docstring)."""
+        pending = self._logging
+        if not pending:
+            return
+        for start in range(0, len(pending), LOG_CHUNK):
+            key = _SEQ.pack(self._next_seq)
+            self._next_seq += 1
+            value = b"".join(pending[start : start + LOG_CHUNK])
+            if not txn.put(key, value, db=self._log_db, append=True):
+                txn.put(key, value, db=self._log_db)  # unreachable: seqs only grow
+        pending.clear()
+
+    def aborted(self) -> None:
+        """The transaction ``add_new`` wrote to was aborted: its digests are not in LMDB."""
+        self._logging.clear()
 
     def estimated_false_positives(self) -> float:
         """Expected Bloom false positives over the inserts so far (see module docstring)."""
@@ -294,8 +332,8 @@ class SeenSet:
         indexes = bloom.bit_indexes
         count = 0
         with txn.cursor(db=self._db) as cursor:
-            for digest in cursor.iternext(keys=True, values=False):
-                bits[indexes(digest)] = 1
+            for host, rest in cursor.iternext():
+                bits[indexes(host + rest)] = 1
                 count += 1
         bloom.count = count
         self._count = count
@@ -316,6 +354,7 @@ class SeenSet:
             self._save_snapshot(path, txn)
 
     def _save_snapshot(self, path: Path, txn: lmdb.Transaction) -> None:
+        self.flush(txn)
         count = self.exact_count(txn)
         upto = self._next_seq
         header = _SNAPSHOT_HEADER.pack(
@@ -373,10 +412,12 @@ class SeenSet:
         after = 0
         logged: list[bytes] = []
         with txn.cursor(db=self._log_db) as cursor:
-            for key, digest in cursor.iternext():
+            for key, value in cursor.iternext():
+                digests = bytes(value)
+                chunk = [digests[i : i + 16] for i in range(0, len(digests), 16)]
                 if _SEQ.unpack(key)[0] >= upto:
-                    after += 1
-                logged.append(bytes(digest))
+                    after += len(chunk)
+                logged += chunk
         if count + after != expected_count:
             log.info(
                 "seen snapshot holds %d digests, %d stored since, LMDB has %d: stale",
@@ -396,13 +437,6 @@ class SeenSet:
 
     # -------------------------------------------------------------------------- internals
 
-    def _log(self, txn: lmdb.Transaction, digest: bytes) -> None:
-        """Append a newly stored digest to ``seen_recent`` (same transaction as the store)."""
-        key = _SEQ.pack(self._next_seq)
-        self._next_seq += 1
-        if not txn.put(key, digest, db=self._log_db, append=True):
-            txn.put(key, digest, db=self._log_db)  # unreachable: seqs only grow
-
     def _forget_logged(self, txn: lmdb.Transaction, upto: int) -> None:
         """Delete the ``seen_recent`` entries with ``seq < upto``: all of them, since ``upto``
         was the next seq when the snapshot was taken and nothing was stored since (and were
@@ -414,7 +448,7 @@ class SeenSet:
         """A recently seen digest, confirmed in LMDB (skips the Bloom filter)."""
         if digest not in self._recent and digest not in self._recent_old:
             return False
-        if txn.get(digest, db=self._db) is None:  # its transaction was aborted
+        if not self.contains(txn, digest):  # its transaction was aborted
             return False
         self.recent_hits += 1
         self._remember(digest)

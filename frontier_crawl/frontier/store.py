@@ -1,37 +1,62 @@
-"""The LMDB environment and the queue store: every host queue in one sorted database.
+"""The LMDB environment and the queue store: every host queue in one sorted database, in blocks.
 
-Key layout (as Heritrix's ``BdbMultipleWorkQueues``)::
+Layout (as Heritrix's ``BdbMultipleWorkQueues``, with blocks of URLs instead of one per key)::
 
-    db b"queue":  host (ASCII origin) | 0x00 | prio (u8) | seq (u64, big-endian)
-                  -> a msgpack array, one of (value formats below)
-                     [url: str, depth, hops, attempt, referrer: str | nil]       (full)
-                     [rest: bin, depth, hops, attempt]                           (compact)
-                     [rest: bin, depth, hops, attempt, shared: int, ref: bin]   (compact)
-    db b"meta":   b"seq_hwm" -> u64 big-endian: no key ever used a larger seq
+    db b"queue":  host id (u32) | prio (u8) | seq (u64), all big-endian     (a block key)
+                  -> n (u8) | flags (u8) | done mask (ceil(n/8) bytes, little-endian) | payload
+    db b"done":   block key -> done mask (ceil(n/8) bytes, little-endian)
+    db b"hosts":  b"o" + origin (ASCII) -> host id (u32 big-endian)
+                  b"i" + host id (u32)  -> origin
+    db b"meta":   b"seq_hwm"  -> u64 big-endian: no key ever used a larger seq
+                  b"host_hwm" -> u32 big-endian: no origin ever got a larger host id
 
-``host`` is a canonical origin such as ``http://a.demo:8080``; it never contains NUL. Keys of
-one host therefore all start with ``host + b"\\x00"`` and nothing else does: another host that
-shares the prefix (``http://a.demo`` and ``http://a.demo:81``) has a byte other than NUL at that
-position, because hosts contain no NUL. Since NUL is the smallest byte, a host's keys are also
-contiguous and sort by (prio, seq): a cursor from ``host\\x00`` is that host's FIFO, with prio 0
-(retries, redirects) served before prio 1 (normal).
+A block holds ``n`` (1 .. ``BLOCK_MAX``) URLs of one host: the URLs a transaction queued for
+that host, in admission order. Keys of one host all start with its 4-byte id and sort by
+(prio, seq), so a cursor from the id is that host's FIFO, block by block, with prio 0
+(retries, redirects) served before prio 1 (normal). The entry key of a URL (its ``Ticket.key``)
+is its block key plus its index in the block (u8): entry keys sort in FIFO order too.
 
-Value formats. ``put`` and ``rewrite`` write the compact format whenever the URL starts with
-the key's host (the frontier's host key is the URL's origin, so always): ``rest`` is the URL
-after the host (``/path?query``, UTF-8 bytes), and a referrer is stored as the length of the
-prefix it shares with the URL plus the rest of it (a link's referrer is usually a page of the
-same host, often of the same directory). Compared with the full format this saves the origin
-twice and the shared part of the referrer: about 40% of the value, a quarter of the entry
-(node header and key included). The first element's msgpack type tells the formats apart (a
-``bin`` is never a ``str``), so values written by older versions still decode. ``encode_entry``
-and ``decode_entry`` are the full format, which needs no host.
+Payload: a msgpack array of ``n`` items ``[rest: bin, depth, hops, attempt, shared, ref,
+absolute]`` (trailing defaults omitted: hops 0, attempt 0, shared -1, ref b"", absolute
+false). ``rest`` is the URL after the host's origin (``/path?query``, UTF-8), or the whole URL
+when ``absolute``; a referrer is the length ``shared`` of the prefix it shares with the URL
+plus the rest of it, ``ref`` (``shared`` -1: no referrer). A referrer on another origin that has
+a host id (the page that linked across hosts) is that origin followed by ``ref``, with
+``shared`` = -2 - host id: the origin costs 5 bytes instead of its length. With flag bit 0 the
+payload is raw DEFLATE (zlib level 1, used when it is smaller): the URLs of one page share
+most of their path and the referrer, so a block of 15 compresses about fivefold. A block of 15
+bench URLs costs about 25 bytes per URL in its leaf page instead of ~150 for a key and value
+per URL; a one-URL block still saves the origin twice (key and referrer).
 
-Sequence numbers come from one in-memory counter shared by all hosts. ``put`` reserves blocks
-of ``SEQ_BLOCK`` numbers by writing the block's end to ``meta`` in the same transaction as the
-key that first needs it (and at least once per transaction), so every committed key's seq is at
-most the committed high-water mark, and a restart, which starts at high-water mark + 1, never
-reuses the seq of a key still present. An aborted transaction rolls back its keys and its
-reservation together.
+Completion is durable per URL: bit ``i`` of a block's done mask says entry ``i`` is finished
+(or taken out: robots-denied, retired host). The mask is the OR of the one in the block's value
+(entries finished before the block was first written, or when a retry rewrote it) and the one
+in ``b"done"``. The store keeps a small record (``_Block``) of every block with entries held in
+memory (the frontier's hot deques or in flight); ``done`` sets the bit there, and ``flush``
+(called by the frontier just before each commit) writes the mask of every block changed in the
+transaction to ``b"done"``, or deletes the block and its mask once every entry is done.
+``read_after`` skips the entries whose bit is set. A kill therefore loses no queued URL and
+forgets only the completions of the transaction in flight. The masks live in their own small
+database (one entry per partly finished block, which are the blocks with entries in memory,
+so a few thousand) because a commit's cost is mostly its dirty pages: a drain that finishes one
+URL on each of 1,000 hosts per commit rewrites ~1,000 queue pages if masks live in the blocks,
+but a few dozen pages of ``b"done"`` (plus one page per block finished).
+
+Blocks are written at ``flush``, not at ``add``: ``add`` appends to the host's open block of the
+transaction (its key, hence every entry key, is fixed at once), so a transaction writes one
+value per host it queued URLs for. ``read_after`` also reads the open blocks, so a URL queued
+and refilled in the same transaction is found. The store changes its in-memory records only in
+``committed``. After an abort (``aborted``) the open blocks are dropped, as the seen-set entries
+of their URLs were (the frontier may still hold those URLs in memory, as it did before blocks:
+they are fetched, and their completion is a no-op), while the masks it changed stay pending
+and are written by the next commit, with the host ids it assigned.
+
+Sequence numbers come from one in-memory counter shared by all hosts. A new block reserves
+blocks of ``SEQ_BLOCK`` numbers by writing the reservation's end to ``meta`` in the same
+transaction (and at least once per transaction that writes a block), so every committed key's
+seq is at most the committed high-water mark, and a restart, which starts at high-water mark +
+1, never reuses the seq of a key still present. Host ids work the same way: an origin's id is
+written to ``hosts`` (both directions) and ``host_hwm`` by every commit until one succeeds.
 
 Durability (``open_env``): ``sync=True, metasync=False``. A commit writes its pages with
 ``write()`` and ``fdatasync``s the data, but not the meta page. A process killed with SIGKILL
@@ -49,37 +74,42 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import lmdb
 import msgspec
 
-if TYPE_CHECKING:
-    from collections.abc import Iterator
-
 __all__ = [
+    "BLOCK_MAX",
     "SEQ_BLOCK",
     "QueueEntry",
     "QueueStore",
-    "decode_entry",
+    "decode_block",
     "decode_key",
-    "decode_stored",
-    "encode_entry",
+    "encode_block",
     "encode_key",
-    "encode_stored",
     "open_env",
     "release_mapped_pages",
 ]
 
 SEQ_BLOCK = 4096
 """Sequence numbers reserved per ``meta`` write."""
+BLOCK_MAX = 64
+"""Most URLs in one block (its done mask is then 8 bytes)."""
 
-_KEY_TAIL = struct.Struct(">BQ")
-_TAIL_LEN = _KEY_TAIL.size + 1  # NUL separator, prio, seq
+_BLOCK_KEY = struct.Struct(">IBQ")
+BLOCK_KEY_LEN = _BLOCK_KEY.size  # 13
+_U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _HWM_KEY = b"seq_hwm"
+_HOST_HWM_KEY = b"host_hwm"
+_ZLIB = 1  # flag: payload is raw DEFLATE
+_ZLIB_MIN = 96  # payloads shorter than this are stored as they are
 _MADV_DONTNEED = 4  # Linux
+_ORIGIN_CACHE_MAX = 65_536
 
 
 def open_env(path: Path, map_size: int, *, sync: bool = True) -> lmdb.Environment:
@@ -94,7 +124,7 @@ def open_env(path: Path, map_size: int, *, sync: bool = True) -> lmdb.Environmen
         str(path),
         map_size=map_size,
         subdir=True,
-        max_dbs=8,
+        max_dbs=16,
         sync=sync,
         metasync=False,
         readahead=False,
@@ -142,33 +172,27 @@ def _map_line(line: str) -> tuple[str, str, str]:
 # ------------------------------------------------------------------------------- key codec
 
 
-def encode_key(host: str, prio: int, seq: int) -> bytes:
-    """``host \\x00 prio:u8 seq:u64be``; ValueError for a NUL in host or an out-of-range number."""
-    if "\x00" in host:
-        raise ValueError(f"host contains NUL: {host!r}")
+def encode_key(host_id: int, prio: int, seq: int) -> bytes:
+    """The block key ``host_id:u32 prio:u8 seq:u64`` (big-endian); ValueError if out of range."""
     try:
-        return host.encode("ascii") + b"\x00" + _KEY_TAIL.pack(prio, seq)
+        return _BLOCK_KEY.pack(host_id, prio, seq)
     except struct.error as exc:
-        raise ValueError(f"prio {prio} or seq {seq} out of range") from exc
+        raise ValueError(f"host id {host_id}, prio {prio} or seq {seq} out of range") from exc
 
 
-def decode_key(key: bytes) -> tuple[str, int, int]:
-    """Inverse of ``encode_key``: (host, prio, seq)."""
-    if len(key) < _TAIL_LEN or key[-_TAIL_LEN] != 0:
+def decode_key(key: bytes) -> tuple[int, int, int, int | None]:
+    """(host id, prio, seq, index) of a block key (index None) or an entry key."""
+    if len(key) not in (BLOCK_KEY_LEN, BLOCK_KEY_LEN + 1):
         raise ValueError(f"not a queue key: {key!r}")
-    prio, seq = _KEY_TAIL.unpack_from(key, len(key) - _KEY_TAIL.size)
-    return key[:-_TAIL_LEN].decode("ascii"), prio, seq
-
-
-def _host_prefix(host: str) -> bytes:
-    return host.encode("ascii") + b"\x00"
+    host_id, prio, seq = _BLOCK_KEY.unpack_from(key)
+    return host_id, prio, seq, key[BLOCK_KEY_LEN] if len(key) > BLOCK_KEY_LEN else None
 
 
 # ----------------------------------------------------------------------------- entry codec
 
 
 class QueueEntry(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """A queued URL. Encoded as a msgpack array (field order is the format: append only).
+    """A queued URL (in memory; stored as an item of a block, module docstring).
 
     ``gc=False``: entries hold only str, int and None, so they cannot form reference cycles
     and the garbage collector need not track the many thousands held in memory.
@@ -181,67 +205,128 @@ class QueueEntry(msgspec.Struct, array_like=True, frozen=True, gc=False):
     referrer: str | None = None
 
 
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(QueueEntry)
-_BIN_TYPES = frozenset((0xC4, 0xC5, 0xC6))  # msgpack bin 8/16/32
-
-
-def encode_entry(entry: QueueEntry) -> bytes:
-    """msgpack bytes of an entry (the full format: module docstring)."""
-    return _encoder.encode(entry)
-
-
-def decode_entry(data: bytes) -> QueueEntry:
-    """Inverse of ``encode_entry`` (``msgspec.DecodeError`` on bad data)."""
-    return _decoder.decode(data)
-
-
-def encode_stored(host: str, entry: QueueEntry) -> bytes:
-    """The value ``put`` stores for ``entry`` under a key of ``host`` (compact if it can)."""
-    url = entry.url
-    if not url.startswith(host):
-        return _encoder.encode(entry)
-    url_bytes = url.encode("utf-8")
-    rest = url_bytes[len(host.encode("utf-8")) :]
-    referrer = entry.referrer
-    if referrer is None:
-        return _encoder.encode((rest, entry.depth, entry.hops, entry.attempt))
-    ref_bytes = referrer.encode("utf-8")
-    shared = _shared_prefix(url_bytes, ref_bytes)
-    return _encoder.encode(
-        (rest, entry.depth, entry.hops, entry.attempt, shared, ref_bytes[shared:])
-    )
-
-
-def decode_stored(host: str, data: bytes) -> QueueEntry:
-    """Inverse of ``encode_stored`` for either format (``msgspec.DecodeError`` on bad data)."""
-    return _decode_stored(host.encode("utf-8"), data)
-
-
-class _Compact(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """The compact value format (module docstring); ``shared`` is -1 without a referrer."""
+class _Item(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """One URL of a block payload, as decoded (module docstring; ``_item`` encodes it)."""
 
     rest: bytes
     depth: int
-    hops: int
-    attempt: int
+    hops: int = 0
+    attempt: int = 0
     shared: int = -1
     ref: bytes = b""
+    absolute: bool = False
 
 
-_compact_decoder = msgspec.msgpack.Decoder(_Compact)
+_encoder = msgspec.msgpack.Encoder()
+_item_decoder = msgspec.msgpack.Decoder(_Item)
+_raw_decoder = msgspec.msgpack.Decoder(list[msgspec.Raw])
 
 
-def _decode_stored(host: bytes, data: bytes) -> QueueEntry:
-    if len(data) < 2 or data[1] not in _BIN_TYPES:
-        return _decoder.decode(data)
-    c = _compact_decoder.decode(data)
-    url = host + c.rest
+_ItemTuple = tuple[bytes | int | bool, ...]
+RefHosts = Callable[[str], int]
+"""The host id of an origin, -1 if it has none (for referrers)."""
+RefOrigins = Callable[[int], "bytes | None"]
+"""The origin of a host id, None if unknown (for referrers)."""
+
+
+def _item(host: bytes, entry: QueueEntry, ref_host: RefHosts | None) -> _ItemTuple:
+    """The msgpack array of one entry, trailing defaults omitted (``_Item`` decodes it)."""
+    url = entry.url.encode("utf-8")
+    referrer = entry.referrer
+    if not url.startswith(host):
+        ref = b"" if referrer is None else referrer.encode("utf-8")
+        shared = -1 if referrer is None else _shared_prefix(url, ref)
+        return (url, entry.depth, entry.hops, entry.attempt, shared, ref[max(shared, 0) :], True)
+    rest = url[len(host) :]
+    if referrer is None:
+        if entry.hops or entry.attempt:
+            return (rest, entry.depth, entry.hops, entry.attempt)
+        return (rest, entry.depth)
+    ref = referrer.encode("utf-8")
+    shared = _shared_prefix(url, ref)
+    if shared < len(host) and ref_host is not None:  # another origin's page
+        end = referrer.find("/", 8)
+        ref_origin = referrer if end < 0 else referrer[:end]
+        host_id = ref_host(ref_origin) if ref_origin.isascii() else -1
+        if host_id >= 0:
+            return (rest, entry.depth, entry.hops, entry.attempt, -2 - host_id,
+                    ref[len(ref_origin) :])  # fmt: skip
+    return (rest, entry.depth, entry.hops, entry.attempt, shared, ref[shared:])
+
+
+def _entry(host: bytes, item: _Item, origins: RefOrigins | None) -> QueueEntry:
+    url = item.rest if item.absolute else host + item.rest
+    shared = item.shared
     try:
-        referrer = (url[: c.shared] + c.ref).decode("utf-8") if c.shared >= 0 else None
-        return QueueEntry(url.decode("utf-8"), c.depth, c.hops, c.attempt, referrer)
+        if shared >= 0:
+            referrer: str | None = (url[:shared] + item.ref).decode("utf-8")
+        elif shared == -1:
+            referrer = None
+        else:
+            ref_origin = origins(-2 - shared) if origins is not None else None
+            if ref_origin is None:
+                raise msgspec.DecodeError(f"referrer of unknown host id {-2 - shared}")
+            referrer = (ref_origin + item.ref).decode("utf-8")
+        return QueueEntry(url.decode("utf-8"), item.depth, item.hops, item.attempt, referrer)
     except UnicodeDecodeError as exc:
-        raise msgspec.DecodeError(f"bad compact queue entry: {exc}") from exc
+        raise msgspec.DecodeError(f"bad queue block item: {exc}") from exc
+
+
+def encode_block(
+    host: str, entries: list[QueueEntry], mask: int = 0, ref_host: RefHosts | None = None
+) -> bytes:
+    """The stored value of a block of ``host``'s ``entries`` with done mask ``mask``;
+    ``ref_host`` gives the host id of a referrer's origin (-1: none), see module docstring."""
+    n = len(entries)
+    if not 0 < n <= BLOCK_MAX:
+        raise ValueError(f"a block holds 1 to {BLOCK_MAX} entries, not {n}")
+    host_bytes = host.encode("utf-8")
+    payload = _encoder.encode([_item(host_bytes, e, ref_host) for e in entries])
+    flags = 0
+    if len(payload) >= _ZLIB_MIN:
+        packed = zlib.compress(payload, 1, -15)
+        if len(packed) < len(payload):
+            payload, flags = packed, _ZLIB
+    return bytes((n, flags)) + mask.to_bytes((n + 7) // 8, "little") + payload
+
+
+def block_header(value: bytes) -> tuple[int, int]:
+    """(n, done mask) of a stored block value."""
+    n = value[0]
+    return n, int.from_bytes(value[2 : 2 + (n + 7) // 8], "little")
+
+
+def decode_block(
+    host: str, value: bytes, origins: RefOrigins | None = None
+) -> tuple[list[QueueEntry], int]:
+    """Inverse of ``encode_block``: (entries, done mask); ``msgspec.DecodeError`` if bad.
+    ``origins`` gives the origin of a referrer's host id (None: unknown)."""
+    return _decode_block(host.encode("utf-8"), value, origins)
+
+
+def _decode_block(
+    host: bytes, value: bytes, origins: RefOrigins | None
+) -> tuple[list[QueueEntry], int]:
+    mask, raws = _raw_items(value)
+    return [_entry(host, _item_decoder.decode(raw), origins) for raw in raws], mask
+
+
+def _raw_items(value: bytes) -> tuple[int, list[msgspec.Raw]]:
+    """(done mask, undecoded items) of a block value: a reader that wants a few entries of a
+    block decodes only those (a refill often takes one)."""
+    if len(value) < 3 or not 0 < value[0] <= BLOCK_MAX:
+        raise msgspec.DecodeError("bad queue block header")
+    n, mask = block_header(value)
+    payload = value[2 + (n + 7) // 8 :]
+    if value[1] & _ZLIB:
+        try:
+            payload = zlib.decompress(payload, -15)
+        except zlib.error as exc:
+            raise msgspec.DecodeError(f"bad queue block payload: {exc}") from exc
+    items = _raw_decoder.decode(payload)
+    if len(items) != n:
+        raise msgspec.DecodeError(f"queue block holds {len(items)} items, header says {n}")
+    return mask, items
 
 
 def _shared_prefix(a: bytes, b: bytes) -> int:
@@ -255,88 +340,333 @@ def _shared_prefix(a: bytes, b: bytes) -> int:
 # ------------------------------------------------------------------------------ the store
 
 
+@dataclass(slots=True, eq=False)
+class _Block:
+    """A block with entries held in memory, or written by the open transaction."""
+
+    key: bytes
+    origin: str
+    n: int
+    mask: int = 0  #: done entries (newer than the stored mask)
+    held: int = 0  #: entries held in memory (hot or in flight)
+    entries: list[QueueEntry] | None = None  #: not yet written (an open block) if not None
+    in_done: bool = False  #: ``b"done"`` may hold a mask for it (delete it with the block)
+
+    @property
+    def full(self) -> int:
+        return (1 << self.n) - 1
+
+
 class QueueStore:
     """Every host's queue in the ``b"queue"`` database of ``env`` (layout: module docstring).
 
-    Construct it before opening a write transaction on ``env`` (it opens its databases). All
-    methods take the caller's transaction, so many operations share one commit.
+    Construct it before opening a write transaction on ``env`` (it opens its databases). The
+    methods that read or write take the caller's transaction; the caller must call ``flush``
+    before each commit, then ``committed`` after it (or ``aborted``).
     """
 
-    def __init__(self, env: lmdb.Environment) -> None:
+    def __init__(self, env: lmdb.Environment, ref_host: RefHosts | None = None) -> None:
+        self._ref_host = ref_host
+        self._origin_cache: dict[int, bytes] = {}  #: host id -> origin, for referrers
         self._db = env.open_db(b"queue")
+        self._done_db = env.open_db(b"done")
+        self._hosts_db = env.open_db(b"hosts")
         self._meta = env.open_db(b"meta")
         with env.begin() as txn:
             raw = txn.get(_HWM_KEY, db=self._meta)
+            raw_hosts = txn.get(_HOST_HWM_KEY, db=self._meta)
         hwm = _U64.unpack(raw)[0] if raw is not None else 0
         self._next_seq = hwm + 1
         self._reserved_upto = hwm
         self._reserved_in: lmdb.Transaction | None = None
+        self._next_host = _U32.unpack(raw_hosts)[0] + 1 if raw_hosts is not None else 0
+        self._unmapped: dict[int, str] = {}  #: host ids not yet committed to ``hosts``
+        self._blocks: dict[bytes, _Block] = {}  #: by block key
+        self._open: dict[tuple[int, int], _Block] = {}  #: (host id, prio) -> its last open block
+        self._unwritten: list[_Block] = []  #: every open block, in creation order
+        self._unwritten_of: dict[int, list[_Block]] = {}  #: open blocks by host id
+        self._dirty: dict[bytes, _Block] = {}  #: written blocks whose mask changed
+        self._queue_cursor: lmdb.Cursor[bytes] | None = None  #: see ``_cursor``
+        self._cursor_txn: lmdb.Transaction[bytes] | None = None
 
     @property
     def next_seq(self) -> int:
-        """The seq the next ``put`` will use."""
+        """The seq the next block will use."""
         return self._next_seq
 
-    def put(self, txn: lmdb.Transaction, host: str, prio: int, entry: QueueEntry) -> bytes:
-        """Append ``entry`` to ``host``'s queue in band ``prio``; returns its key."""
-        seq = self._next_seq
-        if txn is not self._reserved_in or seq > self._reserved_upto:
-            self._reserve(txn, seq)
-        key = encode_key(host, prio, seq)
-        self._next_seq = seq + 1
-        if not txn.put(key, encode_stored(host, entry), db=self._db, overwrite=False):
-            raise RuntimeError(f"queue key {key!r} already present: seq reused")
-        return key
+    @property
+    def tracked(self) -> int:
+        """Blocks the store keeps a record of (open, or with entries held in memory)."""
+        return len(self._blocks)
+
+    # -------------------------------------------------------------------------- hosts
+
+    def host_id(self, txn: lmdb.Transaction, origin: str) -> int:
+        """The id of ``origin``; a new one is written by the next ``flush``. Ask once per
+        origin and remember the answer (a new id is not found here until it is committed)."""
+        raw = txn.get(b"o" + origin.encode("ascii"), db=self._hosts_db)
+        if raw is not None:
+            return int(_U32.unpack(raw)[0])
+        host_id = self._next_host
+        if host_id > 0xFFFFFFFF:
+            raise ValueError("more than 2**32 hosts")
+        self._next_host += 1
+        self._unmapped[host_id] = origin
+        return host_id
+
+    def origin_of(self, txn: lmdb.Transaction, host_id: int) -> str | None:
+        """The origin of a host id (None if unknown)."""
+        raw = txn.get(b"i" + _U32.pack(host_id), db=self._hosts_db)
+        return bytes(raw).decode("ascii") if raw is not None else None
+
+    def _origins(self, txn: lmdb.Transaction) -> RefOrigins:
+        """Host id -> origin as ``txn`` sees it (and ids not committed yet), cached."""
+        cache = self._origin_cache
+
+        def origin(host_id: int) -> bytes | None:
+            known = cache.get(host_id)
+            if known is not None:
+                return known
+            raw = txn.get(b"i" + _U32.pack(host_id), db=self._hosts_db)
+            if raw is not None:
+                known = bytes(raw)
+            elif host_id in self._unmapped:
+                return self._unmapped[host_id].encode("ascii")
+            else:
+                return None
+            if len(cache) >= _ORIGIN_CACHE_MAX:
+                cache.clear()
+            cache[host_id] = known
+            return known
+
+        return origin
+
+    # -------------------------------------------------------------------------- writes
+
+    def add(
+        self,
+        txn: lmdb.Transaction,
+        host_id: int,
+        origin: str,
+        prio: int,
+        entry: QueueEntry,
+        held: bool,
+    ) -> bytes:
+        """Append ``entry`` to ``host_id``'s queue in band ``prio``; returns its entry key.
+
+        ``held``: the caller keeps the entry in memory (and will call ``done`` for it).
+        """
+        block = self._open.get((host_id, prio))
+        if block is None or block.n >= BLOCK_MAX:
+            seq = self._next_seq
+            if txn is not self._reserved_in or seq > self._reserved_upto:
+                self._reserve(txn, seq)
+            self._next_seq = seq + 1
+            key = encode_key(host_id, prio, seq)
+            block = _Block(key, origin, 0, entries=[])
+            self._blocks[key] = block
+            self._open[(host_id, prio)] = block
+            self._unwritten.append(block)
+            self._unwritten_of.setdefault(host_id, []).append(block)
+        assert block.entries is not None
+        index = block.n
+        block.entries.append(entry)
+        block.n = index + 1
+        block.held += held
+        return block.key + bytes((index,))
+
+    def done(self, key: bytes) -> bool:
+        """Mark a held entry finished (durable at the next commit); False if unknown or done."""
+        block = self._blocks.get(key[:BLOCK_KEY_LEN])
+        if block is None or len(key) != BLOCK_KEY_LEN + 1:
+            return False
+        bit = 1 << key[BLOCK_KEY_LEN]
+        if block.mask & bit:
+            return False
+        block.mask |= bit
+        block.held -= 1
+        if block.entries is None:
+            self._dirty[block.key] = block
+        return True
 
     def rewrite(self, txn: lmdb.Transaction, key: bytes, entry: QueueEntry) -> bool:
-        """Store ``entry`` under an existing ``key`` (a retry); False if the key was absent."""
-        host = decode_key(key)[0]
-        return txn.replace(key, encode_stored(host, entry), db=self._db) is not None
+        """Store ``entry`` in place of a held, unfinished entry (a retry); False if absent."""
+        block = self._blocks.get(key[:BLOCK_KEY_LEN])
+        if block is None or len(key) != BLOCK_KEY_LEN + 1:
+            return False
+        index = key[BLOCK_KEY_LEN]
+        if block.mask >> index & 1 or index >= block.n:
+            return False
+        if block.entries is not None:
+            block.entries[index] = entry
+            return True
+        raw = txn.get(block.key, db=self._db)
+        if raw is None:
+            return False
+        entries, _ = decode_block(block.origin, bytes(raw), self._origins(txn))
+        entries[index] = entry
+        value = encode_block(block.origin, entries, block.mask, self._ref_host)
+        txn.put(block.key, value, db=self._db)
+        self._dirty.pop(block.key, None)  # the new value carries the mask
+        return True
+
+    def flush(self, txn: lmdb.Transaction) -> None:
+        """Write this transaction's open blocks, changed masks and new host ids to ``txn``.
+
+        In-memory records change only in ``committed``, so a failed commit loses nothing."""
+        db = self._db
+        if self._unwritten and (txn is not self._reserved_in):
+            self._reserve(txn, self._next_seq)
+        for block in self._unwritten:
+            assert block.entries is not None
+            if block.mask != block.full:
+                value = encode_block(block.origin, block.entries, block.mask, self._ref_host)
+                if not txn.put(block.key, value, db=db, overwrite=False):
+                    raise RuntimeError(f"queue key {block.key!r} already present: seq reused")
+        done_db = self._done_db
+        for block in self._dirty.values():
+            if block.mask == block.full:
+                txn.delete(block.key, db=db)
+                if block.in_done:
+                    txn.delete(block.key, db=done_db)
+            else:
+                txn.put(block.key, block.mask.to_bytes((block.n + 7) // 8, "little"), db=done_db)
+                block.in_done = True
+        if self._unmapped:
+            hosts = self._hosts_db
+            for host_id, origin in self._unmapped.items():
+                txn.put(b"o" + origin.encode("ascii"), _U32.pack(host_id), db=hosts)
+                txn.put(b"i" + _U32.pack(host_id), origin.encode("ascii"), db=hosts)
+            txn.put(_HOST_HWM_KEY, _U32.pack(self._next_host - 1), db=self._meta)
+
+    def committed(self) -> None:
+        """The transaction ``flush`` wrote to is committed: forget what no longer needs a record."""
+        blocks = self._blocks
+        for block in self._unwritten:
+            block.entries = None
+            if block.held <= 0 or block.mask == block.full:
+                del blocks[block.key]
+        for block in self._dirty.values():
+            if block.held <= 0 or block.mask == block.full:
+                blocks.pop(block.key, None)
+        self._open.clear()
+        self._unwritten.clear()
+        self._unwritten_of.clear()
+        self._dirty.clear()
+        self._unmapped.clear()
+
+    def aborted(self) -> None:
+        """The transaction was aborted: its open blocks are dropped (their URLs' seen-set
+        entries went with it: a URL is queued in LMDB only with its seen entry), while the
+        masks it changed stay pending for the next commit (finished is finished)."""
+        for block in self._unwritten:
+            self._blocks.pop(block.key, None)
+        self._unwritten.clear()
+        self._unwritten_of.clear()
+        self._open.clear()
+        self._reserved_in = None
+
+    # -------------------------------------------------------------------------- reads
 
     def read_after(
-        self, txn: lmdb.Transaction[bytes], host: str, after: bytes | None, limit: int
+        self,
+        txn: lmdb.Transaction[bytes],
+        host_id: int,
+        origin: str,
+        after: bytes | None,
+        limit: int,
     ) -> list[tuple[bytes, QueueEntry]]:
-        """``host``'s entries with key > ``after`` (None: from its head), in key order.
+        """``host_id``'s unfinished entries with entry key > ``after`` (None: from its head),
+        in key order, at most ``limit``. They become held.
 
+        Open blocks (not yet written) are merged in key order with the stored ones. Only the
+        items taken are decoded: with the memory budget full a refill often takes one or two.
         ``txn`` must return bytes (``buffers=False``, the default).
         """
-        prefix = _host_prefix(host)
-        host_bytes = prefix[:-1]
-        start = prefix if after is None or after < prefix else after
         out: list[tuple[bytes, QueueEntry]] = []
         if limit <= 0:
             return out
-        with txn.cursor(db=self._db) as cursor:
-            if not cursor.set_range(start):
-                return out
-            for key, value in cursor.iternext():
-                if not key.startswith(prefix):
-                    break
-                if key != after:
-                    out.append((key, _decode_stored(host_bytes, value)))
-                    if len(out) >= limit:
-                        break
+        prefix = _U32.pack(host_id)
+        start = prefix
+        if after is not None and after[:4] == prefix:
+            start = after[:BLOCK_KEY_LEN]
+        first_after = after[BLOCK_KEY_LEN] if after is not None and len(after) > 13 else -1
+        host = origin.encode("utf-8")
+        opened = self._unwritten_of.get(host_id)
+        pending = sorted((b.key, b) for b in opened if b.key >= start) if opened else []
+        cursor = self._cursor(txn)
+        stored = cursor.key() if cursor.set_range(start) else b""
+        if stored[:4] != prefix:
+            stored = b""
+        advance = False
+        origins: RefOrigins | None = None
+        known: _Block | None
+        while len(out) < limit:
+            if advance:
+                advance = False
+                stored = cursor.key() if cursor.next() else b""
+                if stored[:4] != prefix:
+                    stored = b""
+            raws: list[msgspec.Raw] = []
+            entries: list[QueueEntry] = []
+            in_done = False
+            if pending and (not stored or pending[0][0] < stored):
+                key, known = pending.pop(0)
+                assert known.entries is not None
+                entries, mask, n = known.entries, known.mask, known.n
+            elif stored:
+                key, advance = stored, True
+                mask, raws = _raw_items(cursor.value())
+                n = len(raws)
+                known = self._blocks.get(key)
+                if known is not None:
+                    mask = known.mask
+                else:
+                    done = txn.get(key, db=self._done_db)
+                    if done is not None:
+                        mask |= int.from_bytes(done, "little")
+                        in_done = True
+            else:
+                break
+            skip = first_after if key == start else -1
+            wanted = [i for i in range(skip + 1, n) if not mask >> i & 1][: limit - len(out)]
+            if not wanted:
+                continue
+            if raws:
+                if origins is None:
+                    origins = self._origins(txn)
+                decode = _item_decoder.decode
+                out += [(key + bytes((i,)), _entry(host, decode(raws[i]), origins)) for i in wanted]
+            else:
+                out += [(key + bytes((i,)), entries[i]) for i in wanted]
+            if known is None:
+                known = self._blocks[key] = _Block(key, origin, n, mask, in_done=in_done)
+            known.held += len(wanted)
         return out
 
-    def delete(self, txn: lmdb.Transaction, key: bytes) -> bool:
-        """Remove one entry; False if it was absent."""
-        return bool(txn.delete(key, db=self._db))
+    def _cursor(self, txn: lmdb.Transaction[bytes]) -> lmdb.Cursor[bytes]:
+        """A cursor on the queue database in ``txn``, kept for the transaction's life."""
+        if txn is not self._cursor_txn or self._queue_cursor is None:
+            self._queue_cursor = txn.cursor(db=self._db)
+            self._cursor_txn = txn
+        return self._queue_cursor
 
-    def host_counts(self, txn: lmdb.Transaction[bytes]) -> dict[str, int]:
-        """Entries per host, in one scan of the keys (for a restart)."""
-        counts: dict[bytes, int] = {}
-        for host in self._key_hosts(txn):
-            counts[host] = counts.get(host, 0) + 1
-        return {host.decode("ascii"): n for host, n in counts.items()}
-
-    def count(self, txn: lmdb.Transaction) -> int:
-        """Entries in the queue database (from LMDB's statistics, no scan)."""
-        return int(txn.stat(self._db)["entries"])
-
-    def _key_hosts(self, txn: lmdb.Transaction[bytes]) -> Iterator[bytes]:
+    def host_counts(self, txn: lmdb.Transaction[bytes]) -> dict[int, int]:
+        """Unfinished entries per host id, in one scan of the blocks (for a restart)."""
+        counts: dict[int, int] = {}
+        with txn.cursor(db=self._done_db) as cursor:
+            done = {key: int.from_bytes(value, "little") for key, value in cursor.iternext()}
         with txn.cursor(db=self._db) as cursor:
-            for key in cursor.iternext(keys=True, values=False):
-                yield key[:-_TAIL_LEN]
+            for key, value in cursor.iternext():
+                n, mask = block_header(value)
+                mask |= done.get(key, 0)
+                host_id = _U32.unpack_from(key)[0]
+                counts[host_id] = counts.get(host_id, 0) + n - mask.bit_count()
+        return counts
+
+    def blocks(self, txn: lmdb.Transaction) -> int:
+        """Blocks in the queue database (from LMDB's statistics, no scan)."""
+        return int(txn.stat(self._db)["entries"])
 
     def _reserve(self, txn: lmdb.Transaction, seq: int) -> None:
         """Persist a high-water mark covering ``seq`` in ``txn``."""

@@ -408,3 +408,50 @@ def test_blobs_are_durable(tmp_path: Path) -> None:
     g, _ = make(tmp_path)
     assert g.load_blob("x") == b"hello" and g.load_blob("y") is None
     g.close()
+
+
+def test_resume_keeps_block_progress_retries_and_referrers(tmp_path: Path) -> None:
+    """Queue blocks survive a restart URL by URL: finished URLs stay finished, a retry keeps
+    its attempt, unfinished ones come back in FIFO order with their referrers (also one on
+    another host, stored by host id); completions of an aborted batch are simply redone."""
+    f, _ = make(tmp_path, memory_urls=4, min_delay_s=0.0)
+    with f.batch():
+        f.add([f"{B}/page"], depth=0)
+        f.add([f"{A}/{i}" for i in range(10)], depth=1, referrer=f"{B}/page")
+        f.add([f"{A}/x/{i}" for i in range(3)], depth=2, referrer=f"{A}/x/")
+    done: list[str] = []
+    now = 0.0
+    with f.batch():
+        for _ in range(3):
+            for t in f.next_ready(now, 5):
+                if t.url == f"{A}/1" and t.attempt == 0:
+                    f.retry(t, now, delay_s=100.0)  # not again before the restart
+                else:
+                    f.complete(t, now)
+                    done.append(t.url)
+            now += 1.0
+    assert f"{A}/0" in done and f"{B}/page" in done and f"{A}/1" not in done
+    with pytest.raises(RuntimeError), f.batch():
+        for t in f.next_ready(now, 5):
+            f.complete(t, now)  # lost with the aborted transaction: fetched again
+        raise RuntimeError("abort")
+    f.close()
+    g, _ = make(tmp_path, memory_urls=4, min_delay_s=0.0)
+    expected = 14 - len(done)
+    assert g.pending == expected
+    got: list[Ticket] = []
+    now = 0.0
+    while g.pending:
+        for t in g.next_ready(now, 5):
+            got.append(t)
+            g.complete(t, now)
+        now += 1.0
+    queued = {f"{B}/page"} | {f"{A}/{i}" for i in range(10)} | {f"{A}/x/{i}" for i in range(3)}
+    assert sorted(t.url for t in got) == sorted(queued - set(done))
+    a_urls = [t.url for t in got if t.url.startswith(f"{A}/") and "/x/" not in t.url]
+    assert a_urls == sorted(a_urls, key=lambda u: int(u.rsplit("/", 1)[1]))  # FIFO
+    by_url = {t.url: t for t in got}
+    assert by_url[f"{A}/1"].attempt == 1
+    assert all(by_url[u].referrer == f"{B}/page" for u in a_urls)
+    assert all(by_url[f"{A}/x/{i}"].referrer == f"{A}/x/" for i in range(3))
+    g.close()

@@ -11,7 +11,12 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from frontier_crawl.frontier.seen import DigestBloomFilter, SeenSet, expected_false_positives
+from frontier_crawl.frontier.seen import (
+    LOG_CHUNK,
+    DigestBloomFilter,
+    SeenSet,
+    expected_false_positives,
+)
 from frontier_crawl.frontier.store import open_env
 from frontier_crawl.frontier.urls import url_digest
 
@@ -29,7 +34,9 @@ def env(tmp_path: Path) -> Iterator[lmdb.Environment]:
 
 def _add_all(env: lmdb.Environment, seen: SeenSet, digests: list[bytes]) -> list[bool]:
     with env.begin(write=True) as txn:
-        return [seen.add_new(txn, d) for d in digests]
+        answers = [seen.add_new(txn, d) for d in digests]
+        seen.flush(txn)
+        return answers
 
 
 def test_new_then_seen(env: lmdb.Environment) -> None:
@@ -288,6 +295,7 @@ def test_snapshot_in_the_callers_transaction(env: lmdb.Environment, tmp_path: Pa
         seen.save_snapshot(path, txn)  # no second writer: the batch's transaction is used
         for d in digests[6:]:
             assert seen.add_new(txn, d)
+        seen.flush(txn)
     assert _recent(env, seen) == 6
     _restored(env, path, digests)
 
@@ -439,3 +447,34 @@ def test_false_positive_rate_at_capacity_matches_the_sizing() -> None:
     queries = 100_000
     false_positives = sum(_digest(i) in bloom for i in range(10_000, 10_000 + queries))
     assert 0.007 < false_positives / queries < 0.013  # sized for 0.01 at capacity
+
+
+def test_seen_layout_and_log_chunks(env: lmdb.Environment) -> None:
+    """b"seen" holds (4-byte host hash, 12-byte rest) pairs; seen_recent chunks of digests."""
+    seen = SeenSet(env, 1000, 1e-6)
+    digests = [_digest(i) for i in range(LOG_CHUNK + 5)]
+    _add_all(env, seen, digests)
+    with env.begin() as txn:
+        db = env.open_db(b"seen", txn=txn, dupsort=True, dupfixed=True)
+        pairs = list(txn.cursor(db=db).iternext())
+        assert sorted(k + v for k, v in pairs) == sorted(digests)
+        assert {len(k) for k, _ in pairs} == {4} and {len(v) for _, v in pairs} == {12}
+        assert seen.exact_count(txn) == len(digests)
+        log_db = env.open_db(b"seen_recent", txn=txn)
+        assert txn.stat(log_db)["entries"] == 2  # one put per LOG_CHUNK new digests
+        assert seen.recent_count(txn) == len(digests)
+        assert all(seen.contains(txn, d) for d in digests)
+        assert not seen.contains(txn, _digest(10_000))
+
+
+def test_unflushed_log_means_rebuild_never_a_wrong_load(
+    env: lmdb.Environment, tmp_path: Path
+) -> None:
+    seen = SeenSet(env, 1000, 1e-6)
+    _add_all(env, seen, [_digest(i) for i in range(5)])
+    path = tmp_path / "seen.bloom"
+    seen.save_snapshot(path)
+    with env.begin(write=True) as txn:  # committed without flush: the log lacks _digest(5)
+        assert seen.add_new(txn, _digest(5))
+    seen.aborted()
+    assert not SeenSet(env, 1000, 1e-6).load_snapshot(path, _exact(env, seen))

@@ -1,9 +1,10 @@
-"""Tests of the LMDB queue store and its codecs (frontier/store.py), real LMDB in tmp_path."""
+"""Tests of the LMDB queue store and its block codec (frontier/store.py), real LMDB in tmp_path."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import lmdb
 import msgspec
@@ -12,15 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from frontier_crawl.frontier.store import (
+    BLOCK_MAX,
     SEQ_BLOCK,
     QueueEntry,
     QueueStore,
-    decode_entry,
+    decode_block,
     decode_key,
-    decode_stored,
-    encode_entry,
+    encode_block,
     encode_key,
-    encode_stored,
     open_env,
     release_mapped_pages,
 )
@@ -30,6 +30,7 @@ MAP_SIZE = 1 << 26
 A = "http://a.demo"
 A81 = "http://a.demo:81"
 B = "https://b.demo"
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -47,11 +48,49 @@ def _urls(rows: list[tuple[bytes, QueueEntry]]) -> list[str]:
     return [entry.url for _, entry in rows]
 
 
-def _put_all(
-    env: lmdb.Environment, store: QueueStore, rows: list[tuple[str, int, str]]
-) -> list[bytes]:
-    with env.begin(write=True) as txn:
-        return [store.put(txn, host, prio, _entry(url)) for host, prio, url in rows]
+class Q:
+    """A store and the host ids it gave out, driven as the frontier drives it."""
+
+    def __init__(self, env: lmdb.Environment) -> None:
+        self.env = env
+        self.store = QueueStore(env)
+        self.ids: dict[str, int] = {}
+
+    def commit(self, fn: Callable[[lmdb.Transaction], T]) -> T:
+        """Run ``fn`` in a write transaction, flushing before the commit (as Frontier does)."""
+        try:
+            with self.env.begin(write=True) as txn:
+                result = fn(txn)
+                self.store.flush(txn)
+        except BaseException:
+            self.store.aborted()
+            raise
+        self.store.committed()
+        return result
+
+    def hid(self, txn: lmdb.Transaction, host: str) -> int:
+        if host not in self.ids:
+            self.ids[host] = self.store.host_id(txn, host)
+        return self.ids[host]
+
+    def add(
+        self, txn: lmdb.Transaction, host: str, prio: int, url: str, held: bool = False
+    ) -> bytes:
+        return self.store.add(txn, self.hid(txn, host), host, prio, _entry(url), held)
+
+    def put_all(self, rows: list[tuple[str, int, str]], held: bool = False) -> list[bytes]:
+        return self.commit(lambda txn: [self.add(txn, h, p, u, held) for h, p, u in rows])
+
+    def read(
+        self, host: str, after: bytes | None = None, limit: int = 100
+    ) -> list[tuple[bytes, QueueEntry]]:
+        with self.env.begin() as txn:
+            return self.store.read_after(txn, self.ids[host], host, after, limit)
+
+    def counts(self) -> dict[str, int]:
+        with self.env.begin() as txn:
+            counts = self.store.host_counts(txn)
+            return {str(self.store.origin_of(txn, hid)): n for hid, n in counts.items() if n}
 
 
 # ----------------------------------------------------------------------------- environment
@@ -73,277 +112,279 @@ def test_open_env_settings(tmp_path: Path) -> None:
 
 
 def test_key_layout() -> None:
-    key = encode_key(A, 1, 258)
-    assert key == b"http://a.demo\x00\x01" + b"\x00" * 6 + b"\x01\x02"
-    assert decode_key(key) == (A, 1, 258)
+    key = encode_key(5, 1, 258)
+    assert key == b"\x00\x00\x00\x05\x01" + b"\x00" * 6 + b"\x01\x02"
+    assert decode_key(key) == (5, 1, 258, None)
+    assert decode_key(key + b"\x07") == (5, 1, 258, 7)  # an entry key: block key + index
 
 
 @pytest.mark.parametrize(
-    ("host", "prio", "seq"),
-    [("a\x00b", 1, 1), ("h\u00e9", 1, 1), (A, 256, 1), (A, -1, 1), (A, 1, 1 << 64), (A, 1, -1)],
+    ("host_id", "prio", "seq"),
+    [(-1, 1, 1), (1 << 32, 1, 1), (1, 256, 1), (1, -1, 1), (1, 1, 1 << 64), (1, 1, -1)],
 )
-def test_encode_key_rejects(host: str, prio: int, seq: int) -> None:
+def test_encode_key_rejects(host_id: int, prio: int, seq: int) -> None:
     with pytest.raises(ValueError):
-        encode_key(host, prio, seq)
+        encode_key(host_id, prio, seq)
 
 
-@pytest.mark.parametrize("key", [b"", b"http://a.demo", b"http://a.demo\x01" + b"\x00" * 9])
+@pytest.mark.parametrize("key", [b"", b"\x00" * 12, b"\x00" * 15])
 def test_decode_key_rejects(key: bytes) -> None:
     with pytest.raises(ValueError):
         decode_key(key)
 
 
-_HOSTS = st.text(st.characters(min_codepoint=1, max_codepoint=127), max_size=40)
+_IDS = st.integers(0, (1 << 32) - 1)
 _PRIOS = st.integers(0, 255)
 _SEQS = st.integers(0, (1 << 64) - 1)
 
 
 @HYPOTHESIS
-@given(_HOSTS, _PRIOS, _SEQS)
-def test_key_codec_round_trips(host: str, prio: int, seq: int) -> None:
-    assert decode_key(encode_key(host, prio, seq)) == (host, prio, seq)
+@given(st.lists(st.tuples(_IDS, _PRIOS, _SEQS), min_size=2, max_size=20))
+def test_key_order_is_host_prio_seq_order(triples: list[tuple[int, int, int]]) -> None:
+    keys = [encode_key(*t) for t in triples]
+    assert sorted(keys) == [encode_key(*t) for t in sorted(triples)]
+    assert all(decode_key(encode_key(*t))[:3] == t for t in triples)
 
 
-@HYPOTHESIS
-@given(_HOSTS, st.lists(st.tuples(_PRIOS, _SEQS), min_size=2, max_size=20))
-def test_key_order_is_prio_seq_order_within_a_host(host: str, pairs: list[tuple[int, int]]) -> None:
-    keys = [encode_key(host, prio, seq) for prio, seq in pairs]
-    assert sorted(keys) == [encode_key(host, p, s) for p, s in sorted(pairs)]
-
-
-@HYPOTHESIS
-@given(_HOSTS, _HOSTS, _PRIOS, _SEQS, _PRIOS, _SEQS)
-def test_a_host_prefix_never_matches_another_host(
-    host: str, other: str, prio: int, seq: int, other_prio: int, other_seq: int
-) -> None:
-    prefix = host.encode("ascii") + b"\x00"
-    other_key = encode_key(other, other_prio, other_seq)
-    assert other_key.startswith(prefix) == (other == host)
-    assert encode_key(host, prio, seq).startswith(prefix)
-
-
-# ----------------------------------------------------------------------------- entry codec
+# ----------------------------------------------------------------------------- block codec
 
 
 _ENTRIES = st.builds(
     QueueEntry,
-    url=st.text(max_size=100),
+    url=st.text(max_size=100) | st.text(max_size=60).map(lambda p: A + "/" + p),
     depth=st.integers(0, 1 << 30),
     hops=st.integers(0, 100),
     attempt=st.integers(0, 100),
-    referrer=st.none() | st.text(max_size=100),
+    referrer=st.none() | st.text(max_size=100) | st.text(max_size=60).map(lambda p: A + p),
 )
 
 
 @HYPOTHESIS
-@given(_ENTRIES)
-def test_entry_codec_round_trips(entry: QueueEntry) -> None:
-    assert decode_entry(encode_entry(entry)) == entry
+@given(st.lists(_ENTRIES, min_size=1, max_size=BLOCK_MAX), st.data())
+def test_block_codec_round_trips(entries: list[QueueEntry], data: st.DataObject) -> None:
+    mask = data.draw(st.integers(0, (1 << len(entries)) - 1))
+    assert decode_block(A, encode_block(A, entries, mask)) == (entries, mask)
 
 
-def test_entry_defaults_and_format() -> None:
-    entry = QueueEntry("http://a.demo/", 2)
-    assert (entry.hops, entry.attempt, entry.referrer) == (0, 0, None)
-    assert msgspec.msgpack.decode(encode_entry(entry)) == ["http://a.demo/", 2, 0, 0, None]
-    assert decode_entry(msgspec.msgpack.encode(["http://a.demo/", 2])) == entry
-
-
-def test_decode_entry_rejects_garbage() -> None:
-    with pytest.raises(msgspec.DecodeError):
-        decode_entry(b"\xc1")
-
-
-_PATHS = st.text(max_size=60).map(lambda t: "/" + t)
-
-
-@HYPOTHESIS
-@given(
-    _PATHS,
-    st.integers(0, 1 << 30),
-    st.integers(0, 100),
-    st.integers(0, 100),
-    st.none() | _PATHS.map(lambda p: A + p) | st.text(max_size=80),
-)
-def test_stored_codec_round_trips(
-    path: str, depth: int, hops: int, attempt: int, referrer: str | None
-) -> None:
-    entry = QueueEntry(A + path, depth, hops, attempt, referrer)
-    data = encode_stored(A, entry)
-    assert data[1] in (0xC4, 0xC5, 0xC6)  # compact: the URL's rest is a msgpack bin
-    assert decode_stored(A, data) == entry
-
-
-@HYPOTHESIS
-@given(_ENTRIES)
-def test_stored_codec_round_trips_any_entry(entry: QueueEntry) -> None:
-    assert decode_stored(A, encode_stored(A, entry)) == entry
-
-
-def test_stored_format_is_compact() -> None:
-    url = f"{A}/articles/2024/05/some-article-title.html?page=2"
-    referrer = f"{A}/articles/2024/05/index.html"
-    entry = QueueEntry(url, 3, referrer=referrer)
-    compact = encode_stored(A, entry)
-    assert msgspec.msgpack.decode(compact) == [
-        url[len(A) :].encode(),
-        3,
-        0,
-        0,
-        len(f"{A}/articles/2024/05/"),
-        b"index.html",
-    ]
-    assert len(compact) < 0.65 * len(encode_entry(entry))  # 67 bytes instead of 110
-    assert msgspec.msgpack.decode(encode_stored(A, QueueEntry(url, 1))) == [
-        url[len(A) :].encode(),
-        1,
-        0,
-        0,
-    ]
-    # another host's URL (not the frontier's case) keeps the full format
-    assert encode_stored(B, entry) == encode_entry(entry)
-
-
-def test_full_format_values_still_read(env: lmdb.Environment) -> None:
-    """Values written before the compact format (or for another host) decode as before."""
-    store = QueueStore(env)
-    old = QueueEntry(f"{A}/old", 2, 1, 1, "http://elsewhere.demo/")
-    with env.begin(write=True) as txn:
-        txn.put(encode_key(A, 1, 0), encode_entry(old), db=env.open_db(b"queue", txn=txn))
-    new = _put_all(env, store, [(A, 1, f"{A}/new")])[0]
-    with env.begin() as txn:
-        assert store.read_after(txn, A, None, 10) == [
-            (encode_key(A, 1, 0), old),
-            (new, QueueEntry(f"{A}/new", 1)),
-        ]
+def test_block_format_is_compact() -> None:
+    page = f"{A}/articles/2024/05/index.html"
+    entries = [QueueEntry(f"{A}/articles/2024/05/article-{i}.html?p=2", 3, referrer=page)
+               for i in range(15)]  # fmt: skip
+    value = encode_block(A, entries)
+    assert value[0] == 15 and value[1] == 1 and value[2:4] == b"\x00\x00"  # n, zlib, mask
+    assert len(value) < 15 * 20  # vs ~70 bytes a URL one per value, ~110 in full
+    one = encode_block(A, entries[:1], 1)
+    assert one[:3] == b"\x01\x00\x01"  # too short to compress; entry 0 done
+    assert msgspec.msgpack.decode(one[3:]) == [
+        [b"/articles/2024/05/article-0.html?p=2", 3, 0, 0, len(f"{A}/articles/2024/05/"),
+         b"index.html"]
+    ]  # fmt: skip
+    with pytest.raises(ValueError):
+        encode_block(A, [])
+    with pytest.raises(ValueError):
+        encode_block(A, entries * 5)
 
 
 @pytest.mark.parametrize(
     "data",
     [
-        b"\x92\xc4\x01/\x01",  # 2 fields
-        b"\x96\xc4\x01/\x01\x00\x00\xa1x\xc4\x00",  # shared length is a str
-        b"\x94\xc4\x01\xff\x01\x00\x00",  # rest is not UTF-8
+        b"",
+        b"\x00\x00",  # n = 0
+        b"\x02\x00\x00\x91\x91\xc4\x01/",  # header says 2 items, payload holds 1 (of 1 field)
+        b"\x01\x01\x00\xff\xff",  # not DEFLATE
+        b"\x01\x00\x00\x91\x94\xc4\x01\xff\x01\x00\x00",  # rest is not UTF-8
     ],
 )
-def test_decode_stored_rejects_garbage(data: bytes) -> None:
+def test_decode_block_rejects_garbage(data: bytes) -> None:
     with pytest.raises(msgspec.DecodeError):
-        decode_stored(A, data)
+        decode_block(A, data)
 
 
 # ----------------------------------------------------------------------------- the store
 
 
-def test_fifo_per_host(env: lmdb.Environment) -> None:
-    store = QueueStore(env)
-    _put_all(env, store, [(A, 1, "a1"), (B, 1, "b1"), (A, 1, "a2"), (B, 1, "b2"), (A, 1, "a3")])
+def test_fifo_per_host_one_block_per_host_and_transaction(env: lmdb.Environment) -> None:
+    q = Q(env)
+    q.put_all([(A, 1, "a1"), (B, 1, "b1"), (A, 1, "a2"), (B, 1, "b2"), (A, 1, "a3")])
+    q.put_all([(A, 1, "a4")])
+    assert _urls(q.read(A)) == ["a1", "a2", "a3", "a4"]
+    assert _urls(q.read(B)) == ["b1", "b2"]
     with env.begin() as txn:
-        assert _urls(store.read_after(txn, A, None, 10)) == ["a1", "a2", "a3"]
-        assert _urls(store.read_after(txn, B, None, 10)) == ["b1", "b2"]
+        assert q.store.blocks(txn) == 3
 
 
-def test_put_returns_the_key(env: lmdb.Environment) -> None:
-    store = QueueStore(env)
-    first = store.next_seq
-    key = _put_all(env, store, [(A, 0, "x")])[0]
-    assert decode_key(key) == (A, 0, first)
-    with env.begin() as txn:
-        assert store.read_after(txn, A, None, 1) == [(key, _entry("x"))]
+def test_add_returns_the_entry_key(env: lmdb.Environment) -> None:
+    q = Q(env)
+    first = q.store.next_seq
+    keys = q.put_all([(A, 0, "x"), (A, 0, "y")])
+    assert [decode_key(k) for k in keys] == [(q.ids[A], 0, first, 0), (q.ids[A], 0, first, 1)]
+    assert q.read(A) == [(keys[0], _entry("x")), (keys[1], _entry("y"))]
+
+
+def test_large_transactions_split_into_blocks(env: lmdb.Environment) -> None:
+    q = Q(env)
+    n = 2 * BLOCK_MAX + 5
+    keys = q.put_all([(A, 1, f"u{i}") for i in range(n)])
+    assert len({k[:-1] for k in keys}) == 3
+    assert _urls(q.read(A, limit=1000)) == [f"u{i}" for i in range(n)]
 
 
 def test_priority_band_first(env: lmdb.Environment) -> None:
-    store = QueueStore(env)
-    rows = [(A, 1, "n1"), (A, 1, "n2"), (A, 0, "retry1"), (A, 1, "n3"), (A, 0, "retry2")]
-    _put_all(env, store, rows)
-    with env.begin() as txn:
-        assert _urls(store.read_after(txn, A, None, 10)) == ["retry1", "retry2", "n1", "n2", "n3"]
+    q = Q(env)
+    q.put_all([(A, 1, "n1"), (A, 1, "n2"), (A, 0, "retry1"), (A, 1, "n3"), (A, 0, "retry2")])
+    assert _urls(q.read(A)) == ["retry1", "retry2", "n1", "n2", "n3"]
 
 
-def test_read_after_pagination(env: lmdb.Environment) -> None:
-    store = QueueStore(env)
-    _put_all(env, store, [(A, 1, f"u{i}") for i in range(10)] + [(B, 1, "other")])
+def test_read_after_pagination_within_and_across_blocks(env: lmdb.Environment) -> None:
+    q = Q(env)
+    q.put_all([(A, 1, f"u{i}") for i in range(5)] + [(B, 1, "other")])
+    q.put_all([(A, 1, f"u{i}") for i in range(5, 10)])
     pages: list[list[str]] = []
     after: bytes | None = None
-    with env.begin() as txn:
-        while page := store.read_after(txn, A, after, 3):
-            pages.append(_urls(page))
-            after = page[-1][0]
+    while page := q.read(A, after, 3):
+        pages.append(_urls(page))
+        after = page[-1][0]
     assert pages == [["u0", "u1", "u2"], ["u3", "u4", "u5"], ["u6", "u7", "u8"], ["u9"]]
+    assert q.read(A, None, 0) == []
+    with env.begin() as txn:  # a key of another host as cursor gives the head
+        assert _urls(q.store.read_after(txn, q.ids[A], A, encode_key(999, 1, 1), 1)) == ["u0"]
 
 
-def test_read_after_a_deleted_key_and_edge_limits(env: lmdb.Environment) -> None:
-    store = QueueStore(env)
-    keys = _put_all(env, store, [(A, 1, f"u{i}") for i in range(4)])
-    with env.begin(write=True) as txn:
-        assert store.delete(txn, keys[1])
-        assert _urls(store.read_after(txn, A, keys[1], 10)) == ["u2", "u3"]
-        assert store.read_after(txn, A, keys[3], 10) == []
-        assert store.read_after(txn, A, None, 0) == []
-        # a key of another host as cursor: before A's range gives A's head, after it nothing
-        assert _urls(store.read_after(txn, A, encode_key("http://0", 1, 1), 1)) == ["u0"]
-        assert store.read_after(txn, A, encode_key("http://z", 1, 1), 1) == []
-
-
-def test_prefix_hosts_are_isolated(env: lmdb.Environment) -> None:
-    # b"http://a.demo\x00..." vs b"http://a.demo:81\x00...": ':' (0x3a) != NUL, so A's prefix
-    # b"http://a.demo\x00" is never a prefix of an A81 key, and NUL sorts first, keeping A's
-    # keys contiguous before every key of a host that extends A.
-    store = QueueStore(env)
-    _put_all(env, store, [(A81, 1, "x1"), (A, 1, "a1"), (A81, 0, "x0"), (A, 1, "a2")])
+def test_done_entries_are_skipped_and_blocks_deleted(tmp_path: Path) -> None:
+    path = tmp_path / "lmdb"
+    env = open_env(path, MAP_SIZE)
+    q = Q(env)
+    keys = q.put_all([(A, 1, f"a{i}") for i in range(4)], held=True)
+    q.commit(lambda txn: [q.store.done(keys[i]) for i in (0, 2)])
+    assert not q.store.done(keys[0])  # twice: no-op
+    assert _urls(q.read(A)) == ["a1", "a3"]
+    assert q.counts() == {A: 2}
     with env.begin() as txn:
-        assert _urls(store.read_after(txn, A, None, 10)) == ["a1", "a2"]
-        assert _urls(store.read_after(txn, A81, None, 10)) == ["x0", "x1"]
-        assert store.read_after(txn, "http://a.dem", None, 10) == []
-        assert store.host_counts(txn) == {A: 2, A81: 2}
-
-
-def test_delete(env: lmdb.Environment) -> None:
-    store = QueueStore(env)
-    keys = _put_all(env, store, [(A, 1, "a1"), (A, 1, "a2")])
-    with env.begin(write=True) as txn:
-        assert store.delete(txn, keys[0])
-        assert not store.delete(txn, keys[0])
-        assert not store.delete(txn, encode_key(B, 1, 999))
+        assert q.store.blocks(txn) == 1
+    env.close()
+    env = open_env(path, MAP_SIZE)  # a restart reads the masks
+    q2 = Q(env)
+    q2.ids = q.ids
+    assert q2.counts() == {A: 2}
+    rows = q2.read(A)
+    assert _urls(rows) == ["a1", "a3"]
+    with env.begin() as txn:  # the block's value is written once; masks go to b"done"
+        assert txn.stat(env.open_db(b"done", txn=txn))["entries"] == 1
+    q2.commit(lambda txn: [q2.store.done(k) for k, _ in rows])
     with env.begin() as txn:
-        assert _urls(store.read_after(txn, A, None, 10)) == ["a2"]
-        assert store.count(txn) == 1
+        assert q2.store.blocks(txn) == 0
+        assert txn.stat(env.open_db(b"done", txn=txn))["entries"] == 0
+    assert q2.store.tracked == 0
+    env.close()
+
+
+def test_done_is_durable_only_with_its_commit(env: lmdb.Environment) -> None:
+    q = Q(env)
+    keys = q.put_all([(A, 1, "a0"), (A, 1, "a1")], held=True)
+
+    def fail(txn: lmdb.Transaction) -> None:
+        q.store.done(keys[0])
+        raise RuntimeError("abort")
+
+    with pytest.raises(RuntimeError):
+        q.commit(fail)
+    assert q.counts() == {A: 2}  # not yet in LMDB
+    q.commit(lambda txn: None)  # the next commit writes the pending mask
+    assert q.counts() == {A: 1}
+
+
+def test_open_blocks_are_read_and_dropped_by_an_abort(env: lmdb.Environment) -> None:
+    q = Q(env)
+    q.put_all([(A, 1, "a0")])
+
+    def add_and_read(txn: lmdb.Transaction) -> list[str]:
+        q.add(txn, A, 1, "a1")
+        q.add(txn, A, 1, "a2")
+        return _urls(q.store.read_after(txn, q.ids[A], A, None, 10))
+
+    assert q.commit(add_and_read) == ["a0", "a1", "a2"]
+    q.store.done(b"")  # unknown key: ignored
+
+    def add_then_fail(txn: lmdb.Transaction) -> None:
+        q.add(txn, B, 1, "b0")
+        raise RuntimeError("abort")
+
+    tracked = q.store.tracked  # A's blocks, whose entries the read above holds
+    with pytest.raises(RuntimeError):
+        q.commit(add_then_fail)
+    assert q.store.tracked == tracked  # B's open block is gone with its transaction
+    q.commit(lambda txn: None)
+    assert q.counts() == {A: 3}
+    with env.begin() as txn:  # B's host id (assigned in the aborted transaction) is written
+        assert q.store.origin_of(txn, q.ids[B]) == B
+    q.put_all([(B, 1, "b1")])  # and the host can queue again under the same id
+    assert _urls(q.read(B)) == ["b1"]
+
+
+def test_a_block_done_before_its_commit_is_never_written(env: lmdb.Environment) -> None:
+    q = Q(env)
+
+    def add_and_finish(txn: lmdb.Transaction) -> None:
+        key = q.add(txn, A, 1, "a0", held=True)
+        assert q.store.done(key)
+
+    q.commit(add_and_finish)
+    with env.begin() as txn:
+        assert q.store.blocks(txn) == 0
+    assert q.store.tracked == 0
 
 
 def test_rewrite(env: lmdb.Environment) -> None:
-    store = QueueStore(env)
-    key = _put_all(env, store, [(A, 1, "a1")])[0]
-    retried = QueueEntry("a1", 1, attempt=1)
-    with env.begin(write=True) as txn:
-        assert store.rewrite(txn, key, retried)
-    with env.begin() as txn:
-        assert store.read_after(txn, A, None, 10) == [(key, retried)]
-        assert store.count(txn) == 1
+    q = Q(env)
+    keys = q.put_all([(A, 1, "a1"), (A, 1, "a2")], held=True)
+    retried = QueueEntry("a2", 1, attempt=1)
+    q.commit(lambda txn: q.store.done(keys[0]))
+    assert q.commit(lambda txn: q.store.rewrite(txn, keys[1], retried))
+    assert q.read(A) == [(keys[1], retried)]
+    assert not q.commit(lambda txn: q.store.rewrite(txn, keys[0], retried))  # done
+    assert not q.commit(lambda txn: q.store.rewrite(txn, b"\x00" * 14, retried))
+
+    def in_open_block(txn: lmdb.Transaction) -> list[str]:
+        key = q.add(txn, B, 1, "b1", held=True)
+        assert q.store.rewrite(txn, key, QueueEntry("b1", 1, attempt=2))
+        return [str(e.attempt) for _, e in q.store.read_after(txn, q.ids[B], B, key, 5)]
+
+    assert q.commit(in_open_block) == []
+    assert [e.attempt for _, e in q.read(B)] == [2]
 
 
-def test_host_counts_and_count(env: lmdb.Environment) -> None:
-    store = QueueStore(env)
-    _put_all(env, store, [(A, 1, "1"), (A, 0, "2"), (B, 1, "3"), (A81, 1, "4"), (A, 1, "5")])
-    with env.begin() as txn:
-        assert store.host_counts(txn) == {A: 3, B: 1, A81: 1}
-        assert store.count(txn) == 5
-    with env.begin() as txn:
-        assert QueueStore(env).host_counts(txn) == {A: 3, B: 1, A81: 1}
-
-
-def test_restart_keeps_entries_and_never_reuses_a_seq(tmp_path: Path) -> None:
+def test_host_ids_and_counts_survive_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "lmdb"
     env = open_env(path, MAP_SIZE)
-    store = QueueStore(env)
-    keys = _put_all(env, store, [(A, 1, "a1"), (B, 1, "b1"), (A, 1, "a2")])
+    q = Q(env)
+    q.put_all([(A, 1, "1"), (A, 0, "2"), (B, 1, "3"), (A81, 1, "4"), (A, 1, "5")])
+    assert len(set(q.ids.values())) == 3
+    assert q.counts() == {A: 3, B: 1, A81: 1}
+    env.close()
+    env = open_env(path, MAP_SIZE)
+    q2 = Q(env)
+    with env.begin(write=True) as txn:
+        assert {h: q2.store.host_id(txn, h) for h in q.ids} == q.ids
+        assert q2.store.host_id(txn, "http://new.demo") == max(q.ids.values()) + 1
+        assert q2.store.origin_of(txn, 12345) is None
+    assert q2.counts() == {A: 3, B: 1, A81: 1}
+    env.close()
+
+
+def test_restart_never_reuses_a_seq(tmp_path: Path) -> None:
+    path = tmp_path / "lmdb"
+    env = open_env(path, MAP_SIZE)
+    q = Q(env)
+    keys = q.put_all([(A, 1, "a1"), (B, 1, "b1"), (A, 1, "a2")])
     env.close()
 
     env = open_env(path, MAP_SIZE)
-    store = QueueStore(env)
+    q2 = Q(env)
+    q2.ids = q.ids
     used = {decode_key(k)[2] for k in keys}
-    assert store.next_seq > max(used)
-    more = _put_all(env, store, [(A, 1, "a3")])
-    with env.begin() as txn:
-        assert _urls(store.read_after(txn, A, None, 10)) == ["a1", "a2", "a3"]
-        assert store.host_counts(txn) == {A: 3, B: 1}
+    assert q2.store.next_seq > max(used)
+    more = q2.put_all([(A, 1, "a3")])
+    assert _urls(q2.read(A)) == ["a1", "a2", "a3"]
     assert decode_key(more[0])[2] not in used
     env.close()
 
@@ -352,31 +393,36 @@ def test_seq_never_reused_after_an_aborted_transaction(tmp_path: Path) -> None:
     path = tmp_path / "lmdb"
     env = open_env(path, MAP_SIZE)
     store = QueueStore(env)
-    _put_all(env, store, [(A, 1, "first")])
-    # a transaction that crosses a reservation block and aborts
-    txn = env.begin(write=True)
+    with env.begin(write=True) as txn:
+        hid = store.host_id(txn, A)
+    txn = env.begin(write=True)  # crosses a reservation block and aborts
     for i in range(SEQ_BLOCK + 10):
-        store.put(txn, A, 1, _entry(f"lost{i}"))
+        store.add(txn, hid + 1 + i, f"http://h{i}", 1, _entry("lost"), False)
     txn.abort()
-    # later, committed keys use seqs past the aborted reservation
-    keys = _put_all(env, store, [(A, 1, f"kept{i}") for i in range(SEQ_BLOCK + 10)])
+    store.aborted()
+    store = QueueStore(env)  # a fresh store: the aborted blocks are not pending in it
+    with env.begin(write=True) as txn:
+        hid = store.host_id(txn, A)
+        keys = [store.add(txn, hid, A, 1, _entry(f"k{i}"), False) for i in range(3)]
+        store.flush(txn)
+    store.committed()
     env.close()
 
     env = open_env(path, MAP_SIZE)
     store = QueueStore(env)
     assert store.next_seq > max(decode_key(k)[2] for k in keys)
     with env.begin() as txn:
-        assert store.count(txn) == SEQ_BLOCK + 11
+        assert store.blocks(txn) == 1
     env.close()
 
 
 def test_seq_high_water_mark_is_persisted_per_transaction(tmp_path: Path) -> None:
     path = tmp_path / "lmdb"
     env = open_env(path, MAP_SIZE)
-    store = QueueStore(env)
-    for i in range(3):  # a new transaction each time, always within the first block
-        _put_all(env, store, [(A, 1, f"u{i}")])
-    highest = store.next_seq - 1
+    q = Q(env)
+    for i in range(3):  # a new transaction each time, always within the first reservation
+        q.put_all([(A, 1, f"u{i}")])
+    highest = q.store.next_seq - 1
     env.close()
     env = open_env(path, MAP_SIZE)
     assert QueueStore(env).next_seq > highest
@@ -394,14 +440,31 @@ def _rss_file_kb() -> int:
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="Linux only")
 def test_release_mapped_pages(tmp_path: Path) -> None:
     env = open_env(tmp_path / "lmdb", 1 << 28)
-    store = QueueStore(env)
-    _put_all(env, store, [(A, 1, f"{A}/{'x' * 200}/{i}") for i in range(20_000)])
-    with env.begin() as txn:
-        assert len(store.read_after(txn, A, None, 20_000)) == 20_000  # touches every page
+    q = Q(env)
+    for start in range(0, 20_000, 1000):  # incompressible URLs, ~5 MB
+        q.put_all([(A, 1, f"{A}/{i:05}/{hash(str(i)) ** 9}") for i in range(start, start + 1000)])
+    assert len(q.read(A, None, 20_000)) == 20_000  # touches every page
     before = _rss_file_kb()
     assert release_mapped_pages(env) >= (tmp_path / "lmdb" / "data.mdb").stat().st_size
-    assert _rss_file_kb() < before - 2_000  # the ~5 MB of touched pages left RSS
-    with env.begin() as txn:  # and everything reads back as before
-        expected = [f"{A}/{'x' * 200}/{i}" for i in range(3)]
-        assert _urls(store.read_after(txn, A, None, 3)) == expected
+    assert _rss_file_kb() < before - 2_000  # the touched pages left RSS
+    assert len(q.read(A, None, 3)) == 3  # and everything reads back as before
     env.close()
+
+
+def test_referrers_on_other_hosts_are_stored_by_host_id(env: lmdb.Environment) -> None:
+    ids = {B: 7}
+    entry = QueueEntry(f"{A}/x", 1, referrer=f"{B}/page/1.html")
+    by_id = encode_block(A, [entry], ref_host=lambda o: ids.get(o, -1))
+    assert len(by_id) < len(encode_block(A, [entry])) - len(B) + 5
+    assert decode_block(A, by_id, lambda i: B.encode() if i == 7 else None) == ([entry], 0)
+    with pytest.raises(msgspec.DecodeError):
+        decode_block(A, by_id)
+    # through the store: the referrer's host id resolves from LMDB, also after a restart
+    q = Q(env)
+    q.store = QueueStore(env, lambda o: q.ids.get(o, -1))
+    q.put_all([(B, 1, f"{B}/page/1.html")])
+    q.commit(lambda txn: q.store.add(txn, q.hid(txn, A), A, 1, entry, False))
+    assert _urls(q.read(A)) == [entry.url] and q.read(A)[0][1] == entry
+    fresh = QueueStore(env)
+    with env.begin() as txn:
+        assert fresh.read_after(txn, q.ids[A], A, None, 5)[0][1] == entry
