@@ -282,7 +282,7 @@ def test_slow_servers_time_out_and_are_retried(crawl: Crawl, case: str) -> None:
 
 @pytest.mark.timeout(120)
 def test_slow_body_ends_at_the_total_timeout(crawl: Crawl) -> None:
-    # 200 B/s passes the low-speed check; the total timeout ends each try
+    # 800 B/s passes the low-speed check; the total timeout ends each try
     hits = crawl.hits("drip", "/")
     assert len(hits) == RETRIES + 1
     for hit in hits:
@@ -292,7 +292,7 @@ def test_slow_body_ends_at_the_total_timeout(crawl: Crawl) -> None:
     assert (line["outcome"], line["error"]) == ("failed", "timeout")
     assert TIMEOUT_S - 0.1 < line["duration_s"] < TIMEOUT_S + 0.5
     (record,) = crawl.records(crawl.site.url("drip"))
-    assert record["truncated"] == "time" and 0 < len(record["payload"]) < 2000
+    assert record["truncated"] == "time" and 0 < len(record["payload"]) < 8000
 
 
 @pytest.mark.timeout(120)

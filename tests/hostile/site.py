@@ -196,11 +196,13 @@ class HostileSite:
                 return
 
     def _drip(self, ex: Exchange) -> None:
-        # 200 B/s: above the low-speed limit, but 2,000 bytes take longer than the total timeout
+        # 800 B/s: far above the test's low-speed limit (100 B/s over 1 s, so a server thread
+        # slowed by a loaded machine does not trip it), but 8,000 bytes take longer than the
+        # total timeout
         ex.keep_alive = False
-        ex.head(200, [("Content-Type", "text/html"), ("Content-Length", "2000")])
+        ex.head(200, [("Content-Type", "text/html"), ("Content-Length", "8000")])
         for _ in range(100):
-            ex.send(b"d" * 20)
+            ex.send(b"d" * 80)
             if ex.wait_closed(0.1):
                 return
 
