@@ -45,10 +45,12 @@ class CrawlSection(_Section, frozen=True):
         NonNegInt, Meta(description="Links followed from a seed (seeds are depth 0).")
     ] = 20
     max_pages: Annotated[
-        NonNegInt, Meta(description="URLs admitted to the frontier, 0 for no limit.")
+        NonNegInt,
+        Meta(description="URLs admitted to the frontier over all runs of the crawl, 0: no limit."),
     ] = 0
     max_pages_per_host: Annotated[
-        NonNegInt, Meta(description="URLs admitted per host (origin), 0 for no limit.")
+        NonNegInt,
+        Meta(description="URLs admitted per host (origin) over all runs, 0 for no limit."),
     ] = 0
     max_url_length: Annotated[
         Annotated[int, Meta(ge=16)],

@@ -65,6 +65,8 @@ REFILL_BATCH = 512
 SETTLED_LINKS = 32_768
 OWNERS_MAX = 16_384  #: origins whose scope and owner are remembered
 OUT_OF_SCOPE = -1  #: owner of an origin outside the allowed domains
+_ADMITTED_KEY = b"admitted"  #: blobs: URLs admitted by the crawl, all runs (u64)
+_ADMITTED_PREFIX = b"admitted:"  #: blobs: + origin -> its admitted URLs, with max_pages_per_host
 #: 2: url_digest = blake2b(host) + blake2b(url); compact queue values
 #: 3: a worker's inbox in its own environment, state/inbox.lmdb (frontier/mailbox.py)
 #: 4: queue blocks under host ids with done masks (store.py); seen keyed by host hash with
@@ -145,7 +147,7 @@ class HostQueue:
     robots_attempts: int = 0
     errors: int = 0  #: consecutive 429/5xx/connection failures
     conn_errors: int = 0  #: consecutive DNS/connection failures
-    admitted: int = 0  #: URLs admitted in this run (for max_pages_per_host)
+    admitted: int = 0  #: URLs admitted, all runs (for max_pages_per_host)
     group: IpGroup | None = None
     retired: str = ""  #: why the host was retired (the outcome of its URLs)
 
@@ -230,7 +232,8 @@ class Frontier:
         self.queued = 0  #: URLs admitted and not yet complete, in flight excluded
         self.in_flight = 0
         self.hot_total = 0
-        self.admitted = 0
+        self.admitted = 0  #: URLs admitted by this crawl, all runs (for crawl.max_pages)
+        self._counted: dict[str, HostQueue] = {}  #: hosts whose admitted count this txn changed
         self.spilled = 0  #: URLs that went to LMDB only, past the memory budget
         self.refilled = 0  #: URLs read back from LMDB into memory
         self.peak_hot = 0
@@ -321,8 +324,10 @@ class Frontier:
                 yield txn
                 self._store.flush(txn)
                 self._seen.flush(txn)
+                self._flush_counts(txn)
         except BaseException:
             self._settling.clear()
+            self._counted.clear()
             self._store.aborted()
             self._seen.aborted()
             if self._inbox is not None:
@@ -460,7 +465,10 @@ class Frontier:
             reason = trap_reason(url, depth, limits)
             if reason is None and limits.max_pages_per_host:
                 queue = self._hosts.get(host_key)
-                if queue is not None and queue.admitted >= limits.max_pages_per_host:
+                admitted = (
+                    queue.admitted if queue is not None else self._stored_admitted(txn, host_key)
+                )
+                if admitted >= limits.max_pages_per_host:
                     reason = MAX_HOST_PAGES
             if reason is not None:
                 self._on_reject(Ticket(b"", host_key, url, depth, hops, 0, referrer), reason)
@@ -492,6 +500,8 @@ class Frontier:
         host = self._hosts.get(host_key)
         if host is None:
             host = self._new_host(host_key)
+            if self._limits.max_pages_per_host:
+                host.admitted = self._stored_admitted(txn, host_key)
         elif host.state is HostState.RETIRED:
             self._on_reject(
                 Ticket(b"", host_key, entry.url, entry.depth, entry.hops, 0, entry.referrer),
@@ -504,6 +514,8 @@ class Frontier:
         key = self._store.add(txn, host.hid, host_key, NORMAL_PRIO, entry, hot)
         self.queued += 1
         host.admitted += 1
+        if self._limits.max_pages_per_host:
+            self._counted[host_key] = host
         if hot:
             if host.hot is None:
                 host.hot = deque()
@@ -530,6 +542,22 @@ class Frontier:
                 host.group = self._groups.setdefault(ip, IpGroup())
         self._hosts[host_key] = host
         return host
+
+    def _stored_admitted(self, txn: lmdb.Transaction[bytes], host_key: str) -> int:
+        """URLs of ``host_key`` admitted by earlier runs (kept only with max_pages_per_host)."""
+        raw = txn.get(_ADMITTED_PREFIX + host_key.encode(), db=self._blobs)
+        return int.from_bytes(raw, "big") if raw is not None else 0
+
+    def _flush_counts(self, txn: lmdb.Transaction[bytes]) -> None:
+        """Write the admission counts the limits need, in the transaction that changed them:
+        a resumed crawl then neither restarts crawl.max_pages nor max_pages_per_host (per-host
+        counts are kept only while max_pages_per_host is set)."""
+        blobs = self._blobs
+        txn.put(_ADMITTED_KEY, self.admitted.to_bytes(8, "big"), db=blobs)
+        for host_key, host in self._counted.items():
+            count = host.admitted.to_bytes(8, "big")
+            txn.put(_ADMITTED_PREFIX + host_key.encode(), count, db=blobs)
+        self._counted.clear()
 
     def _hot_changed(self, delta: int) -> None:
         self.hot_total += delta
@@ -929,12 +957,19 @@ class Frontier:
                         raise StateMismatch(f"queue block of unknown host id {hid}")
                     counts[origin_] = (hid, count)
             seen_count = self._seen.exact_count(txn)
+            raw = txn.get(_ADMITTED_KEY, db=self._blobs)
+            self.admitted = int.from_bytes(raw, "big") if raw is not None else 0
+            admitted = {
+                key: self._stored_admitted(txn, key)
+                for key in (counts if self._limits.max_pages_per_host else ())
+            }
         if seen_count and not self._seen.load_snapshot(snapshot, seen_count):
             log.warning("seen-set snapshot missing or stale: rebuilding the Bloom filter")
             with self._env.begin() as txn:
                 self._seen.rebuild(txn)
         for host_key, (hid, count) in counts.items():
             host = self._new_host(host_key)
+            host.admitted = admitted.get(host_key, 0)
             host.hid = hid
             host.unloaded = count
             self.queued += count

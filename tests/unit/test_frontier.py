@@ -389,6 +389,20 @@ def test_max_pages_per_host(tmp_path: Path) -> None:
     f.close()
 
 
+def test_admission_limits_hold_across_a_restart(tmp_path: Path) -> None:
+    """crawl.max_pages and max_pages_per_host count what earlier runs admitted too."""
+    f, _ = make(tmp_path, max_pages=5, limits={"max_pages_per_host": 2})
+    assert f.add([f"{A}/{i}" for i in range(4)] + [f"{B}/1"], depth=0) == 3
+    f.close()
+    f, rejected = make(tmp_path, max_pages=5, limits={"max_pages_per_host": 2})
+    assert f.admitted == 3
+    assert f.add([f"{A}/x", f"{A}/y"], depth=0) == 0  # A had its 2 before the restart
+    assert [r for _, r in rejected] == ["max-pages-per-host"] * 2
+    assert f.add([f"{B}/2", f"{B}/3"], depth=0) == 1  # B: one more, to its 2
+    assert f.add([f"http://a.test:8080/{i}" for i in range(3)], depth=0) == 1  # max_pages 5
+    f.close()
+
+
 def test_identity_change_is_refused(tmp_path: Path) -> None:
     f, _ = make(tmp_path)
     f.close()
