@@ -122,7 +122,9 @@ class Fetcher:
         )
         self._share = _make_share()
         self._loop = MultiLoop(maxconnects)
-        self._pool = HandlePool(concurrency, self._options.apply, self._share)
+        self._pool = HandlePool(
+            concurrency, self._options.apply, self._share, reconfigure=self._options.reapply
+        )
         self._transfers: dict[pycurl.Curl, Transfer] = {}
         self._ready: list[FetchResult] = []
         self._closed = False

@@ -1,9 +1,8 @@
 """State of one transfer in flight, the libcurl callbacks that fill it, and its result.
 
 The fetcher keeps a ``dict[pycurl.Curl, Transfer]``; the handle's ``WRITEFUNCTION``,
-``HEADERFUNCTION`` and ``DEBUGFUNCTION`` are bound methods of the transfer, replaced by the
-next transfer's when the pool hands the handle out again (the body buffers are dropped when the
-result is built).
+``HEADERFUNCTION`` and ``DEBUGFUNCTION`` are bound methods of the transfer, and the handle's
+``reset()`` drops them (and the buffers) when the handle goes back to the pool.
 
 * Response headers: every line goes to :meth:`Transfer.on_header`; a status line starts a new
   block, so with redirects followed by libcurl (or ``100 Continue``, or a proxy's CONNECT
@@ -130,7 +129,7 @@ class Transfer:
     # -- the result ------------------------------------------------------------------------
 
     def result(self, handle: pycurl.Curl, code: int, message: str) -> FetchResult:
-        """Build the result from the collected state and the handle's info (before its reuse)."""
+        """Build the result from the collected state and the handle's info (before reset)."""
         finished = time.monotonic()
         status = int(handle.getinfo(pycurl.RESPONSE_CODE))
         header_bytes = b"".join(self.header_lines)

@@ -209,7 +209,7 @@ def test_pool_is_lazy_bounded_and_reuses_handles() -> None:
         assert pool.available == 1
         assert pool.acquire() is first  # LIFO reuse, no new handle
         assert pool.created == 2
-        assert configured == [first, second]  # configured once, at creation
+        assert configured == [first, second, first]  # configured at creation and after reset
         pool.release(second)
     finally:
         pool.close()
