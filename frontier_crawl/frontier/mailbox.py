@@ -110,22 +110,20 @@ class Inbox:
         path.mkdir(parents=True, exist_ok=True)
         self._env = open_env(path, map_size)
         self._db = self._env.open_db(INBOX_DB)
-        self._taken: list[bytes] = []
-        self._taken_set: set[bytes] = set()
+        self._taken: set[bytes] = set()  #: handed out, not yet acknowledged or released
 
     def take(self, limit: int) -> list[tuple[bytes, bytes]]:
         """Up to ``limit`` batches (key, encoded links) in key order, none taken before."""
         out: list[tuple[bytes, bytes]] = []
         with self._env.begin(db=self._db) as txn:
             for key, value in txn.cursor():
-                if key in self._taken_set:
+                if key in self._taken:
                     continue
                 out.append((bytes(key), bytes(value)))
                 if len(out) >= limit:
                     break
         for key, _ in out:
-            self._taken.append(key)
-            self._taken_set.add(key)
+            self._taken.add(key)
         return out
 
     def ack(self) -> None:
@@ -136,12 +134,10 @@ class Inbox:
             for key in self._taken:
                 txn.delete(key)
         self._taken.clear()
-        self._taken_set.clear()
 
     def release(self) -> None:
         """Forget the batches taken: the next :meth:`take` returns them again."""
         self._taken.clear()
-        self._taken_set.clear()
 
     def pending(self) -> int:
         """Batches in the inbox, taken or not."""
