@@ -196,7 +196,15 @@ class FetchSection(_Section, frozen=True):
         NonNegInt, Meta(description="Abort a transfer slower than this for low_speed_time_s.")
     ] = 100
     low_speed_time_s: Annotated[
-        PosInt, Meta(description="Seconds below low_speed_bytes_s before aborting.")
+        int,
+        Meta(
+            ge=2,
+            description=(
+                "Seconds below low_speed_bytes_s before aborting. At least 2: libcurl samples "
+                "the speed once a second, so a 1 s window aborts transfers running far above "
+                "the limit."
+            ),
+        ),
     ] = 15
     max_body_bytes: Annotated[
         PosInt, Meta(description="Cap on a body's size after decompression; larger is too-large.")

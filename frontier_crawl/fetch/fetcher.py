@@ -301,6 +301,11 @@ def _set_request_options(
 ) -> None:
     """The per-request options (the common ones were applied by the pool)."""
     handle.setopt(pycurl.URL, req.url)
+    # Wait for a connection being set up to the same origin, in case it turns out to carry
+    # HTTP/2, only where HTTP/2 is possible (TLS with ALPN): on cleartext http the wait gains
+    # nothing, and with many transfers to one host it made some sit out the whole connect
+    # timeout with nothing sent (about 3 in 100 with 64 at once, measured).
+    handle.setopt(pycurl.PIPEWAIT, 1 if req.url[:6].lower() == "https:" else 0)
     handle.setopt(pycurl.HTTPHEADER, _header_lines(req.headers + extra_headers))
     if req.follow_redirects > 0:
         handle.setopt(pycurl.FOLLOWLOCATION, 1)

@@ -7,14 +7,12 @@ connections and caches) and re-applies the common options of :class:`CurlOptions
 taken from the pool therefore only needs the per-request options (URL, headers, redirects,
 callbacks).
 
-The reset matters: a handle reused without it keeps libcurl's per-handle state from its last
-transfer, and in that setup a transfer receiving 800 B/s was aborted as a timeout after
-exactly 1 s, the hostile test's ``low_speed_time`` and connect timeout (a limit of 100 B/s),
-twice in about ten runs of the e2e suite; never with the reset. ``RESOLVE`` is the one
-option not re-applied after a reset (:meth:`CurlOptions.reapply`): its entries live in the
-share's DNS cache, where libcurl keeps them for good, and re-applying the list made libcurl
-reload every entry into that cache at every transfer (with 50 entries, about 0.1 ms of CPU per
-page on a local crawl, a seventh of it).
+The reset is kept so that each transfer starts from libcurl's defaults and no per-request
+option can leak into the next one (a test checks redirects and headers). ``RESOLVE`` is the
+one option not re-applied after a reset (:meth:`CurlOptions.reapply`): its entries live in
+the share's DNS cache, where libcurl keeps them for good, and re-applying the list made
+libcurl reload every entry into that cache at every transfer (with 50 entries, about 0.1 ms
+of CPU per page on a local crawl, a seventh of it).
 """
 
 from __future__ import annotations
@@ -94,7 +92,6 @@ class CurlOptions:
         handle.setopt(pycurl.HTTP_CONTENT_DECODING, 0)  # raw bytes; fetch/decode.py decodes
         version = pycurl.CURL_HTTP_VERSION_2TLS if self.http2 else pycurl.CURL_HTTP_VERSION_1_1
         handle.setopt(pycurl.HTTP_VERSION, version)
-        handle.setopt(pycurl.PIPEWAIT, 1)  # prefer multiplexing on an existing h2 connection
 
 
 def _ms(seconds: float) -> int:

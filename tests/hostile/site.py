@@ -196,9 +196,9 @@ class HostileSite:
                 return
 
     def _drip(self, ex: Exchange) -> None:
-        # 800 B/s: far above the test's low-speed limit (100 B/s over 1 s, so a server thread
-        # slowed by a loaded machine does not trip it), but 8,000 bytes take longer than the
-        # total timeout
+        # 800 B/s: far above the test's low-speed limit (100 B/s over 2 s; libcurl samples the
+        # speed once a second, and over a 1 s window it aborted transfers like this one after
+        # exactly 1 s), but 8,000 bytes take longer than the total timeout
         ex.keep_alive = False
         ex.head(200, [("Content-Type", "text/html"), ("Content-Length", "8000")])
         for _ in range(100):

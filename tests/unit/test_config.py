@@ -41,6 +41,7 @@ def _run_cli(tmp_path: Path, text: str, *extra: str) -> subprocess.CompletedProc
         ("[politeness]\nmin_delay_s = -1\n", "politeness.min_delay_s: must be >= 0.0, got -1"),
         ("[crawl2]\nx = 1\n", "crawl2: unknown key"),
         ("[workers]\nprocesses = -1\n", "workers.processes: must be >= 0, got -1"),
+        ("[fetch]\nlow_speed_time_s = 1\n", "fetch.low_speed_time_s: must be >= 2, got 1"),
         ("[scope]\nexclude = ['(']\n", "scope.exclude: invalid regular expression"),
         ("[fetch]\nresolve = ['nope']\n", "fetch.resolve: expected 'host:port:address'"),
     ],
