@@ -34,8 +34,10 @@ capture that holds the payload.
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import functools
+import hashlib
 import math
 import os
 import signal
@@ -426,6 +428,15 @@ def _record(
     if rec.ip:
         fields["WARC-IP-Address"] = rec.ip
     fields.update(extra)
+    # The digests warcio would compute, computed here in one pass over whole buffers: warcio
+    # streams the payload through its digesters in 16 KiB reads (with the SHA-1 work the same,
+    # its per-chunk Python was a sixth of a record's CPU). Same values, same headers: warcio
+    # skips a digest whose header is present.
+    block = hashlib.sha1(head)
+    block.update(payload)
+    fields["WARC-Block-Digest"] = _sha1_label(block.digest())
+    if kind not in RecordBuilder.NO_PAYLOAD_DIGEST_TYPES:
+        fields["WARC-Payload-Digest"] = _sha1_label(hashlib.sha1(payload).digest())
     return _BUILDER.create_warc_record(
         fields["WARC-Target-URI"],
         kind,
@@ -434,6 +445,11 @@ def _record(
         warc_headers_dict=fields,
         http_headers=_VerbatimHeaders(head),
     )
+
+
+def _sha1_label(digest: bytes) -> str:
+    """A SHA-1 digest as WARC writes it (``sha1:`` and base32, as warcio's ``Digester``)."""
+    return "sha1:" + base64.b32encode(digest).decode("ascii")
 
 
 class _Serializer(WARCWriter):  # type: ignore[misc]  # warcio is untyped

@@ -35,6 +35,10 @@ from frontier_crawl.output import (
     write_report,
 )
 from frontier_crawl.output.warc import (
+    Revisit,
+    _request_record,
+    _response_record,
+    _Serializer,
     last_header_block,
     warc_date,
     warc_file_name,
@@ -114,6 +118,27 @@ def test_rotation_pairs_and_readback(tmp_path: Path) -> None:
             assert req.http_headers.protocol == "GET"
             seen[uri] = body
     assert seen == {f"http://h.test{p}": body for p, body in payloads.items()}
+
+
+@pytest.mark.parametrize("kind", ["response", "revisit", "request"])
+def test_digests_are_the_ones_warcio_computes(kind: str) -> None:
+    # our records carry digests computed in one pass; warcio, asked to compute them itself on
+    # the same record without them, must arrive at the same values
+    rec = record("/d", random.Random(3).randbytes(50_000))  # several of warcio's 16 KiB reads
+    if kind == "revisit":
+        rec = dataclasses.replace(rec, revisit_of=Revisit("http://h.test/d", T0 - 60))
+    ours = _response_record(rec)
+    if kind == "request":
+        ours = _request_record(rec, ours)
+    names = ("WARC-Block-Digest", "WARC-Payload-Digest")
+    written = {n: ours.rec_headers.get_header(n) for n in names}
+    assert written["WARC-Block-Digest"].startswith("sha1:")
+    assert (written["WARC-Payload-Digest"] is None) == (kind == "revisit")
+    for name in names:
+        ours.rec_headers.remove_header(name)
+    ours.raw_stream.seek(0)
+    _Serializer().ensure_digest(ours, block=True, payload=True)
+    assert {n: ours.rec_headers.get_header(n) for n in names} == written
 
 
 def test_gzip_payload_is_decoded_by_content_stream(tmp_path: Path) -> None:
