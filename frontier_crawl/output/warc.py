@@ -34,7 +34,6 @@ capture that holds the payload.
 
 from __future__ import annotations
 
-import base64
 import ctypes
 import functools
 import hashlib
@@ -448,8 +447,19 @@ def _record(
 
 
 def _sha1_label(digest: bytes) -> str:
-    """A SHA-1 digest as WARC writes it (``sha1:`` and base32, as warcio's ``Digester``)."""
-    return "sha1:" + base64.b32encode(digest).decode("ascii")
+    """A SHA-1 digest as WARC writes it (``sha1:`` and base32, as warcio's ``Digester``).
+
+    160 bits are exactly 32 base32 digits, 16 pairs of them: looked up per 10 bits, about 8x
+    faster than ``base64.b32encode`` (pure Python before 3.13); a test compares the two.
+    """
+    n = int.from_bytes(digest, "big")
+    pairs = _B32_PAIRS
+    return "sha1:" + "".join([pairs[(n >> shift) & 0x3FF] for shift in _B32_SHIFTS])
+
+
+_B32_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+_B32_PAIRS = [a + b for a in _B32_ALPHABET for b in _B32_ALPHABET]
+_B32_SHIFTS = range(150, -1, -10)
 
 
 class _Serializer(WARCWriter):  # type: ignore[misc]  # warcio is untyped

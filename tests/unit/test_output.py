@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import gzip
 import json
@@ -39,6 +40,7 @@ from frontier_crawl.output.warc import (
     _request_record,
     _response_record,
     _Serializer,
+    _sha1_label,
     last_header_block,
     warc_date,
     warc_file_name,
@@ -118,6 +120,11 @@ def test_rotation_pairs_and_readback(tmp_path: Path) -> None:
             assert req.http_headers.protocol == "GET"
             seen[uri] = body
     assert seen == {f"http://h.test{p}": body for p, body in payloads.items()}
+
+
+@given(st.binary(min_size=20, max_size=20))
+def test_sha1_label_is_base32(digest: bytes) -> None:
+    assert _sha1_label(digest) == "sha1:" + base64.b32encode(digest).decode()
 
 
 @pytest.mark.parametrize("kind", ["response", "revisit", "request"])
