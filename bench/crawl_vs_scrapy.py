@@ -110,6 +110,7 @@ def write_fc_config(
     delay_s: float,
     per_host: int,
     processes: int = 1,
+    compressor: str = "zlib-ng",
 ) -> Path:
     resolve = [f"{host_name(i)}:{site.port}:127.0.0.1" for i in range(site.hosts)]
     text = f"""[crawl]
@@ -132,6 +133,7 @@ resolve = {toml_list(resolve)}
 [output]
 warc = {"true" if warc else "false"}
 progress_interval_s = 0
+warc_compressor = "{compressor}"
 
 [workers]
 processes = {processes}
@@ -168,6 +170,7 @@ def fc_crawler(
     delay_s: float = 0.0,
     per_host: int | None = None,
     processes: int = 1,
+    compressor: str = "zlib-ng",
 ) -> Crawler:
     def command(run_dir: Path) -> list[str]:
         conf = write_fc_config(
@@ -178,6 +181,7 @@ def fc_crawler(
             delay_s=delay_s,
             per_host=per_host or args.per_host,
             processes=processes,
+            compressor=compressor,
         )
         return [fc_binary(), "--config", str(conf)]
 
@@ -323,10 +327,33 @@ def throughput(args: argparse.Namespace, work: Path, site: SiteInfo, nginx: Ngin
         crawlers.append(fc_crawler("fc", "frontier-crawl, WARC off", site, args, warc=False))
     if "fc-warc" in wanted:
         crawlers.append(fc_crawler("fc-warc", "frontier-crawl, WARC on", site, args, warc=True))
-    n2 = "fc-n2" in wanted and multi_process_available(work, site, args)
-    if n2:
+    if "fc-warc-isal" in wanted:
+        crawlers.append(
+            fc_crawler(
+                "fc-warc-isal",
+                "frontier-crawl, WARC isal",
+                site,
+                args,
+                warc=True,
+                compressor="isal",
+            )
+        )
+    n2 = bool({"fc-n2", "fc-n2-isal"} & wanted) and multi_process_available(work, site, args)
+    if n2 and "fc-n2" in wanted:
         crawlers.append(
             fc_crawler("fc-n2", "frontier-crawl N=2, WARC on", site, args, warc=True, processes=2)
+        )
+    if n2 and "fc-n2-isal" in wanted:
+        crawlers.append(
+            fc_crawler(
+                "fc-n2-isal",
+                "frontier-crawl N=2, WARC isal",
+                site,
+                args,
+                warc=True,
+                processes=2,
+                compressor="isal",
+            )
         )
     if "scrapy" in wanted:
         scrapy_py = ensure_scrapy(args.scrapy_venv)
@@ -496,8 +523,9 @@ def main() -> None:
     )
     ap.add_argument(
         "--crawlers",
-        default="fc,fc-warc,fc-n2,scrapy,bare",
-        help="subset of fc,fc-warc,fc-n2,scrapy,bare",
+        default="fc,fc-warc,fc-warc-isal,fc-n2,fc-n2-isal,scrapy,bare",
+        help="subset of fc,fc-warc,fc-warc-isal,fc-n2,fc-n2-isal,scrapy,bare (the -isal ones "
+        "write their WARC with output.warc_compressor = isal; the others with the default)",
     )
     ap.add_argument(
         "--politeness",

@@ -175,6 +175,7 @@ class Engine:
                     "robots": "obey" if settings.politeness.obey_robots else "ignore",
                 },
                 gzip_level=settings.output.warc_gzip_level,
+                compressor=settings.output.warc_compressor,
             )
             if settings.output.warc
             else None

@@ -70,7 +70,25 @@ def _explain(err: msgspec.ValidationError, raw: dict[str, Any]) -> str:
         return f"{key}: must be {bound['op']} {bound['bound']}, got {json.dumps(value)}"
     if msg.startswith("Expected"):
         return f"{key}: {msg[0].lower()}{msg[1:]} (value {json.dumps(value)})"
+    if msg.startswith("Invalid enum value") and len(path) == 2:
+        allowed = _literal_values(path[0], path[1])
+        if allowed:
+            return f"{key}: must be one of {', '.join(allowed)}, got {json.dumps(value)}"
     return f"{key}: {msg}"
+
+
+def _literal_values(section: str, field: str) -> list[str]:
+    """The allowed values of a ``Literal`` key, as JSON (empty if it is not one)."""
+    cls = SECTIONS.get(section)
+    if cls is None:
+        return []
+    for f in msgspec.inspect.type_info(cls).fields:  # type: ignore[attr-defined]
+        kind = f.type
+        while isinstance(kind, msgspec.inspect.Metadata):
+            kind = kind.type
+        if f.name == field and isinstance(kind, msgspec.inspect.LiteralType):
+            return [json.dumps(v) for v in kind.values]
+    return []
 
 
 def parse(raw: dict[str, Any], base_dir: Path | None = None) -> CrawlSettings:

@@ -29,6 +29,8 @@ def _type_name(t: msgspec.inspect.Type) -> str:
         return " or ".join(_type_name(x) for x in t.types)
     if isinstance(t, msgspec.inspect.VarTupleType):
         return f"list of {_type_name(t.item_type)}"
+    if isinstance(t, msgspec.inspect.LiteralType):
+        return "one of " + ", ".join(f"`{json.dumps(v)}`" for v in t.values)
     names = {
         msgspec.inspect.IntType: "integer",
         msgspec.inspect.FloatType: "float",

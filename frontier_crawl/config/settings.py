@@ -12,7 +12,7 @@ The reference of every key (``docs/config.md``) is generated from these classes 
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta
@@ -313,10 +313,32 @@ class OutputSection(_Section, frozen=True):
         Annotated[int, Meta(ge=1 << 16)], Meta(description="Rotate WARC files past this size.")
     ] = 1_073_741_824
     warc_prefix: Annotated[str, Meta(description="WARC file name prefix.")] = "frontier-crawl"
+    warc_compressor: Annotated[
+        Literal["zlib-ng", "isal"],
+        Meta(
+            description=(
+                "Deflate library for the WARC files' gzip members (standard gzip either way): "
+                "zlib-ng, or isal (Intel ISA-L: about 5x less CPU than zlib-ng at level 6, "
+                "files about 9% larger)."
+            )
+        ),
+    ] = "zlib-ng"
     warc_gzip_level: Annotated[
-        Annotated[int, Meta(ge=1, le=9)],
-        Meta(description="gzip level of WARC records (1 fastest, 9 smallest)."),
-    ] = 6
+        Annotated[int, Meta(ge=0, le=9)],
+        Meta(
+            description=(
+                "gzip level of WARC records: zlib-ng 1 (fastest) to 9 (smallest), isal 1 to 3; "
+                "0: the compressor's default (zlib-ng 6, isal 1)."
+            )
+        ),
+    ] = 0
+
+    def __post_init__(self) -> None:
+        if self.warc_compressor == "isal" and self.warc_gzip_level > 3:
+            raise ValueError(
+                f"warc_gzip_level: isal has levels 1 to 3 (0: its default), "
+                f"got {self.warc_gzip_level}"
+            )
     progress_interval_s: Annotated[
         NonNegFloat, Meta(description="Seconds between progress lines (0: none).")
     ] = 5.0

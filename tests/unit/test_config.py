@@ -42,6 +42,14 @@ def _run_cli(tmp_path: Path, text: str, *extra: str) -> subprocess.CompletedProc
         ("[crawl2]\nx = 1\n", "crawl2: unknown key"),
         ("[workers]\nprocesses = -1\n", "workers.processes: must be >= 0, got -1"),
         ("[fetch]\nlow_speed_time_s = 1\n", "fetch.low_speed_time_s: must be >= 2, got 1"),
+        (
+            '[output]\nwarc_compressor = "gzip"\n',
+            'output.warc_compressor: must be one of "isal", "zlib-ng", got "gzip"',
+        ),
+        (
+            '[output]\nwarc_compressor = "isal"\nwarc_gzip_level = 6\n',
+            "output.warc_gzip_level: isal has levels 1 to 3 (0: its default), got 6",
+        ),
         ("[scope]\nexclude = ['(']\n", "scope.exclude: invalid regular expression"),
         ("[fetch]\nresolve = ['nope']\n", "fetch.resolve: expected 'host:port:address'"),
     ],
