@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import time
+from collections import deque
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -65,6 +66,15 @@ class _SavedStats(msgspec.Struct):
 
 
 _ENCODER = msgspec.msgpack.Encoder()
+
+
+@dataclass(slots=True, frozen=True)
+class _Unsettled:
+    """A finished page whose WARC write ``seq`` is not yet reported handed to the OS."""
+
+    seq: int
+    key: bytes  #: its frontier entry, marked done once settled
+    counted: tuple[str, int, str | None, int]  #: its CrawlStats.record arguments
 
 #: errors that say the host (not this URL) is in trouble
 _CONNECTION_ERRORS = frozenset({ErrorKind.DNS, ErrorKind.CONNECT, ErrorKind.TIMEOUT, ErrorKind.TLS})
@@ -157,6 +167,11 @@ class Engine:
         self._recover_outputs()
         self.stats, self._elapsed_before = self._load_stats()
         self._dirty = False
+        #: pages whose WARC records the writer has not yet reported handed to the OS: their
+        #: entries are marked done, and their counters counted, once it has (``_settle``)
+        self._unsettled: deque[_Unsettled] = deque()
+        self._warc_needed = 0  #: WARC writes that must be on disk before the next commit
+        self._warc_seq = 0  #: sequence number of the last WARC write (0: none)
         self._log = CrawlLog(self.layout.crawl_log)
         self.fetcher: FetcherLike = fetcher or Fetcher.from_settings(
             settings.fetch, settings.politeness, capture_requests=settings.output.warc
@@ -203,19 +218,27 @@ class Engine:
             return CrawlStats(), 0.0
         return saved.stats, saved.elapsed_s
 
-    def _sync_outputs(self) -> None:
+    def _sync_outputs(self, final: bool = False) -> None:
         """Make the group's log lines and WARC records visible before its LMDB commit.
 
         Called inside the frontier batch, just before it commits (not once per tick: only the
         commit needs the outputs on disk before it), so a kill at any instant leaves either
         both the outputs and the frontier change (URL done), or the outputs without the change
         (URL fetched again: a duplicate line or record, never a lost one).
+
+        A page's WARC records are written by the writer's child process at its own pace, and
+        the commit does not wait for them: the page's entry is marked done (and its counters
+        counted, so the saved report stays exact) only in the first commit after the child
+        reports them handed to the OS. Until then a kill fetches it again. The exceptions wait:
+        robots.txt records (their outcome is committed with them) and the ``final`` commit.
         """
         if not self._dirty:
             return
         self._log.flush()
         if self._warc is not None:
-            self._warc.flush()
+            if final or self._warc.written() < self._warc_needed:
+                self._warc.flush()
+            self._settle(self._warc.written())
         elapsed = self._elapsed_before + time.monotonic() - self._started
         self.frontier.save_blob(STATS_BLOB, _ENCODER.encode(_SavedStats(self.stats, elapsed)))
         if self._outbox:  # in this tick's transaction; delivered after its commit
@@ -223,7 +246,18 @@ class Engine:
                 self.frontier.queue_outgoing(dest, links)
             self._outbox.clear()
             self._undelivered = True
-        self._dirty = False
+        self._dirty = bool(self._unsettled)
+
+    def _settle(self, written: int) -> None:
+        """Mark done, and count, the pages whose WARC records are now handed to the OS."""
+        unsettled = self._unsettled
+        done: list[bytes] = []
+        while unsettled and unsettled[0].seq <= written:
+            page = unsettled.popleft()
+            done.append(page.key)
+            self.stats.record(*page.counted)
+        if done:
+            self.frontier.mark_done(done)
 
     # ----------------------------------------------------------------------------- the loop
 
@@ -243,7 +277,9 @@ class Engine:
         try:
             self._run_loop()
         finally:
-            self._commit()
+            if self._unsettled and self._group is None:
+                self._open_group(time.monotonic())
+            self._commit(final=True)
 
     def _open_group(self, now: float) -> None:
         """Open the frontier transaction that the next ticks share (group commit)."""
@@ -252,11 +288,11 @@ class Engine:
             self._group.enter_context(self.frontier.batch())
             self._commit_at = now + self.settings.frontier.commit_interval_s
 
-    def _commit(self) -> None:
+    def _commit(self, final: bool = False) -> None:
         """Commit the open group: outputs first (flushed, so a kill after the commit finds
         them), then one LMDB commit, then outbox deliveries (never inside a transaction)."""
         if self._group is not None:
-            self._sync_outputs()
+            self._sync_outputs(final)
             group, self._group = self._group, None
             group.close()
         if self._undelivered and self._peers is not None:
@@ -366,14 +402,19 @@ class Engine:
             self.frontier.robots_done(
                 ticket, r.finished, r.status if r.error is None else 0, r.body, r.duration_s, r.ip
             )
-            self._archive(r)
+            if self._archive(r):
+                self._warc_needed = self._warc_seq
             self._record(ticket, r, Outcome.ROBOTS_TXT)
             return
         if self._should_retry(ticket, r):
             return
+        before = self._warc_seq
         outcome = self._dispose(ticket, r)
-        self.frontier.complete(ticket, r.finished, r.duration_s, _failure(r), r.ip)
-        self._record(ticket, r, outcome)
+        archived = self._warc_seq if self._warc_seq != before else 0
+        self.frontier.complete(
+            ticket, r.finished, r.duration_s, _failure(r), r.ip, mark_done=not archived
+        )
+        self._record(ticket, r, outcome, archived)
 
     def _should_retry(self, ticket: Ticket, r: FetchResult) -> bool:
         """Send a transient failure back to the frontier, if it has retries left."""
@@ -414,11 +455,13 @@ class Engine:
         )
         return Outcome.REDIRECT
 
-    def _archive(self, r: FetchResult) -> None:
+    def _archive(self, r: FetchResult) -> bool:
+        """Write ``r``'s WARC records, if it has any; True if it did (``_warc_seq`` is then
+        the write's sequence number)."""
         if self._warc is None or r.status == 0:
-            return
+            return False
         seen = r.not_modified
-        self._warc.write(
+        self._warc_seq = self._warc.write(
             ArchiveRecord(
                 url=r.url,
                 ip=r.ip,
@@ -430,12 +473,21 @@ class Engine:
                 revisit_of=Revisit(seen.url, seen.fetched_at) if seen is not None else None,
             )
         )
+        return True
 
-    def _record(self, ticket: Ticket, r: FetchResult, outcome: Outcome) -> None:
+    def _record(
+        self, ticket: Ticket, r: FetchResult, outcome: Outcome, archived: int = 0
+    ) -> None:
+        """The page's crawl-log line, and its counters (once its WARC write ``archived``, if
+        any, is settled: see ``_sync_outputs``)."""
         self._dirty = True
         error = r.error.value if r.error is not None else None
         nbytes = len(r.body) if r.not_modified is None else 0  # a 304 brought no payload
-        self.stats.record(outcome.value, r.status, error, nbytes)
+        counted = (outcome.value, r.status, error, nbytes)
+        if archived:
+            self._unsettled.append(_Unsettled(archived, ticket.key, counted))
+        else:
+            self.stats.record(*counted)
         self._log.write(
             LogEntry(
                 time=iso_time(time.time()),

@@ -748,16 +748,30 @@ class Frontier:
         fetch_s: float = 0.0,
         failure: Failure = Failure.NONE,
         ip: str = "",
+        *,
+        mark_done: bool = True,
     ) -> None:
-        """A page ticket is finished for good (fetched, or failed for the last time)."""
+        """A page ticket is finished for good (fetched, or failed for the last time).
+
+        ``mark_done=False``: the host is released now, but the URL's entry stays unfinished
+        until :meth:`mark_done` is given its ``ticket.key`` (the engine does that once the
+        page's WARC record is on its way to disk). Until then a kill makes it fetched again.
+        """
         host = self._hosts[ticket.origin]
-        if self._txn is not None:  # the usual case (the engine's group): no context manager
-            self._store.done(ticket.key)
-        else:
-            with self._write():
-                self._store.done(ticket.key)
+        if mark_done:
+            self.mark_done((ticket.key,))
         self._release(host, ticket, now, self._delay_after(host, fetch_s, failure), ip)
         self._maybe_retire(host, failure)
+
+    def mark_done(self, keys: Iterable[bytes]) -> None:
+        """Record completed tickets' entries as finished (durable at the next commit)."""
+        if self._txn is not None:  # the usual case (the engine's group): no context manager
+            for key in keys:
+                self._store.done(key)
+        else:
+            with self._write():
+                for key in keys:
+                    self._store.done(key)
 
     def retry(
         self,

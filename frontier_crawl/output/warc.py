@@ -34,6 +34,7 @@ capture that holds the payload.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -118,9 +119,11 @@ class WarcWriter:
     hands the GIL over only every ``sys.getswitchinterval()`` (measured: no faster than
     writing inline).
 
-    Order is kept (one socket, one child). The socket's buffer bounds what waits for the child:
-    ``write`` blocks when it is full. :meth:`flush` waits until the child has handed everything
-    to the OS, so "flushed" means what it means inline. An error in the child (a full disk)
+    Order is kept (one socket, one child). The socket's buffer (a few hundred pages) bounds
+    what waits for the child: ``write`` blocks when it is full. :meth:`written` tells, without
+    waiting, how many writes the child has handed to the OS (it reports as it goes), and
+    :meth:`flush` waits until it has handed everything, so "flushed" means what it means
+    inline. An error in the child (a full disk)
     stops all later appends, so no record follows a damaged one, and is raised by the next
     ``flush`` or ``close`` (or ``write``, once known). The child dies with its parent
     (``PR_SET_PDEATHSIG`` on Linux, end of the socket elsewhere), so after a kill no orphan
@@ -152,6 +155,7 @@ class WarcWriter:
         files = _Files(directory, prefix, max_bytes, _warcinfo_fields(info), level, compressor)
         self._sink: _Files | _ChildSink = _ChildSink(files) if background else files
         self._closed = False
+        self._sent = 0
 
     @classmethod
     def from_settings(
@@ -174,16 +178,25 @@ class WarcWriter:
         """Finished (closed and renamed) files, oldest first (as of the last flush/close)."""
         return tuple(self._sink.paths)
 
-    def write(self, rec: ArchiveRecord) -> None:
+    def write(self, rec: ArchiveRecord) -> int:
         """Append a response record and its request record; rotate past ``max_bytes``.
 
-        Raises ValueError for an empty ``header_bytes`` or a closed writer.
+        Returns the write's sequence number (1, 2, ...): :meth:`written` reaching it means the
+        records are handed to the OS. Raises ValueError for an empty ``header_bytes`` or a
+        closed writer.
         """
         if self._closed:
             raise ValueError("write to a closed WarcWriter")
         if not rec.header_bytes.strip():  # here, not in the child: the caller's mistake
             raise ValueError(f"empty response header block for {rec.url}")
         self._sink.append([rec])
+        self._sent += 1
+        return self._sent
+
+    def written(self) -> int:
+        """How many writes are handed to the OS so far, without waiting: the child reports
+        its progress as it goes (see :meth:`write`). Raises OSError if writing failed."""
+        return self._sink.written()
 
     def flush(self) -> None:
         """Hand every record written so far to the OS (they then survive a kill of this
@@ -232,6 +245,12 @@ class _Files:
         self._file: BinaryIO | None = None
         self._name = ""
         self._serializer: _Serializer | None = None  #: made where it is used (in the child)
+        self.appended = 0  #: records appended so far
+
+    def written(self) -> int:
+        """Records handed to the OS: all of them, once flushed."""
+        self.flush()
+        return self.appended
 
     def append(self, records: list[ArchiveRecord]) -> None:
         """Append each fetch's response (or revisit) and request records, each its own gzip
@@ -250,6 +269,7 @@ class _Files:
             self._open()
         assert self._file is not None
         self._file.write(b"".join(members))
+        self.appended += len(records)
         if self._file.tell() > self.max_bytes:
             self._finish()
 
@@ -283,6 +303,7 @@ class _Files:
         self.paths.append(final)
 
 
+_SOCKET_BUFFER = 4 << 20  #: bytes asked for each way of the socket to the child
 _CHILD_EXIT_S = 30.0  #: how long close() waits for the child to finish its last file
 
 
@@ -300,6 +321,12 @@ class _ChildSink:
 
     def __init__(self, files: _Files) -> None:
         ours, theirs = socket.socketpair()
+        # Room for a few hundred pages between the crawl loop and the child (the default
+        # holds about ten): the loop then blocks on a full socket only when the child falls
+        # behind for long, not at every burst. The kernel caps it at net.core.wmem_max.
+        with contextlib.suppress(OSError):
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SOCKET_BUFFER)
+            theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SOCKET_BUFFER)
         package_root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
@@ -315,6 +342,7 @@ class _ChildSink:
         self._conn = Connection(ours.detach())
         self.paths: list[Path] = []
         self._error = ""
+        self._written = 0  #: records the child reported handed to the OS
         self._call(("files", files), reply=False)
 
     def append(self, records: list[ArchiveRecord]) -> None:
@@ -322,6 +350,29 @@ class _ChildSink:
 
     def flush(self) -> None:
         self._call(("flush", None), reply=True)
+
+    def written(self) -> int:
+        """Read the progress reports that have arrived (never waits for one)."""
+        if self._error:
+            raise OSError(f"WARC writing failed: {self._error}")
+        try:
+            while self._conn.poll(0):
+                self._take(self._conn.recv())
+        except (OSError, EOFError) as exc:
+            self._error = f"the WARC writer process is gone ({exc!r})"
+            raise OSError(f"WARC writing failed: {self._error}") from exc
+        if self._error:
+            raise OSError(f"WARC writing failed: {self._error}")
+        return self._written
+
+    def _take(self, message: tuple[str, int, str, list[str]]) -> bool:
+        """Note a message from the child; True if it is the reply to a command."""
+        kind, written, error, paths = message
+        self._written = max(self._written, written)
+        self.paths = [Path(p) for p in paths]
+        if error:
+            self._error = error
+        return kind == "reply"
 
     def close(self) -> None:
         try:
@@ -343,14 +394,13 @@ class _ChildSink:
             self._conn.send(message)
             if not reply:
                 return
-            error, paths = self._conn.recv()
+            while not self._take(self._conn.recv()):
+                pass  # a progress report sent before the reply
         except (OSError, EOFError) as exc:
             self._error = f"the WARC writer process is gone ({exc!r})"
             raise OSError(f"WARC writing failed: {self._error}") from exc
-        self.paths = [Path(p) for p in paths]
-        if error:
-            self._error = error
-            raise OSError(f"WARC writing failed: {error}")
+        if self._error:
+            raise OSError(f"WARC writing failed: {self._error}")
 
 
 def child_entry() -> None:
@@ -365,17 +415,28 @@ def child_entry() -> None:
         _child_main(conn, files)
 
 
+#: the child reports its progress at least every this many records while it has a backlog
+_REPORT_EVERY = 32
+
+
 def _child_main(conn: Connection, files: _Files) -> None:
     """The child's loop: apply messages to ``files`` until "close" or the pipe's end.
 
-    After the first error, appends are skipped and every reply carries the error.
+    Every message to the parent is ``(kind, records handed to the OS, error, finished
+    paths)``: a "reply" to flush and close, and a "progress" report after appends, sent once
+    the backlog is worked off or every ``_REPORT_EVERY`` records (the file is flushed to the
+    OS first). Reports are small and at most a few dozen a second, so they cannot fill the
+    socket between two reads by the parent. After the first error, appends are skipped and
+    every message carries the error.
     """
     error = ""
+    reported = 0
     while True:
         try:
             command, records = conn.recv()
         except EOFError:  # the parent is gone: leave the .open file to its recovery
             return
+        failed = bool(error)
         try:
             if not error and command == "append" and records is not None:
                 files.append(records)
@@ -385,10 +446,29 @@ def _child_main(conn: Connection, files: _Files) -> None:
                 files.close()
         except Exception as exc:  # reported to the parent, which raises it
             error = f"{type(exc).__name__}: {exc}"
-        if command != "append":
-            conn.send((error, [str(p) for p in files.paths]))
+        if command == "append":
+            newly_failed = bool(error) and not failed
+            backlog = conn.poll(0)
+            if newly_failed or (
+                not error
+                and files.appended > reported
+                and (not backlog or files.appended - reported >= _REPORT_EVERY)
+            ):
+                try:
+                    if not error:
+                        files.flush()
+                except OSError as exc:
+                    error = f"{type(exc).__name__}: {exc}"
+                reported = files.appended
+                conn.send(("progress", files.appended if not error else 0, error, _names(files)))
+        else:
+            conn.send(("reply", files.appended if not error else 0, error, _names(files)))
         if command == "close":
             return
+
+
+def _names(files: _Files) -> list[str]:
+    return [str(p) for p in files.paths]
 
 
 def _die_with_parent() -> None:

@@ -403,6 +403,28 @@ def test_admission_limits_hold_across_a_restart(tmp_path: Path) -> None:
     f.close()
 
 
+def test_completion_without_mark_done_is_fetched_again_after_a_restart(tmp_path: Path) -> None:
+    """complete(mark_done=False) releases the host at once, but the URL stays unfinished in
+    LMDB until mark_done: a restart in between hands it out again (the engine's WARC wait)."""
+    f, _ = make(tmp_path, min_delay_s=0.0)
+    with f.batch():
+        f.add([f"{A}/1", f"{A}/2", f"{A}/3"], depth=0)
+    tickets: list[Ticket] = []
+    with f.batch():
+        for now in (0.0, 1.0, 2.0):
+            (t,) = f.next_ready(now, 1)  # one at a time: the host must have been released
+            f.complete(t, now, mark_done=False)
+            tickets.append(t)
+        f.mark_done([tickets[0].key])
+    assert f.pending == 0  # nothing queued or in flight: the crawl could end here
+    with f.batch():
+        f.mark_done([tickets[1].key])  # in a later transaction, as the engine does
+    f.close()
+    g, _ = make(tmp_path, min_delay_s=0.0)
+    assert urls(g.next_ready(10.0, 5)) == [f"{A}/3"]
+    g.close()
+
+
 def test_identity_change_is_refused(tmp_path: Path) -> None:
     f, _ = make(tmp_path)
     f.close()

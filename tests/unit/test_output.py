@@ -10,6 +10,7 @@ import random
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -313,6 +314,40 @@ def test_writer_process_error_is_raised_and_stops_appends(tmp_path: Path) -> Non
     with pytest.raises(OSError, match="WARC writing failed"):
         writer.close()
     assert not directory.exists()
+
+
+@pytest.mark.parametrize("background", [True, False], ids=["child", "inline"])
+def test_written_reports_progress_without_a_flush(tmp_path: Path, background: bool) -> None:
+    """write() numbers the writes; written() says how many are handed to the OS, without
+    waiting: the child reports as it goes, so it reaches every write with no flush."""
+    n = 100
+    writer = WarcWriter(tmp_path, "crawl", 1 << 30, {}, background=background)
+    assert writer.written() == 0
+    seqs = [writer.write(record(f"/{i}", random.randbytes(3000))) for i in range(n)]
+    assert seqs == list(range(1, n + 1))
+    deadline = time.monotonic() + 30
+    while writer.written() < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert writer.written() == n
+    (path,) = tmp_path.glob("*.open")  # not closed, yet all of it readable
+    with path.open("rb") as f:
+        responses = [r for r in ArchiveIterator(f) if r.rec_type == "response"]
+    assert len(responses) == n
+    writer.close()
+
+
+def test_written_raises_a_child_error_without_a_flush(tmp_path: Path) -> None:
+    directory = tmp_path / "warc"
+    writer = WarcWriter(directory, "crawl", 1 << 20, {})
+    directory.rmdir()
+    writer.write(record("/a", b"a"))  # fails in the child, which reports it unasked
+    deadline = time.monotonic() + 30
+    with pytest.raises(OSError, match="WARC writing failed: FileNotFoundError"):
+        while time.monotonic() < deadline:
+            assert writer.written() == 0
+            time.sleep(0.01)
+    with pytest.raises(OSError, match="WARC writing failed"):
+        writer.close()
 
 
 def test_writer_works_from_a_script_read_on_stdin(tmp_path: Path) -> None:
