@@ -367,9 +367,9 @@ class _ChildSink:
 
     def _take(self, message: tuple[str, int, str, list[str]]) -> bool:
         """Note a message from the child; True if it is the reply to a command."""
-        kind, written, error, paths = message
+        kind, written, error, finished = message
         self._written = max(self._written, written)
-        self.paths = [Path(p) for p in paths]
+        self.paths.extend(Path(p) for p in finished)
         if error:
             self._error = error
         return kind == "reply"
@@ -422,15 +422,23 @@ _REPORT_EVERY = 32
 def _child_main(conn: Connection, files: _Files) -> None:
     """The child's loop: apply messages to ``files`` until "close" or the pipe's end.
 
-    Every message to the parent is ``(kind, records handed to the OS, error, finished
-    paths)``: a "reply" to flush and close, and a "progress" report after appends, sent once
-    the backlog is worked off or every ``_REPORT_EVERY`` records (the file is flushed to the
-    OS first). Reports are small and at most a few dozen a second, so they cannot fill the
-    socket between two reads by the parent. After the first error, appends are skipped and
-    every message carries the error.
+    Every message to the parent is ``(kind, records handed to the OS, error, files finished
+    since the last message)``: a "reply" to flush and close, and a "progress" report after
+    appends, sent once the backlog is worked off or every ``_REPORT_EVERY`` records (the file
+    is flushed to the OS first). Reports are small and at most a few dozen a second, so they
+    cannot fill the socket between two reads by the parent. After the first error, appends
+    are skipped and every message carries the error.
     """
     error = ""
     reported = 0
+    announced = 0  # files.paths already sent
+
+    def finished() -> list[str]:
+        nonlocal announced
+        names = [str(p) for p in files.paths[announced:]]
+        announced = len(files.paths)
+        return names
+
     while True:
         try:
             command, records = conn.recv()
@@ -460,15 +468,11 @@ def _child_main(conn: Connection, files: _Files) -> None:
                 except OSError as exc:
                     error = f"{type(exc).__name__}: {exc}"
                 reported = files.appended
-                conn.send(("progress", files.appended if not error else 0, error, _names(files)))
+                conn.send(("progress", files.appended if not error else 0, error, finished()))
         else:
-            conn.send(("reply", files.appended if not error else 0, error, _names(files)))
+            conn.send(("reply", files.appended if not error else 0, error, finished()))
         if command == "close":
             return
-
-
-def _names(files: _Files) -> list[str]:
-    return [str(p) for p in files.paths]
 
 
 def _die_with_parent() -> None:
