@@ -353,6 +353,10 @@ class _ChildSink:
 
     def written(self) -> int:
         """Read the progress reports that have arrived (never waits for one)."""
+        self._read_reports()
+        return self._written
+
+    def _read_reports(self) -> None:
         if self._error:
             raise OSError(f"WARC writing failed: {self._error}")
         try:
@@ -363,7 +367,6 @@ class _ChildSink:
             raise OSError(f"WARC writing failed: {self._error}") from exc
         if self._error:
             raise OSError(f"WARC writing failed: {self._error}")
-        return self._written
 
     def _take(self, message: tuple[str, int, str, list[str]]) -> bool:
         """Note a message from the child; True if it is the reply to a command."""
@@ -391,11 +394,16 @@ class _ChildSink:
         if self._error:
             raise OSError(f"WARC writing failed: {self._error}")
         try:
-            self._conn.send(message)
-            if not reply:
-                return
-            while not self._take(self._conn.recv()):
-                pass  # a progress report sent before the reply
+            # Read the child's reports before sending: were they left unread for long (no
+            # written() or flush() in a while), the child would block sending one while this
+            # side blocks sending to it. Read here, what the child can send while this send
+            # waits is a report per record already in the socket, far less than it holds.
+            while self._conn.poll(0):
+                self._take(self._conn.recv())
+            if not self._error:
+                self._conn.send(message)
+                while reply and not self._take(self._conn.recv()):
+                    pass  # a progress report sent before the reply
         except (OSError, EOFError) as exc:
             self._error = f"the WARC writer process is gone ({exc!r})"
             raise OSError(f"WARC writing failed: {self._error}") from exc

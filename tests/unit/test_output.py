@@ -336,6 +336,20 @@ def test_written_reports_progress_without_a_flush(tmp_path: Path, background: bo
     writer.close()
 
 
+@pytest.mark.timeout(120)
+def test_unread_progress_reports_cannot_deadlock_the_writer(tmp_path: Path) -> None:
+    """Many small writes and no written() or flush() for a long time (a crawl configured with
+    a long commit interval): the child's progress reports pile up unread. Neither side may end
+    up blocked sending to the other (each write first reads what the child has sent)."""
+    n = 20_000
+    with WarcWriter(tmp_path, "crawl", 1 << 30, {}) as writer:
+        for i in range(n):
+            writer.write(record(f"/{i}", b"x" * 100))
+    (path,) = writer.paths
+    with path.open("rb") as f:
+        assert sum(r.rec_type == "response" for r in ArchiveIterator(f)) == n
+
+
 def test_written_raises_a_child_error_without_a_flush(tmp_path: Path) -> None:
     directory = tmp_path / "warc"
     writer = WarcWriter(directory, "crawl", 1 << 20, {})
