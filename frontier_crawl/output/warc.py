@@ -175,7 +175,7 @@ class WarcWriter:
 
     @property
     def paths(self) -> tuple[Path, ...]:
-        """Finished (closed and renamed) files, oldest first (as of the last flush/close)."""
+        """Finished (closed and renamed) files, oldest first (as of the child's last report)."""
         return tuple(self._sink.paths)
 
     def write(self, rec: ArchiveRecord) -> int:
