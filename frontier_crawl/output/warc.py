@@ -431,54 +431,52 @@ def _child_main(conn: Connection, files: _Files) -> None:
     """The child's loop: apply messages to ``files`` until "close" or the pipe's end.
 
     Every message to the parent is ``(kind, records handed to the OS, error, files finished
-    since the last message)``: a "reply" to flush and close, and a "progress" report after
-    appends, sent once the backlog is worked off or every ``_REPORT_EVERY`` records (the file
-    is flushed to the OS first). Reports are small and at most a few dozen a second, so they
-    cannot fill the socket between two reads by the parent. After the first error, appends
-    are skipped and every message carries the error.
+    since the last message)``: a "reply" to each flush and close, and a "progress" report
+    after an append once the backlog is worked off, or every ``_REPORT_EVERY`` records while
+    there is one (the file is flushed to the OS first). That is at most one report per
+    append; the parent reads them before each send, so neither side can be left blocked
+    sending to the other. After the first error, appends are skipped, every message carries
+    the error and reports 0 records written.
     """
     error = ""
-    reported = 0
+    reported = 0  # files.appended as of the last report
     announced = 0  # files.paths already sent
 
-    def finished() -> list[str]:
+    def send(kind: str) -> None:
         nonlocal announced
-        names = [str(p) for p in files.paths[announced:]]
+        finished = [str(p) for p in files.paths[announced:]]
         announced = len(files.paths)
-        return names
+        conn.send((kind, 0 if error else files.appended, error, finished))
 
     while True:
         try:
             command, records = conn.recv()
         except EOFError:  # the parent is gone: leave the .open file to its recovery
             return
-        failed = bool(error)
+        if error:  # skip the work; answer commands, report nothing more
+            if command != "append":
+                send("reply")
+            if command == "close":
+                return
+            continue
         try:
-            if not error and command == "append" and records is not None:
+            if command == "append" and records is not None:
                 files.append(records)
-            elif not error and command == "flush":
+                due = files.appended - reported >= _REPORT_EVERY or not conn.poll(0)
+                if due and files.appended > reported:
+                    files.flush()
+                    reported = files.appended
+                    send("progress")
+            elif command == "flush":
                 files.flush()
-            elif not error and command == "close":
+            elif command == "close":
                 files.close()
         except Exception as exc:  # reported to the parent, which raises it
             error = f"{type(exc).__name__}: {exc}"
-        if command == "append":
-            newly_failed = bool(error) and not failed
-            backlog = conn.poll(0)
-            if newly_failed or (
-                not error
-                and files.appended > reported
-                and (not backlog or files.appended - reported >= _REPORT_EVERY)
-            ):
-                try:
-                    if not error:
-                        files.flush()
-                except OSError as exc:
-                    error = f"{type(exc).__name__}: {exc}"
-                reported = files.appended
-                conn.send(("progress", files.appended if not error else 0, error, finished()))
-        else:
-            conn.send(("reply", files.appended if not error else 0, error, finished()))
+            if command == "append":
+                send("progress")
+        if command != "append":
+            send("reply")
         if command == "close":
             return
 
