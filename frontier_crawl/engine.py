@@ -171,7 +171,6 @@ class Engine:
         #: entries are marked done, and their counters counted, once it has (``_settle``)
         self._unsettled: deque[_Unsettled] = deque()
         self._warc_needed = 0  #: WARC writes that must be on disk before the next commit
-        self._warc_seq = 0  #: sequence number of the last WARC write (0: none)
         self._log = CrawlLog(self.layout.crawl_log)
         self.fetcher: FetcherLike = fetcher or Fetcher.from_settings(
             settings.fetch, settings.politeness, capture_requests=settings.output.warc
@@ -402,15 +401,13 @@ class Engine:
             self.frontier.robots_done(
                 ticket, r.finished, r.status if r.error is None else 0, r.body, r.duration_s, r.ip
             )
-            if self._archive(r):
-                self._warc_needed = self._warc_seq
+            self._warc_needed = self._archive(r) or self._warc_needed
             self._record(ticket, r, Outcome.ROBOTS_TXT)
             return
         if self._should_retry(ticket, r):
             return
-        before = self._warc_seq
+        archived = self._archive(r)  # a failure whose response had begun: as truncated
         outcome = self._dispose(ticket, r)
-        archived = self._warc_seq if self._warc_seq != before else 0
         self.frontier.complete(
             ticket, r.finished, r.duration_s, _failure(r), r.ip, mark_done=not archived
         )
@@ -428,8 +425,7 @@ class Engine:
         return True
 
     def _dispose(self, ticket: Ticket, r: FetchResult) -> Outcome:
-        """Archive a final result, feed its links or redirect target back; return the outcome."""
-        self._archive(r)  # a failure whose response had begun is archived as truncated
+        """Feed a final result's links or redirect target back; return its outcome."""
         if r.error is not None:
             return Outcome.FAILED
         if 300 <= r.status < 400 and r.header("location") and r.not_modified is None:
@@ -455,13 +451,12 @@ class Engine:
         )
         return Outcome.REDIRECT
 
-    def _archive(self, r: FetchResult) -> bool:
-        """Write ``r``'s WARC records, if it has any; True if it did (``_warc_seq`` is then
-        the write's sequence number)."""
+    def _archive(self, r: FetchResult) -> int:
+        """Write ``r``'s WARC records, if it has any: the write's sequence number, else 0."""
         if self._warc is None or r.status == 0:
-            return False
+            return 0
         seen = r.not_modified
-        self._warc_seq = self._warc.write(
+        return self._warc.write(
             ArchiveRecord(
                 url=r.url,
                 ip=r.ip,
@@ -473,7 +468,6 @@ class Engine:
                 revisit_of=Revisit(seen.url, seen.fetched_at) if seen is not None else None,
             )
         )
-        return True
 
     def _record(
         self, ticket: Ticket, r: FetchResult, outcome: Outcome, archived: int = 0
