@@ -332,6 +332,9 @@ class OutputSection(_Section, frozen=True):
             )
         ),
     ] = 0
+    progress_interval_s: Annotated[
+        NonNegFloat, Meta(description="Seconds between progress lines (0: none).")
+    ] = 5.0
 
     def __post_init__(self) -> None:
         if self.warc_compressor == "isal" and self.warc_gzip_level > 3:
@@ -339,9 +342,6 @@ class OutputSection(_Section, frozen=True):
                 f"warc_gzip_level: isal has levels 1 to 3 (0: its default), "
                 f"got {self.warc_gzip_level}"
             )
-    progress_interval_s: Annotated[
-        NonNegFloat, Meta(description="Seconds between progress lines (0: none).")
-    ] = 5.0
 
 
 class WorkersSection(_Section, frozen=True):
