@@ -76,15 +76,24 @@ class _Unsettled:
     key: bytes  #: its frontier entry, marked done once settled
     counted: tuple[str, int, str | None, int]  #: its CrawlStats.record arguments
 
-#: errors that say the host (not this URL) is in trouble
-_CONNECTION_ERRORS = frozenset({ErrorKind.DNS, ErrorKind.CONNECT, ErrorKind.TIMEOUT, ErrorKind.TLS})
+#: errors that say the host (not this URL) is in trouble: the name does not resolve, the
+#: connection (TCP or TLS) cannot be made. A timeout or reset once connected is the URL's.
+_CONNECTION_ERRORS = frozenset({ErrorKind.DNS, ErrorKind.CONNECT, ErrorKind.TLS})
+#: statuses that speak for the whole host (and whose Retry-After holds it)
+_HOST_STATUSES = frozenset({429, 503})
 
 
 def _failure(r: FetchResult) -> Failure:
-    """How a result bears on its host's politeness (backoff, retirement)."""
+    """How a result bears on its host's politeness (backoff, retirement): host-wide signals
+    (connection failures, 429, 503) or a failure of this URL only (timeouts, resets, other
+    5xx), which backs the host off only when several distinct URLs fail in a row."""
     if r.error is not None:
-        return Failure.CONNECTION if r.error in _CONNECTION_ERRORS else Failure.NONE
-    return Failure.SERVER if r.status == 429 or r.status >= 500 else Failure.NONE
+        if r.error in _CONNECTION_ERRORS:
+            return Failure.CONNECTION
+        return Failure.URL if r.error.transient else Failure.NONE
+    if r.status in _HOST_STATUSES:
+        return Failure.SERVER
+    return Failure.URL if r.status >= 500 else Failure.NONE
 
 
 @dataclass(slots=True, frozen=True)
@@ -171,6 +180,8 @@ class Engine:
         #: entries are marked done, and their counters counted, once it has (``_settle``)
         self._unsettled: deque[_Unsettled] = deque()
         self._warc_needed = 0  #: WARC writes that must be on disk before the next commit
+        #: seconds each URL still being retried has held its host so far (Retry-After, backoff)
+        self._held: dict[bytes, float] = {}
         self._log = CrawlLog(self.layout.crawl_log)
         self.fetcher: FetcherLike = fetcher or Fetcher.from_settings(
             settings.fetch, settings.politeness, capture_requests=settings.output.warc
@@ -326,7 +337,7 @@ class Engine:
             if self._group is not None and (
                 now >= self._commit_at
                 or wait >= self.settings.frontier.commit_interval_s
-                or (idle and self._undelivered)
+                or (idle and (self._undelivered or self._outbox))
             ):
                 self._commit()  # one fdatasync per group, not per tick
             results = fetcher.poll(wait)
@@ -365,7 +376,10 @@ class Engine:
                 self._dirty = True
                 self._sync_outputs()
         self._received += counted
-        self._peers.publish(idle and ingested == 0 and not self._undelivered, self._received)
+        # idle only with no link of ours left to hand over: none in the in-memory outbox
+        # (waiting for the group commit) and none committed but not yet delivered
+        idle = idle and ingested == 0 and not self._outbox and not self._undelivered
+        self._peers.publish(idle, self._received)
         return self._peers.should_stop()
 
     def _foreign(self, dest: int, link: Link) -> None:
@@ -404,24 +418,41 @@ class Engine:
             self._warc_needed = self._archive(r) or self._warc_needed
             self._record(ticket, r, Outcome.ROBOTS_TXT)
             return
-        if self._should_retry(ticket, r):
+        f = self.settings.fetch
+        after = (
+            parse_retry_after(r.header("retry-after"), time.time())
+            if r.status in _HOST_STATUSES
+            else None
+        )
+        hold = min(after, f.max_retry_delay_s) if after is not None else 0.0
+        if self._should_retry(ticket, r, after):
             return
         archived = self._archive(r)  # a failure whose response had begun: as truncated
         outcome = self._dispose(ticket, r)
-        self.frontier.complete(
-            ticket, r.finished, r.duration_s, _failure(r), r.ip, mark_done=not archived
-        )
-        self._record(ticket, r, outcome, archived)
+        held = self.frontier.complete(
+            ticket, r.finished, r.duration_s, _failure(r), r.ip, mark_done=not archived,
+            hold_s=hold,
+        )  # fmt: skip
+        self._record(ticket, r, outcome, archived, self._held.pop(ticket.key, 0.0) + held)
 
-    def _should_retry(self, ticket: Ticket, r: FetchResult) -> bool:
-        """Send a transient failure back to the frontier, if it has retries left."""
+    def _should_retry(self, ticket: Ticket, r: FetchResult, after: float | None) -> bool:
+        """Send a transient failure back to the frontier, if it has retries left.
+
+        ``after``: the response's Retry-After (429/503). One longer than fetch.max_retry_delay_s
+        is not waited out cap after cap: the URL is given up (its host is held for the cap).
+        """
         f = self.settings.fetch
         transient = r.error.transient if r.error is not None else r.status == 429 or r.status >= 500
         if not transient or ticket.attempt >= f.retries:
             return False
-        after = parse_retry_after(r.header("retry-after"), time.time()) if r.status else None
+        if after is not None and after > f.max_retry_delay_s:
+            return False
         delay = retry_delay(ticket.attempt, f.retry_backoff_s, f.max_retry_delay_s, after)
-        self.frontier.retry(ticket, r.finished, delay, r.duration_s, _failure(r), r.ip)
+        held = self.frontier.retry(
+            ticket, r.finished, delay, r.duration_s, _failure(r), r.ip, hold_s=after or 0.0
+        )
+        if held > 0:
+            self._held[ticket.key] = self._held.get(ticket.key, 0.0) + held
         return True
 
     def _dispose(self, ticket: Ticket, r: FetchResult) -> Outcome:
@@ -470,11 +501,19 @@ class Engine:
         )
 
     def _record(
-        self, ticket: Ticket, r: FetchResult, outcome: Outcome, archived: int = 0
+        self,
+        ticket: Ticket,
+        r: FetchResult,
+        outcome: Outcome,
+        archived: int = 0,
+        held_s: float = 0.0,
     ) -> None:
         """The page's crawl-log line, and its counters (once its WARC write ``archived``, if
-        any, is settled: see ``_sync_outputs``)."""
+        any, is settled: see ``_sync_outputs``). ``held_s``: how long its responses held its
+        host beyond the politeness delay (Retry-After, backoff), over all its attempts."""
         self._dirty = True
+        if held_s > 0:
+            self.stats.record_hold(ticket.url, held_s)
         error = r.error.value if r.error is not None else None
         nbytes = len(r.body) if r.not_modified is None else 0  # a 304 brought no payload
         counted = (outcome.value, r.status, error, nbytes)
@@ -494,6 +533,7 @@ class Engine:
                 depth=ticket.depth,
                 referrer=ticket.referrer,
                 content_type=r.content_type,
+                held_s=round(held_s, 3),
             )
         )
 

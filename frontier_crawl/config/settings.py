@@ -105,10 +105,20 @@ class ScopeSection(_Section, frozen=True):
 class PolitenessSection(_Section, frozen=True):
     min_delay_s: Annotated[
         NonNegFloat,
-        Meta(description="Seconds from the end of one response to the next request to a host."),
+        Meta(
+            description="Least seconds between two request starts to one host (per IP group "
+            "with per_ip), however many connections are open; with connections_per_host = 1 "
+            "the next request also waits this long after the end of the previous response."
+        ),
     ] = 1.0
     connections_per_host: Annotated[
-        PosInt, Meta(description="Requests open at once to one host.")
+        PosInt,
+        Meta(
+            description="Requests open at once to one host (per IP group with per_ip). Bounds "
+            "concurrency only: request starts stay spaced by the delay (min_delay_s, the "
+            "adaptive delay, Crawl-delay), so more connections only keep a slow response from "
+            "holding back the next request once its start is due."
+        ),
     ] = 1
     obey_robots: Annotated[
         bool, Meta(description="Fetch robots.txt first and obey it, Crawl-delay included.")
@@ -137,7 +147,8 @@ class PolitenessSection(_Section, frozen=True):
         NonNegFloat,
         Meta(
             description="Adaptive delay: this many times the last fetch's duration, clamped "
-            "to [min_delay_s, max_delay_s] (0: fixed min_delay_s)."
+            "to [min_delay_s, max_delay_s] (0: fixed min_delay_s); it spaces request starts as "
+            "min_delay_s does, and so slows a host that answers slowly."
         ),
     ] = 2.0
     max_delay_s: Annotated[
@@ -157,8 +168,11 @@ class PolitenessSection(_Section, frozen=True):
     backoff_s: Annotated[
         NonNegFloat,
         Meta(
-            description="Per-host backoff after a 429, 5xx or connection error; doubles with "
-            "each consecutive one (Retry-After wins when longer)."
+            description="Per-host backoff, from the end of the response, after a host-wide "
+            "signal: 429, 503, a DNS/connect/TLS failure, or failures of host_error_urls "
+            "distinct URLs in a row; doubles with each consecutive one, reset by any good "
+            "response (a 429/503 Retry-After holds the host too, up to "
+            "fetch.max_retry_delay_s)."
         ),
     ] = 5.0
     max_backoff_s: Annotated[
@@ -171,6 +185,15 @@ class PolitenessSection(_Section, frozen=True):
             "its queued URLs recorded as host-unreachable; 0 never retires."
         ),
     ] = 10
+    host_error_urls: Annotated[
+        PosInt,
+        Meta(
+            description="Transient failures (timeouts, resets, 5xx other than 503) of this many "
+            "distinct URLs of one host in a row, with no good response between, count as "
+            "host-wide and start the per-host backoff. Fewer only retry the failing URLs, each "
+            "after its own retry delay, behind the host's other URLs."
+        ),
+    ] = 3
     per_ip: Annotated[
         bool,
         Meta(
@@ -213,14 +236,23 @@ class FetchSection(_Section, frozen=True):
         NonNegInt, Meta(description="Redirect hops followed from one URL.")
     ] = 5
     retries: Annotated[
-        NonNegInt, Meta(description="Retries of a transient failure (timeout, connect, 5xx, 429).")
+        NonNegInt,
+        Meta(
+            description="Retries of a transient failure (timeout, connect, 5xx, 429): a URL is "
+            "tried at most retries + 1 times, each retry after its own delay (retry_backoff_s, "
+            "doubling, or the Retry-After) and behind its host's other queued URLs."
+        ),
     ] = 3
     retry_backoff_s: Annotated[
         NonNegFloat, Meta(description="First retry delay; doubles with each retry.")
     ] = 2.0
     max_retry_delay_s: Annotated[
         NonNegFloat,
-        Meta(description="Upper bound of a retry delay, Retry-After included."),
+        Meta(
+            description="Upper bound of a retry delay, and of how long a 429/503 Retry-After "
+            "holds its host. A URL answered with a longer Retry-After holds the host this "
+            "long and is given up (http-error), not retried after each cap."
+        ),
     ] = 600.0
     resolve: Annotated[
         tuple[str, ...],

@@ -16,9 +16,16 @@ Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
 * A host is in exactly one :class:`HostState`. READY hosts wait in a FIFO, SNOOZED hosts in a heap
   ordered by wake time, BUSY hosts (all connections used, or robots.txt in flight) in neither, so
   a waiting host never holds a fetch slot. :meth:`Frontier._settle` is the one transition.
-* Politeness is a wake time per host (and per IP group with ``per_ip``): after each response
-  ``next_at = end of response + delay_for(...)``, raised by the per-host error backoff; a
-  Retry-After or retry delay snoozes the host as well. A Crawl-delay of any length just snoozes.
+* Politeness is a wake time per host (and per IP group with ``per_ip``). The delay
+  (``delay_for(...)``: min_delay_s, the adaptive delay, Crawl-delay) is a rate: two request starts
+  to one host are never closer than it, however many connections are open (each start moves
+  ``next_at`` to ``start + delay``); with one connection per host the next request also waits
+  that long after the end of the previous response. ``connections_per_host`` only bounds how
+  many requests are open at once. Host-wide trouble (429/503 with their Retry-After, DNS and
+  connect failures, failures of ``host_error_urls`` distinct URLs in a row) adds the per-host
+  backoff from the end of the response. A Crawl-delay of any length just snoozes.
+* A URL that failed transiently waits for its own retry time in its host's ``retries`` heap,
+  behind the host's other queued URLs: one bad URL never holds its host's healthy ones.
 * robots.txt is the first request to every host (a robots :class:`Ticket`), unless a fresh copy is
   in the disk cache. Until it is known the host issues nothing else.
 * ``identity.json`` in the state directory pins what a crawl cannot change between runs (layout
@@ -99,8 +106,11 @@ class Failure(Enum):
     """How a fetch went wrong, as far as the host's politeness is concerned."""
 
     NONE = 0  #: a response the host meant (2xx, 3xx, 4xx but 429)
-    SERVER = 1  #: 429 or 5xx: the host is struggling; back off
-    CONNECTION = 2  #: DNS, connect, timeout, reset: back off, and retire after max_host_errors
+    SERVER = 1  #: 429 or 503: the host is struggling; back off
+    CONNECTION = 2  #: DNS, connect (refused, reset, timed out), TLS: back off, and retire after
+    #: max_host_errors in a row
+    URL = 3  #: this URL failed (timeout, reset mid-transfer, other 5xx): the host backs off only
+    #: once ``host_error_urls`` distinct URLs fail in a row
 
 
 class Ticket(msgspec.Struct, frozen=True, gc=False):
@@ -126,7 +136,7 @@ class IpGroup:
     """Hosts sharing one IP address share its politeness budget (``per_ip``)."""
 
     next_at: float = 0.0
-    in_flight: int = 0
+    in_flight: int = 0  #: every in-flight request of its hosts (counted from when they join)
     waiting: list[HostQueue] | None = None  #: hosts parked while every connection is in use
 
 
@@ -142,18 +152,41 @@ class HostQueue:
     loaded_upto: bytes | None = None
     in_flight: int = 0
     next_at: float = 0.0  #: monotonic time before which no request may start
+    wake_at: float = 0.0  #: when SNOOZED: the wake time of its heap entry
+    last_start: float = 0.0  #: when the latest request to the host started
+    delay_s: float = 0.0  #: politeness delay from the latest response (spaces request starts)
+    starts: int = 0  #: requests started to the host (this run)
+    took_retry: bool = False  #: the latest request taken was a retry
+    #: URLs waiting for their retry: (due, seq, key, entry, starts), a heap by due time. One is
+    #: taken once due, once ``starts`` requests have started to the host (another URL went
+    #: first) and when the latest one taken was not a retry, so retries take at most every
+    #: other request of a host that has other URLs queued; or when nothing else is queued.
+    #: None when empty.
+    retries: list[tuple[float, int, bytes, QueueEntry, int]] | None = None
     rules: Rules | None = None  #: robots.txt rules, None while unknown (or dropped when idle)
     robots_in_flight: bool = False
     robots_attempts: int = 0
     errors: int = 0  #: consecutive 429/5xx/connection failures
     conn_errors: int = 0  #: consecutive DNS/connection failures
+    failing: set[bytes] | None = None  #: distinct URLs failed in a row (Failure.URL)
     admitted: int = 0  #: URLs admitted, all runs (for max_pages_per_host)
     group: IpGroup | None = None
     retired: str = ""  #: why the host was retired (the outcome of its URLs)
 
     @property
     def queued(self) -> int:
-        return (len(self.hot) if self.hot else 0) + self.unloaded
+        return (
+            (len(self.hot) if self.hot else 0)
+            + self.unloaded
+            + (len(self.retries) if self.retries else 0)
+        )
+
+    def due(self) -> float:
+        """When the host may issue its next request, queued work permitting: its politeness
+        time, or later when all it has left are retries not yet due."""
+        if self.hot or self.unloaded or not self.retries:
+            return self.next_at
+        return max(self.next_at, self.retries[0][0])
 
 
 class Frontier:
@@ -180,6 +213,7 @@ class Frontier:
         seen_error_rate: float,
         map_size: int,
         per_ip: bool = False,
+        host_error_urls: int = 3,
         known_ips: Mapping[str, str] | None = None,
         on_reject: Callable[[Ticket, str], None] | None = None,
         route: Callable[[str], int] | None = None,
@@ -208,6 +242,7 @@ class Frontier:
         self._robots_retry_s = robots_retry_s
         self._robots_attempts = robots_attempts
         self._max_host_errors = max_host_errors
+        self._host_error_urls = host_error_urls
         self._memory_urls = memory_urls
         self._per_ip = per_ip
         self._known_ips = dict(known_ips or {})
@@ -279,6 +314,7 @@ class Frontier:
             seen_error_rate=s.frontier.seen_error_rate,
             map_size=s.frontier.lmdb_map_size_bytes,
             per_ip=p.per_ip,
+            host_error_urls=p.host_error_urls,
             known_ips=known_ips,
             on_reject=on_reject,
             route=route,
@@ -619,22 +655,22 @@ class Frontier:
             new = HostState.EMPTY
             if host.in_flight == 0:
                 host.rules = None  # idle: keep no parsed robots.txt (re-read from the disk cache)
-        elif host.next_at <= now:
-            new = HostState.READY
         else:
-            new = HostState.SNOOZED
+            wake = host.due()
+            new = HostState.READY if wake <= now else HostState.SNOOZED
         if new is HostState.READY and host.state is not HostState.READY:
             self._ready.append(host)
         elif new is HostState.SNOOZED:
+            host.wake_at = wake
             self._heap_seq += 1
-            heapq.heappush(self._snoozed, (host.next_at, self._heap_seq, host))
+            heapq.heappush(self._snoozed, (wake, self._heap_seq, host))
         host.state = new
 
     def _wake(self, now: float) -> None:
         heap = self._snoozed
         while heap and heap[0][0] <= now:
             wake, _, host = heapq.heappop(heap)
-            if host.state is HostState.SNOOZED and wake == host.next_at:
+            if host.state is HostState.SNOOZED and wake == host.wake_at:
                 self._settle(host, now)
 
     def next_wake(self) -> float | None:
@@ -642,7 +678,7 @@ class Frontier:
         heap = self._snoozed
         while heap:
             wake, _, host = heap[0]
-            if host.state is HostState.SNOOZED and wake == host.next_at:
+            if host.state is HostState.SNOOZED and wake == host.wake_at:
                 return wake
             heapq.heappop(heap)  # stale entry
         return None
@@ -664,14 +700,27 @@ class Frontier:
             host.state = HostState.BUSY  # out of the FIFO; _settle puts it back where it belongs
             if host.group is not None and self._group_holds(host, now):
                 continue
-            ticket = self._take(host)
+            ticket = self._take(host, now)
             if ticket is not None:
                 out.append(ticket)
                 self.in_flight += 1
-                if host.group is not None:
-                    host.group.in_flight += 1
+                group = host.group
+                if group is not None:
+                    group.in_flight += 1
+                if not ticket.robots:  # the delay is a rate: it spaces request starts
+                    host.starts += 1
+                    host.last_start = now
+                    host.next_at = max(host.next_at, now + self._spacing(host))
+                    if group is not None:
+                        group.next_at = max(group.next_at, host.next_at)
             self._settle(host, now)
         return out
+
+    def _spacing(self, host: HostQueue) -> float:
+        """The least time from this request's start to the host's next one: the delay of its
+        latest response, never below min_delay_s and the Crawl-delay."""
+        crawl_delay = host.rules.crawl_delay_s if host.rules is not None else None
+        return max(host.delay_s, delay_for(0.0, crawl_delay, self._policy))
 
     def _group_holds(self, host: HostQueue, now: float) -> bool:
         """Per-IP politeness: park or snooze a host whose IP group is busy or not yet due."""
@@ -688,34 +737,53 @@ class Frontier:
             return True
         return False
 
-    def _take(self, host: HostQueue) -> Ticket | None:
-        """The host's next ticket: robots.txt first, then its queue minus robots-denied URLs."""
+    def _take(self, host: HostQueue, now: float) -> Ticket | None:
+        """The host's next ticket: robots.txt first, then a retry that is due, then its queue;
+        robots-denied URLs are recorded and skipped."""
         if host.rules is None:
             host.rules = self._robots.get(host.origin) if self._obey_robots else _ALLOW_ALL
         if host.rules is None:
             host.robots_in_flight = True
             return Ticket(b"", host.origin, host.origin + "/robots.txt", 0, robots=True)
-        while host.queued:
-            if not host.hot:
-                self._refill(host)
-                if not host.hot:
-                    break
-            key, entry = host.hot.popleft()
-            self._hot_changed(-1)
+        while (item := self._pop(host, now)) is not None:
+            key, entry = item
             self.queued -= 1
             ticket = Ticket(
                 key, host.origin, entry.url, entry.depth, entry.hops, entry.attempt, entry.referrer
             )
             if host.rules.allowed(entry.url):
                 host.in_flight += 1
-                if not host.hot:
-                    host.hot = None
                 return ticket
             self._on_reject(ticket, ROBOTS_DENIED)
             with self._write():
                 self._store.done(key)
-        host.hot = None
         return None
+
+    def _pop(self, host: HostQueue, now: float) -> tuple[bytes, QueueEntry] | None:
+        """The host's next entry in memory (a due retry first), refilled from LMDB if need be."""
+        retries = host.retries
+        if retries and retries[0][0] <= now and (
+            (host.starts >= retries[0][4] and not host.took_retry)
+            or not (host.hot or host.unloaded)
+        ):
+            key, entry = heapq.heappop(retries)[2:4]
+            if not retries:
+                host.retries = None
+            self._hot_changed(-1)
+            host.took_retry = True
+            return key, entry
+        host.took_retry = False
+        if not host.hot:
+            if host.unloaded:
+                self._refill(host)
+            if not host.hot:
+                host.hot = None
+                return None if not retries or retries[0][0] > now else self._pop(host, now)
+        item = host.hot.popleft()
+        if not host.hot:
+            host.hot = None
+        self._hot_changed(-1)
+        return item
 
     def _refill(self, host: HostQueue) -> None:
         room = min(max(1, min(REFILL_BATCH, self._memory_urls - self.hot_total)), host.unloaded)
@@ -750,18 +818,23 @@ class Frontier:
         ip: str = "",
         *,
         mark_done: bool = True,
-    ) -> None:
+        hold_s: float = 0.0,
+    ) -> float:
         """A page ticket is finished for good (fetched, or failed for the last time).
 
         ``mark_done=False``: the host is released now, but the URL's entry stays unfinished
         until :meth:`mark_done` is given its ``ticket.key`` (the engine does that once the
         page's WARC record is on its way to disk). Until then a kill makes it fetched again.
+        ``hold_s``: hold the host this long from now (a 429/503's Retry-After). Returns how long
+        this response holds the host beyond its politeness delay (backoff or ``hold_s``).
         """
         host = self._hosts[ticket.origin]
         if mark_done:
             self.mark_done((ticket.key,))
-        self._release(host, ticket, now, self._delay_after(host, fetch_s, failure), ip)
+        held = self._release(host, ticket, now, *self._delay_after(host, ticket, fetch_s, failure),
+                             hold_s, ip)  # fmt: skip
         self._maybe_retire(host, failure)
+        return held
 
     def mark_done(self, keys: Iterable[bytes]) -> None:
         """Record completed tickets' entries as finished (durable at the next commit)."""
@@ -781,33 +854,61 @@ class Frontier:
         fetch_s: float = 0.0,
         failure: Failure = Failure.NONE,
         ip: str = "",
-    ) -> None:
-        """Fetch this ticket again, no earlier than ``delay_s`` from now (host snoozed as well)."""
+        *,
+        hold_s: float = 0.0,
+    ) -> float:
+        """Fetch this ticket again, no earlier than ``delay_s`` from now.
+
+        The URL waits in its host's retry heap for its own time, and then until another of the
+        host's queued URLs has started, so the healthy ones go on at the host's usual pace; the
+        host itself is held only by host-wide trouble (see :meth:`complete`, whose return value
+        this returns too).
+        """
         host = self._hosts[ticket.origin]
         entry = QueueEntry(
             ticket.url, ticket.depth, ticket.hops, ticket.attempt + 1, ticket.referrer
         )
         with self._write() as txn:
             self._store.rewrite(txn, ticket.key, entry)
-        if host.hot is None:
-            host.hot = deque()
-        host.hot.appendleft((ticket.key, entry))
+        if host.retries is None:
+            host.retries = []
+        self._heap_seq += 1
+        due = (now + delay_s, self._heap_seq, ticket.key, entry, host.starts + 1)
+        heapq.heappush(host.retries, due)
         self._hot_changed(1)
         self.queued += 1
-        delay = max(self._delay_after(host, fetch_s, failure), delay_s)
-        self._release(host, ticket, now, delay, ip)
+        held = self._release(host, ticket, now, *self._delay_after(host, ticket, fetch_s, failure),
+                             hold_s, ip)  # fmt: skip
         self._maybe_retire(host, failure)
+        return held
 
-    def _delay_after(self, host: HostQueue, fetch_s: float, failure: Failure) -> float:
-        """Politeness delay after a response, plus the host's error backoff."""
+    def _delay_after(
+        self, host: HostQueue, ticket: Ticket, fetch_s: float, failure: Failure
+    ) -> tuple[float, float]:
+        """(politeness delay, host backoff) after a response; counts the host's errors.
+
+        Only host-wide signals back the host off: 429/503, connection failures, or failures of
+        ``host_error_urls`` distinct URLs in a row (each such run counts as one signal, then
+        the count starts again). One URL failing again and again does not.
+        """
+        host_wide = failure is Failure.SERVER or failure is Failure.CONNECTION
         if failure is Failure.NONE:
             host.errors = host.conn_errors = 0
+            host.failing = None
+        elif failure is Failure.URL:
+            if host.failing is None:
+                host.failing = set()
+            host.failing.add(ticket.key or ticket.url.encode())
+            if len(host.failing) >= self._host_error_urls:
+                host.failing = None
+                host.errors += 1
+                host_wide = True
         else:
             host.errors += 1
             host.conn_errors = host.conn_errors + 1 if failure is Failure.CONNECTION else 0
         crawl_delay = host.rules.crawl_delay_s if host.rules is not None else None
         polite = delay_for(fetch_s, crawl_delay, self._policy)
-        return max(polite, host_backoff(host.errors, self._policy))
+        return polite, host_backoff(host.errors, self._policy) if host_wide else 0.0
 
     def _maybe_retire(self, host: HostQueue, failure: Failure) -> None:
         if (
@@ -836,43 +937,65 @@ class Frontier:
         if rules is not None:
             host.rules = rules
             delay = delay_for(fetch_s, rules.crawl_delay_s, self._policy)
+            retry = 0.0
         else:
             host.robots_attempts += 1
             if host.robots_attempts >= self._robots_attempts:
                 log.warning("robots.txt of %s unavailable: host retired", host.origin)
-                self._release(host, None, now, 0.0, ip)
+                self._release(host, None, now, 0.0, 0.0, 0.0, ip)
                 self._retire(host, ROBOTS_UNAVAILABLE)
                 return
-            delay = self._robots_retry_s * 2 ** (host.robots_attempts - 1)
-        self._release(host, None, now, max(delay, self._policy.min_delay_s), ip)
+            delay = delay_for(fetch_s, None, self._policy)
+            retry = self._robots_retry_s * 2 ** (host.robots_attempts - 1)
+        self._release(host, None, now, delay, retry, 0.0, ip)
 
     def _release(
-        self, host: HostQueue, ticket: Ticket | None, now: float, delay: float, ip: str
-    ) -> None:
+        self,
+        host: HostQueue,
+        ticket: Ticket | None,
+        now: float,
+        delay: float,
+        backoff: float,
+        hold: float,
+        ip: str,
+    ) -> float:
+        """A request of ``host`` ended at ``now``: free its connection and move its wake time.
+
+        ``delay`` spaces request starts (from the end of this response, too, with one connection
+        per host, and always after robots.txt); ``backoff`` and ``hold`` run from the end of this
+        response. Returns how long they hold the host beyond ``delay``.
+        """
         if ticket is not None:
             host.in_flight -= 1
         self.in_flight -= 1
-        host.next_at = max(host.next_at, now + delay)
+        host.delay_s = delay
+        after_end = ticket is None or self._cph == 1
+        polite = max(host.next_at, (now if after_end else host.last_start) + delay)
+        host.next_at = max(polite, now + backoff, now + hold)
         group = host.group
         if group is not None:
             group.in_flight -= 1
-            group.next_at = max(group.next_at, now + delay)
+            group.next_at = max(group.next_at, host.next_at)
             waiting, group.waiting = group.waiting, None
             for other in waiting or ():
                 if other.state is HostState.BUSY:
                     self._settle(other, now)
         elif self._per_ip and ip:
+            # joins its IP's group now: the requests it still has in flight count there from now
+            # on (they are subtracted when they end), this one never was
             host.group = self._groups.setdefault(ip, IpGroup())
-            host.group.next_at = max(host.group.next_at, now + delay)
+            host.group.in_flight += host.in_flight + host.robots_in_flight
+            host.group.next_at = max(host.group.next_at, host.next_at)
         if host.state is not HostState.READY:
             self._settle(host, now)
+        return host.next_at - polite
 
     def _retire(self, host: HostQueue, reason: str) -> None:
         """Give up on a host: every queued URL is recorded as failed with ``reason``."""
         host.state = HostState.RETIRED
         host.retired = reason
         with self.batch(), self._write() as txn:
-            while host.queued:
+            while host.hot or host.unloaded:
                 if not host.hot:
                     self._refill(host)  # reads through the same (batch) transaction
                     if not host.hot:
@@ -882,6 +1005,11 @@ class Frontier:
                     self._reject_entry(txn, host, key, entry, reason)
                 self._hot_changed(-len(host.hot))
                 host.hot = None
+            for _due, _seq, key, entry, _starts in host.retries or ():
+                self.queued -= 1
+                self._hot_changed(-1)
+                self._reject_entry(txn, host, key, entry, reason)
+            host.retries = None
 
     def _reject_entry(
         self,

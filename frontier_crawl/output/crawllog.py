@@ -41,6 +41,9 @@ class LogEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     depth: int  #: links followed from a seed (seeds are 0)
     referrer: str | None  #: page the URL was found on; None for seeds
     content_type: str  #: response Content-Type, "" when none
+    #: seconds this URL's responses held its host beyond the politeness delay, all attempts
+    #: (a 429/503 Retry-After, the host backoff); 0 for nearly every URL
+    held_s: float = 0.0
 
 
 def iso_time(epoch_s: float) -> str:

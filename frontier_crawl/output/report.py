@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from frontier_crawl.config import CrawlSettings
 
 _STATUS_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
+HOLDS_KEPT = 20  #: the URLs that held their hosts longest, kept for the report
 _TIMEOUT = "timeout"
 
 
@@ -54,6 +55,17 @@ class CrawlStats:
     status_classes: dict[str, int] = field(default_factory=_zero_classes)
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     outcomes: dict[str, int] = field(default_factory=dict)  #: every crawl-log outcome, counted
+    #: URL -> seconds it held its host beyond the politeness delay (the longest HOLDS_KEPT)
+    holds: dict[str, float] = field(default_factory=dict)
+    held_s: float = 0.0  #: all such holds, summed
+
+    def record_hold(self, url: str, seconds: float) -> None:
+        """A URL whose responses held its host (Retry-After, backoff) for ``seconds``."""
+        self.held_s += seconds
+        holds = self.holds
+        holds[url] = holds.get(url, 0.0) + seconds
+        if len(holds) > HOLDS_KEPT:
+            del holds[min(holds, key=holds.__getitem__)]
 
     def record(self, outcome: str, status: int, error: str | None, nbytes: int) -> None:
         """Count one crawl-log entry."""
@@ -112,6 +124,11 @@ class CrawlStats:
             "elapsed_s": round(elapsed_s, 3),
             "pages_per_s": round(self.pages / elapsed_s, 3) if elapsed_s > 0 else 0.0,
             "bloom": dict(bloom),
+            "host_held_s": round(self.held_s, 3),
+            "held_by": [
+                {"url": url, "held_s": round(held, 3)}
+                for url, held in sorted(self.holds.items(), key=lambda kv: -kv[1])
+            ],
         }
 
 
@@ -168,11 +185,20 @@ def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
         ("robots denied / unavailable",
          f"{get('robots_denied', 0)} / {get('robots_unavailable', 0)}"),
         ("seen URLs (Bloom filter)", _bloom(get("bloom"))),
+        ("hosts held (Retry-After, backoff)", _holds(get("held_by"), get("host_held_s"))),
     ]  # fmt: skip
     warnings = get("warnings")
     if isinstance(warnings, list) and warnings:
         rows.append(("warnings", "\n".join(str(w) for w in warnings)))
     return rows
+
+
+def _holds(value: object, total: object) -> str:
+    """The URLs that held their hosts longest, and the total."""
+    if not isinstance(value, list) or not value:
+        return "none"
+    top = ", ".join(f"{h['url']} {h['held_s']} s" for h in value[:3] if isinstance(h, dict))
+    return f"{total} s in all; longest: {top}"
 
 
 def _bloom(value: object) -> str:

@@ -17,6 +17,7 @@ from frontier_crawl.engine import Engine
 from tests.scripted_server import NOT_FOUND, Answer, ScriptedServer, page
 
 SLOW_S = 0.1
+BACKOFF_S = 0.5
 
 
 def settings(tmp_path: Path, seeds: list[str], resolve: list[str], **sections: Any) -> Any:
@@ -66,10 +67,12 @@ def script(host: str, path: str, nth: int) -> Answer:
         if path == "/limited" and nth == 1:
             return Answer(429, b"slow down", (("Retry-After", "1"),))
         return page()
-    if host == "d.test":  # repeated 500s: per-host exponential backoff
+    if host == "d.test":  # one URL's 500s are its own: retried, the host not held
         if path == "/":
-            return page("/flaky")
-        return Answer(500, b"oops") if nth <= 3 else page()
+            return page("/flaky", "/ok1", "/ok2", "/ok3")
+        return Answer(500, b"oops") if path == "/flaky" and nth <= 3 else page()
+    if host == "g.test":  # three distinct URLs failing in a row: the host's trouble
+        return page("/g1", "/g2", "/g3") if path == "/" else Answer(500, b"oops")
     if host == "e.test":  # robots.txt Crawl-delay: 1
         return page("/1", "/2") if path == "/" else page()
     return NOT_FOUND
@@ -77,13 +80,13 @@ def script(host: str, path: str, nth: int) -> Answer:
 
 @pytest.mark.timeout(60)
 def test_policies_from_server_log(tmp_path: Path) -> None:
-    hosts = ["a.test", "b.test", "c.test", "d.test", "e.test"]
+    hosts = ["a.test", "b.test", "c.test", "d.test", "e.test", "g.test"]
     with ScriptedServer(script) as srv:
         s = settings(
             tmp_path,
             [srv.url(h, "/") for h in hosts],
             srv.resolve(*hosts),
-            politeness={"delay_factor": 3.0, "backoff_s": 0.2, "max_backoff_s": 10.0},
+            politeness={"delay_factor": 3.0, "backoff_s": BACKOFF_S, "max_backoff_s": 10.0},
         )
         report = Engine(s).run()
         log = srv.log()
@@ -100,11 +103,22 @@ def test_policies_from_server_log(tmp_path: Path) -> None:
         assert seq[i].status in (503, 429)
         assert seq[i + 1].started - seq[i].responding >= wait - tol
         assert sum(e.path == path for e in seq) == 2
-    # backoff: consecutive 500s from one host double the wait (0.2, 0.4, 0.8)
-    flaky = [g for p, g in gaps(log, "d.test") if p == "/flaky"]
-    assert len(flaky) == 4
-    for gap, wait in zip(flaky[1:], (0.2, 0.4, 0.8), strict=True):
-        assert gap >= wait - tol, flaky
+    # one URL's 500s: retried after its own delay (retry_backoff_s 0.05, doubling), tried
+    # retries + 1 times at most; the 500s of three distinct URLs in a row (host_error_urls)
+    # back the whole host off (backoff_s after the third)
+    d = sorted((e for e in log if e.host == "d.test"), key=lambda e: e.started)
+    assert [e.status for e in d if e.path == "/flaky"] == [500, 500, 500, 200]
+    after_failure = [b.started - a.responding for a, b in itertools.pairwise(d) if a.status == 500]
+    assert len(after_failure) == 3 and max(after_failure) < BACKOFF_S, d  # never backed off
+    # another URL went before each retry (the retry waits behind the host's other URLs)
+    first = next(i for i, e in enumerate(d) if e.path == "/flaky")
+    assert d[first + 1].path != "/flaky", d
+    g = sorted((e for e in log if e.host == "g.test"), key=lambda e: e.started)
+    assert all(sum(e.path == f"/g{i}" for e in g) == 4 for i in (1, 2, 3))  # retries + 1
+    failed = [i for i, e in enumerate(g) if e.status == 500]
+    third = next(i for i in failed if len({g[j].path for j in failed if j <= i}) == 3)
+    assert g[third + 1].started - g[third].responding >= BACKOFF_S - tol, g
+    assert all(g[i + 1].started - g[i].responding < BACKOFF_S for i in failed if i < third), g
     # Crawl-delay 1 s: every gap on e.test, robots.txt included
     assert all(g >= 1.0 - tol for _, g in gaps(log, "e.test"))
     got = outcomes(tmp_path / "out")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -162,14 +163,129 @@ def test_connections_per_host(tmp_path: Path) -> None:
     f.close()
 
 
-def test_retry_goes_first_and_waits(frontier: Frontier) -> None:
-    frontier.add([f"{A}/1", f"{A}/2"], depth=0)
+def test_retry_waits_behind_the_hosts_other_urls(frontier: Frontier) -> None:
+    frontier.add([f"{A}/1", f"{A}/2", f"{A}/3"], depth=0)
     (t,) = frontier.next_ready(0.0, 5)
-    frontier.retry(t, now=1.0, delay_s=30.0)
-    assert frontier.pending == 2
-    assert frontier.next_ready(5.0, 5) == []
+    held = frontier.retry(t, now=1.0, delay_s=30.0, failure=Failure.URL)
+    assert held == 0.0 and frontier.pending == 3
+    # the healthy URLs go on at the host's usual pace (min_delay_s 1 s from the end)
+    (b,) = frontier.next_ready(2.0, 5)
+    assert b.url == f"{A}/2"
+    frontier.complete(b, 2.0)
+    (c,) = frontier.next_ready(3.0, 5)
+    assert c.url == f"{A}/3"
+    frontier.complete(c, 3.0)
+    assert frontier.next_ready(4.0, 5) == []  # only the retry is left: it waits its own time
+    assert frontier.next_wake() == 31.0
     (again,) = frontier.next_ready(31.0, 5)
     assert again.url == t.url and again.attempt == 1
+
+
+def test_a_due_retry_goes_before_the_rest_of_the_queue(frontier: Frontier) -> None:
+    frontier.add([f"{A}/{i}" for i in range(5)], depth=0)
+    (t,) = frontier.next_ready(0.0, 5)
+    frontier.retry(t, now=0.0, delay_s=2.0, failure=Failure.URL)
+    (n,) = frontier.next_ready(1.0, 5)
+    assert n.url == f"{A}/1"
+    frontier.complete(n, 1.0)
+    (r,) = frontier.next_ready(2.0, 5)
+    assert r.url == t.url and r.attempt == 1
+
+
+def test_one_failing_url_never_backs_its_host_off(tmp_path: Path) -> None:
+    f, _ = make(tmp_path, min_delay_s=1.0, backoff_s=5.0)
+    f.add([f"{A}/bad"] + [f"{A}/{i}" for i in range(3)], depth=0)
+    (bad,) = f.next_ready(0.0, 5)
+    now = 0.0
+    for i in range(3):  # the same URL timing out again and again
+        assert f.retry(bad, now, delay_s=0.0, failure=Failure.URL) == 0.0
+        assert f.next_wake() == now + 1.0  # only the politeness delay: no backoff
+        now += 1.0
+        (good,) = f.next_ready(now, 5)  # another URL goes before the retry
+        assert good.url == f"{A}/{i}"
+        f.complete(good, now)
+        now += 1.0
+        (bad,) = f.next_ready(now, 5)
+        assert bad.url == f"{A}/bad" and bad.attempt == i + 1
+    f.close()
+
+
+def test_failures_of_distinct_urls_in_a_row_back_the_host_off(tmp_path: Path) -> None:
+    f, _ = make(tmp_path, min_delay_s=1.0, backoff_s=5.0, host_error_urls=3)
+    f.add([f"{A}/{i}" for i in range(6)], depth=0)
+    now = 0.0
+    for i in range(3):
+        (t,) = f.next_ready(now, 5)
+        held = f.complete(t, now, failure=Failure.URL)
+        assert held == (5.0 - 1.0 if i == 2 else 0.0)  # the third distinct URL: host-wide
+        now = f.next_wake() or now
+    assert now == 2.0 + 5.0
+    (t,) = f.next_ready(now, 5)
+    f.complete(t, now)  # a good response resets it
+    (t,) = f.next_ready(now + 1.0, 5)
+    assert f.complete(t, now + 1.0, failure=Failure.URL) == 0.0
+    f.close()
+
+
+def test_a_hold_keeps_the_host_and_is_returned(frontier: Frontier) -> None:
+    frontier.add([f"{A}/1", f"{A}/2"], depth=0)
+    (t,) = frontier.next_ready(0.0, 5)
+    held = frontier.complete(t, 1.0, failure=Failure.SERVER, hold_s=60.0)
+    assert held == 60.0 - 1.0  # beyond the 1 s politeness delay
+    assert frontier.next_wake() == 61.0
+
+
+@pytest.mark.parametrize("cph", [1, 4, 16])
+def test_the_delay_spaces_request_starts_whatever_the_connections(
+    tmp_path: Path, cph: int
+) -> None:
+    f, _ = make(tmp_path, connections_per_host=cph, min_delay_s=0.2)
+    f.add([f"{A}/{i}" for i in range(40)], depth=0)
+    starts: list[float] = []
+    open_: list[tuple[float, Ticket]] = []
+    now = 0.0
+    while f.pending:
+        for t in f.next_ready(now, 100):
+            starts.append(now)
+            open_.append((now + 0.5, t))  # every response takes 0.5 s
+        assert len(open_) <= cph
+        open_.sort(key=lambda x: x[0])
+        wake = f.next_wake()
+        end = open_[0][0] if open_ else float("inf")
+        if open_ and end <= (wake if wake is not None else end):
+            now = end
+            f.complete(open_.pop(0)[1], now, fetch_s=0.5)
+        else:
+            assert wake is not None
+            now = wake
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert min(gaps) >= 0.2 - 1e-9
+    # one connection: the delay also runs from the end of each response
+    expected = 0.7 if cph == 1 else 0.2
+    assert max(gaps) == pytest.approx(expected) and min(gaps) == pytest.approx(expected)
+    f.close()
+
+
+def test_crawl_delay_spaces_starts_with_several_connections(tmp_path: Path) -> None:
+    f, _ = make(tmp_path, connections_per_host=4, min_delay_s=0.0, obey_robots=True)
+    f.add([f"{A}/{i}" for i in range(5)], depth=0)
+    (robots,) = f.next_ready(0.0, 5)
+    f.robots_done(robots, 0.0, 200, b"User-agent: *\nCrawl-delay: 0.05\n")
+    starts = []
+    now = 0.0
+    while f.pending:
+        got = f.next_ready(now, 10)
+        assert len(got) <= 1  # never two starts at one instant
+        starts += [now] * len(got)
+        for t in got:
+            f.complete(t, now + 0.01, fetch_s=0.01)  # answered fast: the slot is free again
+        wake = f.next_wake()
+        if wake is None:
+            break
+        now = wake
+    assert len(starts) == 5
+    assert all(b - a >= 0.05 - 1e-9 for a, b in itertools.pairwise(starts))
+    f.close()
 
 
 def test_spill_and_refill_through_lmdb(tmp_path: Path) -> None:
@@ -369,6 +485,41 @@ def test_per_ip_group_learned_from_first_response(tmp_path: Path) -> None:
     f.complete(b, 0.2, ip="10.0.0.9")
     assert f.next_ready(1.0, 5) == []  # a's own delay is over, but the IP's runs to 1.2
     assert len(f.next_ready(1.2, 5)) == 1  # and then one request for both hosts
+    f.close()
+
+
+def test_per_ip_count_includes_requests_sent_before_the_group_was_known(
+    tmp_path: Path,
+) -> None:
+    f, _ = make(tmp_path, min_delay_s=0.0, per_ip=True, connections_per_host=2)
+    f.add([f"{h}/{i}" for i in range(6) for h in (A, B)], depth=0)
+    first = f.next_ready(0.0, 10)  # IPs unknown: two requests to each host
+    assert len(first) == 4
+    for t in first:
+        f.complete(t, 0.0, ip="10.0.0.9")
+    in_flight = 0
+    now = 0.0
+    while f.pending:  # from now on the IP's two connections are shared by both hosts
+        got = f.next_ready(now, 10)
+        in_flight += len(got)
+        assert in_flight <= 2
+        for t in got:
+            f.complete(t, now, ip="10.0.0.9")
+            in_flight -= 1
+        now += 0.1
+    f.close()
+
+
+def test_per_ip_group_joined_with_requests_in_flight(tmp_path: Path) -> None:
+    f, _ = make(tmp_path, min_delay_s=0.0, per_ip=True, connections_per_host=2)
+    f.add([f"{h}/{i}" for i in range(6) for h in (A, B)], depth=0)
+    a1, a2, b1, b2 = sorted(f.next_ready(0.0, 10), key=lambda t: t.url)
+    f.complete(a1, 0.0, ip="10.0.0.9")  # A joins with a2 still in flight
+    f.complete(b1, 0.0, ip="10.0.0.9")  # B joins with b2 still in flight
+    assert f.next_ready(0.1, 10) == []  # the IP has its two requests open (a2, b2)
+    f.complete(a2, 0.1, ip="10.0.0.9")
+    f.complete(b2, 0.1, ip="10.0.0.9")
+    assert len(f.next_ready(0.2, 10)) == 2  # never more than two, never a negative count
     f.close()
 
 

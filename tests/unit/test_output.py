@@ -36,6 +36,7 @@ from frontier_crawl.output import (
     render_report,
     write_report,
 )
+from frontier_crawl.output.report import HOLDS_KEPT
 from frontier_crawl.output.warc import (
     Revisit,
     _request_record,
@@ -483,6 +484,7 @@ def test_crawl_log_lines_are_json(tmp_path: Path) -> None:
         "depth": 1,
         "referrer": "http://h.test/",
         "content_type": "text/html",
+        "held_s": 0.0,
     }
     assert lines[1]["url"] == 'http://h.test/\u2028"q"'
     assert (lines[1]["outcome"], lines[1]["error"], lines[1]["referrer"]) == (
@@ -595,7 +597,23 @@ def test_report_for_a_known_sequence() -> None:
         "elapsed_s": 4.0,
         "pages_per_s": 0.5,
         "bloom": BLOOM,
+        "host_held_s": 0.0,
+        "held_by": [],
     }
+
+
+def test_report_names_the_urls_that_held_their_hosts_longest() -> None:
+    stats = CrawlStats()
+    for i in range(HOLDS_KEPT + 5):
+        stats.record_hold(f"http://h.test/{i}", float(i))
+    stats.record_hold("http://h.test/9", 100.0)  # a URL held its host twice
+    report = stats.report(1.0, BLOOM)
+    held = report["held_by"]
+    assert isinstance(held, list) and len(held) == HOLDS_KEPT
+    assert held[0] == {"url": "http://h.test/9", "held_s": 109.0}
+    assert [h["url"] for h in held[1:3]] == [f"http://h.test/{HOLDS_KEPT + 4}",
+                                             f"http://h.test/{HOLDS_KEPT + 3}"]  # fmt: skip
+    assert report["host_held_s"] == sum(range(HOLDS_KEPT + 5)) + 100.0
 
 
 def test_report_with_no_elapsed_time() -> None:
