@@ -20,7 +20,7 @@ from frontier_crawl.demo.server import DemoServer, politeness_violations, robots
 from frontier_crawl.demo.site import Site, SiteSpec
 from frontier_crawl.frontier.mailbox import owner_of
 from frontier_crawl.frontier.urls import origin
-from tests.conftest import crawl_config, served_pages, warc_response_uris
+from tests.conftest import crawl_config, render_toml, served_pages, warc_response_uris
 
 DELAY = 0.02
 
@@ -115,3 +115,47 @@ def test_two_workers_survive_kill_9(tmp_path: Path, site_server: tuple[Site, Dem
     assert proc.returncode == 0, proc.stderr[-3000:]
     # per kill and host: one in flight + what one 0.05 s commit interval completes at 0.05 s delay
     check(site, server, since, tmp_path / "out", refetch_bound=2 * 5 * 3)
+
+
+@pytest.mark.timeout(120)
+def test_links_waiting_in_the_outbox_keep_the_crawl_going(tmp_path: Path) -> None:
+    """A worker with links for another worker's host in its in-memory outbox, waiting for the
+    group commit, is not idle: the crawl must not end before they are delivered and fetched.
+
+    ``frontier.commit_interval_s`` = 1.0 (default 0.05) widens the window the defect needs: a
+    slow page (1.5 s) ends, its link to the other worker's host waits for the next commit."""
+    from tests.scripted_server import NOT_FOUND, Answer, ScriptedServer, page
+
+    def script(host: str, path: str, nth: int) -> Answer:
+        if path == "/robots.txt":
+            return NOT_FOUND
+        if host == slow_host and path == "/":
+            return Answer(200, page("http://" + f"{other_host}:{srv.port}/x").body, delay_s=1.5)
+        return page()
+
+    with ScriptedServer(script) as srv:
+        names = [f"h{i}.test" for i in range(64)]
+        by_owner: dict[int, str] = {}
+        for name in names:
+            by_owner.setdefault(owner_of(origin(srv.url(name, "/")), 2), name)
+        slow_host, other_host = by_owner[0], by_owner[1]
+        cfg = tmp_path / "crawl.toml"
+        cfg.write_text(
+            render_toml(
+                {
+                    "crawl": {"seeds": [srv.url(slow_host, "/")], "output_dir": "out"},
+                    "scope": {"allow_domains": [slow_host, other_host]},
+                    "politeness": {"min_delay_s": 0.02},
+                    "fetch": {"resolve": srv.resolve(slow_host, other_host)},
+                    "frontier": {"commit_interval_s": 1.0},
+                    "workers": {"processes": 2},
+                    "output": {"progress_interval_s": 0.0},
+                }
+            )
+        )
+        proc = subprocess.run(cli(cfg), capture_output=True, text=True, timeout=100)
+        log = srv.log()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (other_host, "/x") in {(e.host, e.path) for e in log}, log
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["complete"] is True and report["fetched"] == 2
