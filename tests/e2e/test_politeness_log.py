@@ -170,3 +170,68 @@ def test_unreachable_host_is_retired_with_its_urls_recorded(tmp_path: Path) -> N
         sorted(got.values()) == [("failed", "connect-error")] * 2 + [("host-unreachable", None)] * 3
     )
     assert report["outcomes"]["host-unreachable"] == 3
+
+
+FILL = b"<p>" + b"politeness is per host " * 1000 + b"</p>"  # pages of ~23 KB
+
+
+#: how late the server may see a request arrive after the crawler started it: a request on a
+#: new connection waits for the accept and a new server thread (several connections per host
+#: open new connections throughout), which can shorten the gap the log shows before it
+ARRIVAL_JITTER_S = 0.03
+
+
+def rate_violations(log: list[RequestLogEntry], host: str, delay: float) -> list[str]:
+    """Pairs of request starts to ``host`` closer than the delay allows: the j-th start after
+    the i-th must come (j - i) x delay later, give or take one request's arrival jitter (a late
+    arrival shortens one gap but lengthens the one before it: the rate shows over windows)."""
+    starts = sorted(e.started for e in log if e.host == host and e.path != "/robots.txt")
+    bad = []
+    for i, a in enumerate(starts):
+        for j in range(i + 1, len(starts)):
+            if starts[j] - a < (j - i) * delay - ARRIVAL_JITTER_S - CLOCK_TOLERANCE_S:
+                bad.append(f"{host}: starts {i} and {j} {starts[j] - a:.3f} s apart")
+    return bad
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("connections", [1, 4, 16])
+@pytest.mark.parametrize("source", ["min_delay_s", "crawl-delay"])
+def test_delay_spaces_request_starts_however_many_connections(
+    tmp_path: Path, connections: int, source: str
+) -> None:
+    """Two request starts to one host are never closer than the delay (min_delay_s, or the
+    robots.txt Crawl-delay), with 1, 4 or 16 connections per host; with one connection the
+    next request also waits that long after the end of the previous response. 4 hosts of 40
+    pages of ~23 KB, each answered in 20 ms (so several connections really overlap). The delay
+    is 0.05 s (default 1 s) so that 160 pages take seconds, not minutes."""
+    delay = 0.05
+    hosts = [f"h{i}.test" for i in range(4)]
+    pages = [f"/p{i}" for i in range(40)]
+
+    def script(host: str, path: str, nth: int) -> Answer:
+        if path == "/robots.txt":
+            if source == "crawl-delay":
+                return Answer(200, f"User-agent: *\nCrawl-delay: {delay}\n".encode())
+            return NOT_FOUND
+        body = "".join(f'<a href="{p}">{p}</a>' for p in pages).encode() + FILL
+        return Answer(200, b"<html><body>" + body + b"</body></html>", delay_s=0.02)
+
+    with ScriptedServer(script) as srv:
+        s = settings(
+            tmp_path,
+            [srv.url(h, "/") for h in hosts],
+            srv.resolve(*hosts),
+            politeness={
+                "min_delay_s": delay if source == "min_delay_s" else 0.0,
+                "connections_per_host": connections,
+                "delay_factor": 0.0,
+            },
+        )
+        report = Engine(s).run()
+        log = srv.log()
+    assert report["complete"] is True and report["fetched"] == len(hosts) * (len(pages) + 1)
+    for host in hosts:
+        assert rate_violations(log, host, delay) == []
+        if connections == 1:
+            assert all(g >= delay - CLOCK_TOLERANCE_S for _, g in gaps(log, host))
