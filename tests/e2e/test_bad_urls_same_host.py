@@ -1,9 +1,10 @@
 """Healthy pages and every kind of bad URL on one host: the bad ones never stall the good ones.
 
 Real sites put their broken endpoints next to their good pages. One raw-socket server answers
-one host name; its root links to 30 healthy pages of 24 KB (linking to each other) and to URLs
-that hang before the headers, trickle 1 B/s, reset mid-body, end short, answer 500 or 503
-forever, or 503 with ``Retry-After: 3600``. Everything is checked from the server's own log.
+three host names; each root links to 30 healthy pages of 24 KB (linking to each other) and,
+among them, to URLs that hang before the headers, trickle 1 B/s, reset mid-body, end short,
+answer 500 or 503 forever, or 503 with ``Retry-After: 3600``. Everything is checked from the
+server's own log.
 
 Settings: the defaults, except these, shortened only so the test takes a minute rather than
 an hour, with their ratios to each other kept as in the defaults:
@@ -28,7 +29,7 @@ from frontier_crawl.config import parse
 from frontier_crawl.engine import Engine
 from tests.hostile.server import Exchange, Hit, RawHttpServer
 
-HOST = "shop.test"
+HOSTS = ["shop.test", "docs.test", "blog.test"]
 HEALTHY = [f"/doc/{i}" for i in range(30)]
 BAD = {
     "/hang": "no header before the total timeout",
@@ -89,13 +90,15 @@ def handler(ex: Exchange) -> None:
 @pytest.mark.timeout(300)
 def test_bad_urls_never_stall_the_good_ones_on_their_host(tmp_path: Path) -> None:
     with RawHttpServer(handler) as srv:
-        seed = srv.url(HOST, "/")
         s = parse(
             {
-                "crawl": {"seeds": [seed], "output_dir": str(tmp_path / "out")},
+                "crawl": {
+                    "seeds": [srv.url(host, "/") for host in HOSTS],
+                    "output_dir": str(tmp_path / "out"),
+                },
                 "politeness": {"min_delay_s": 0.25, "backoff_s": 1.25},
                 "fetch": {
-                    "resolve": srv.resolve(HOST),
+                    "resolve": srv.resolve(*HOSTS),
                     "timeout_s": 2.0,
                     "connect_timeout_s": 2.0,
                     "low_speed_time_s": 2,
@@ -120,34 +123,38 @@ def test_bad_urls_never_stall_the_good_ones_on_their_host(tmp_path: Path) -> Non
     assert report["complete"] is True
     assert isinstance(elapsed, float) and elapsed < bound, (elapsed, bound)
 
+    lines = [json.loads(x) for x in (tmp_path / "out" / "crawl.jsonl").read_text().splitlines()]
+    for host in HOSTS:
+        check_host(host, [h for h in hits if h.host == host], attempts)
+        long = next(x for x in lines if x["url"] == srv.url(host, "/503-long"))
+        # the crawl log and the report name the URL that held the host, and for how long
+        assert long["outcome"] == "http-error" and long["status"] == 503
+        assert long["held_s"] == pytest.approx(f.max_retry_delay_s - p.min_delay_s, abs=0.5)
+        held = {h["url"]: h["held_s"] for h in report["held_by"]}
+        assert held[srv.url(host, "/503-long")] == pytest.approx(long["held_s"], abs=0.01)
+        fetched = {x["url"] for x in lines if x["outcome"] == "fetched"}
+        assert {srv.url(host, path) for path in HEALTHY} <= fetched
+    assert report["fetched"] == len(HOSTS) * (len(HEALTHY) + 1)
+
+
+def check_host(host: str, hits: list[Hit], attempts: int) -> None:
+    """From one host's part of the server log: every healthy page once, each bad URL at most
+    ``attempts`` times, and healthy pages fetched between the attempts of each retried URL."""
     by_path: dict[str, list[Hit]] = {}
     for h in hits:
         by_path.setdefault(h.path, []).append(h)
-    # every healthy page fetched, once
     assert all(len(by_path.get(path, [])) == 1 for path in HEALTHY), {
         path: len(by_path.get(path, [])) for path in HEALTHY
     }
-    # each bad URL tried retries + 1 times at most; the long Retry-After one only once
     for path in BAD:
-        assert 1 <= len(by_path[path]) <= attempts, (path, len(by_path[path]))
-    assert len(by_path["/503-long"]) == 1
-    # a failing URL waits for its retry behind the host's other URLs: healthy pages were
-    # fetched between the attempts of each retried URL (none of them sat at the queue's head)
+        assert 1 <= len(by_path[path]) <= attempts, (host, path, len(by_path[path]))
+    assert len(by_path["/503-long"]) == 1  # given up after one hold, not retried cap after cap
+    # a failing URL waits for its retry behind the host's other URLs (none of them sat at the
+    # queue's head, holding the healthy ones back)
     healthy_times = sorted(by_path[path][0].started for path in HEALTHY)
-    last_healthy = healthy_times[-1]
-    for path in ("/hang", "/trickle", "/reset", "/500"):
+    for path in ("/hang", "/trickle", "/reset", "/short", "/500"):
         tries = by_path[path]
-        assert len(tries) == attempts, (path, len(tries))
+        assert len(tries) == attempts, (host, path, len(tries))
         first, second = tries[0].started, tries[1].started
-        if first < last_healthy:
-            assert any(first < t < second for t in healthy_times), (path, first, second)
-    # the crawl log and the report name the URL that held the host, and for how long
-    lines = [json.loads(x) for x in (tmp_path / "out" / "crawl.jsonl").read_text().splitlines()]
-    long = next(x for x in lines if x["url"] == srv.url(HOST, "/503-long"))
-    assert long["outcome"] == "http-error" and long["status"] == 503
-    assert long["held_s"] == pytest.approx(f.max_retry_delay_s - p.min_delay_s, abs=0.5)
-    held = {h["url"]: h["held_s"] for h in report["held_by"]}
-    assert held[srv.url(HOST, "/503-long")] == pytest.approx(long["held_s"], abs=0.01)
-    fetched = {x["url"] for x in lines if x["outcome"] == "fetched"}
-    assert {srv.url(HOST, path) for path in HEALTHY} <= fetched
-    assert report["fetched"] == len(HEALTHY) + 1
+        if first < healthy_times[-1]:
+            assert any(first < t < second for t in healthy_times), (host, path, first, second)

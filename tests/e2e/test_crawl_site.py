@@ -17,11 +17,12 @@ from warcio.archiveiterator import ArchiveIterator
 
 from frontier_crawl.config import load
 from frontier_crawl.demo.server import DemoServer, politeness_violations, robots_first_violations
-from frontier_crawl.demo.site import Site
+from frontier_crawl.demo.site import Site, SiteSpec
 from frontier_crawl.engine import Engine
-from tests.conftest import crawl_config
+from tests.conftest import crawl_config, render_toml
 
 MIN_DELAY = 0.02
+MIN_DELAY_FAST = 0.01
 
 
 def _url(port: int, host: str, path: str) -> str:
@@ -29,7 +30,12 @@ def _url(port: int, host: str, path: str) -> str:
 
 
 def check_crawl(
-    site: Site, server: DemoServer, since: int, report: dict[str, Any], out: Path
+    site: Site,
+    server: DemoServer,
+    since: int,
+    report: dict[str, Any],
+    out: Path,
+    min_delay: float = MIN_DELAY,
 ) -> None:
     port = server.port
     log = server.log()[since:]
@@ -50,8 +56,8 @@ def check_crawl(
     requested = {_url(port, e.host, e.path) for e in log}
     assert not requested & site.disallowed(port)
     assert robots_first_violations(log) == []
-    gaps = {h: max(MIN_DELAY, site.crawl_delay(h) or 0.0) for h in site.hosts}
-    assert politeness_violations(log, MIN_DELAY, gaps) == []
+    gaps = {h: max(min_delay, site.crawl_delay(h) or 0.0) for h in site.hosts}
+    assert politeness_violations(log, min_delay, gaps) == []
     # the report and the crawl log agree with the server
     assert report["complete"] is True
     assert report["fetched"] == len(expected)
@@ -122,3 +128,29 @@ def test_small_memory_budget_spills_and_refills(
     frontier = report["frontier"]
     assert frontier["spilled"] > 0 and frontier["refilled"] > 0
     assert frontier["peak_hot"] <= 100 + len(site.hosts)
+
+
+@pytest.mark.timeout(240)
+def test_crawl_at_realistic_size_with_default_settings(tmp_path: Path) -> None:
+    """1,500 pages of ~24 KB over 8 hosts, crawled with the default settings but one:
+    ``politeness.min_delay_s`` 1.0 -> 0.01, or 190 pages a host would take over 3 minutes.
+    The WARC files (default size limit, 1 GiB) grow past their first MiB; everything is
+    checked from the server's log, the WARC records (bodies byte for byte) and the report."""
+    site = Site(SiteSpec(hosts=8, pages=1_500, page_bytes=22_000, crawl_delay_s=0.05, seed=11))
+    with DemoServer(site) as server:
+        expected = site.expected_pages(server.port)
+        assert len(expected) >= 1_000
+        cfg = tmp_path / "crawl.toml"
+        cfg.write_text(
+            render_toml(
+                {
+                    "crawl": {"seeds": site.seeds(server.port), "output_dir": "out"},
+                    "politeness": {"min_delay_s": MIN_DELAY_FAST},
+                    "fetch": {"resolve": site.resolve_entries(server.port)},
+                }
+            )
+        )
+        report = Engine(load(cfg)).run()
+        check_crawl(site, server, 0, report, tmp_path / "out", min_delay=MIN_DELAY_FAST)
+    warcs = list((tmp_path / "out" / "warc").iterdir())
+    assert max(p.stat().st_size for p in warcs) > 1 << 20
