@@ -40,8 +40,11 @@ last kill is left to end by itself.
 - every WARC file passes ``warcio check`` and none is left ``.open``.
 - the crawl log's ``fetched`` lines cover every page.
 
-Peak resident memory of each run: ``ru_maxrss`` of the crawler process (from ``os.wait4``) and
-the largest ``VmHWM`` sampled from ``/proc`` of its children (the WARC writer process).
+Peak resident memory of each run: ``VmHWM`` of the crawler process and of its children (the
+WARC writer process), read from ``/proc`` every 0.05 s and just before the kill. Not
+``ru_maxrss`` from ``wait4``: Linux carries the RSS high-water mark over ``execve`` from the
+forking process (``setmax_mm_hiwater_rss`` in ``exec_mmap``), so a child of this script would
+report this script's own peak whenever it is larger (it was, at 265 MB, for every run).
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ KILL_SPAN = 0.95  #: kill points fall within the first 95% of the pages
 WARC_SOCKET_ASKED = 4 << 20  #: frontier_crawl.output.warc._SOCKET_BUFFER, SO_SNDBUF asked
 STATS_KEY = b"engine.stats"  #: frontier_crawl.engine.STATS_BLOB, in the LMDB "blobs" db
 POLL_S = 0.01  #: how often the access log is read while a run goes
-SAMPLE_S = 0.1  #: how often the WARC child's VmHWM is sampled
+SAMPLE_S = 0.05  #: how often VmHWM is read from /proc (and once more just before a kill)
 
 Key = tuple[str, str]  #: (host, request URI)
 
@@ -86,8 +89,8 @@ class Run:
     wall_s: float = 0.0
     rc: int = 0
     killed: bool = False
-    maxrss_mb: float = 0.0  #: the crawler process, from wait4
-    child_hwm_mb: float = 0.0  #: its children (WARC writer), largest VmHWM sampled
+    crawler_hwm_mb: float = 0.0  #: the crawler process, its VmHWM last sampled
+    child_hwm_mb: float = 0.0  #: its children (the WARC writer), largest VmHWM sampled
     log: list[LogEntry] = field(default_factory=list)
     settled_total: int = 0  #: pages counted done in the saved counters after this run
     warc_files: list[str] = field(default_factory=list)  #: WARC files this run wrote
@@ -199,30 +202,34 @@ def run_crawl(run: Run, cmd: list[str], crawl_dir: Path, tail: LogTail, timeout_
         stderr=subprocess.STDOUT,
         env=child_env(),
     )
-    hwm: dict[int, int] = {}
+    hwm: dict[int, int] = {}  #: pid -> largest VmHWM seen, kB (the crawler and its children)
     next_sample = 0.0
-    status = None
-    usage = None
+    status: int | None = None
+
+    def sample() -> None:
+        for p in (proc.pid, *children_of(proc.pid)):
+            hwm[p] = max(hwm.get(p, 0), vm_hwm_kb(p))
+
     try:
         while True:
-            pid, st, ru = os.wait4(proc.pid, os.WNOHANG)
+            pid, st = os.waitpid(proc.pid, os.WNOHANG)
             if pid:
-                status, usage = st, ru
+                status = st
                 break
             run.log.extend(tail.read())
             now = time.perf_counter()
             if now >= next_sample:
-                for c in children_of(proc.pid):
-                    hwm[c] = max(hwm.get(c, 0), vm_hwm_kb(c))
+                sample()
                 next_sample = now + SAMPLE_S
             if run.target is not None and tail.pages >= run.target:
+                sample()  # the peak up to the kill
                 os.kill(proc.pid, signal.SIGKILL)
                 run.killed = True
-                _, status, usage = os.wait4(proc.pid, 0)
+                status = os.waitpid(proc.pid, 0)[1]
                 break
             if now - t0 > timeout_s:
                 os.kill(proc.pid, signal.SIGKILL)
-                _, status, usage = os.wait4(proc.pid, 0)
+                status = os.waitpid(proc.pid, 0)[1]
                 raise SystemExit(f"run {run.index} still going after {timeout_s} s: killed")
             time.sleep(POLL_S)
     except BaseException:
@@ -235,8 +242,8 @@ def run_crawl(run: Run, cmd: list[str], crawl_dir: Path, tail: LogTail, timeout_
     proc.returncode = os.waitstatus_to_exitcode(status)
     run.wall_s = time.perf_counter() - t0
     run.rc = proc.returncode
-    run.maxrss_mb = usage.ru_maxrss / 1024
-    run.child_hwm_mb = max(hwm.values(), default=0) / 1024
+    run.crawler_hwm_mb = hwm.get(proc.pid, 0) / 1024
+    run.child_hwm_mb = max((v for p, v in hwm.items() if p != proc.pid), default=0) / 1024
     time.sleep(0.3)  # nginx logs a request the killed client abandoned when it notices
     run.log.extend(tail.read())
 
@@ -375,7 +382,7 @@ def main() -> int:
             print(
                 f"  run {i:>2}: {'killed' if run.killed else f'exit {run.rc}'} after {run.wall_s:6.1f} s, "
                 f"{len(run.pages()):>7,} pages fetched, saved counter {run.settled_total:>7,}, "
-                f"RSS {run.maxrss_mb:.0f} MB (WARC child {run.child_hwm_mb:.0f} MB)",
+                f"RSS {run.crawler_hwm_mb:.0f} MB (WARC child {run.child_hwm_mb:.0f} MB)",
                 flush=True,
             )
             if not run.killed:
@@ -539,7 +546,7 @@ def check(
         print(
             f"{r.index:>3} {'kill' if r.killed else f'exit {r.rc}':>7} {r.wall_s:>7.1f} "
             f"{r.target if r.target is not None else '-':>8} {fetched:>8,} {settled:>8,} {fetched - settled:>9,} "
-            f"{r.dup_nginx:>9,} {r.dup_warc:>8,} {r.bound:>6,} {r.peak_rate:>6.0f} {r.maxrss_mb:>6.0f} {r.child_hwm_mb:>13.0f}"
+            f"{r.dup_nginx:>9,} {r.dup_warc:>8,} {r.bound:>6,} {r.peak_rate:>6.0f} {r.crawler_hwm_mb:>6.0f} {r.child_hwm_mb:>13.0f}"
         )
     extra_nginx = sum(nginx_count.values()) - len(nginx_count)
     extra_warc = sum(warc_count.values()) - len(warc_count)
