@@ -410,7 +410,10 @@ def check(
             f"{kills} kills of {args.kills}: the crawl ended before the kill point {runs[-1].target}"
         )
     if last.killed or last.rc != 0:
-        failures.append(f"last run: exit status {last.rc}; see {crawl_dir}/output-{last.index}.txt")
+        output = (crawl_dir / f"output-{last.index}.txt").read_text(errors="replace")
+        failures.append(
+            f"run {last.index}: exit status {last.rc}; the end of its output:\n{output[-1500:]}"
+        )
     # pages, from nginx's log
     per_run = [r.pages() for r in runs]
     nginx_count = Counter(k for keys in per_run for k in keys)
@@ -440,7 +443,13 @@ def check(
     for r in runs:
         keys: list[Key] = []
         for name in r.warc_files:
-            keys.extend(warc_responses(warc_dir / name))
+            path = warc_dir / name
+            if not path.exists():
+                path = warc_dir / f"{name}.open"  # not recovered: the next run failed first
+            try:
+                keys.extend(warc_responses(path))
+            except Exception as exc:  # a damaged file: a check failure, not a soak crash
+                failures.append(f"WARC: {path.name} unreadable: {exc!r}")
         per_run_warc.append(keys)
     warc_count = Counter(k for keys in per_run_warc for k in keys)
     wdups, wwithin = duplicates_per_run(per_run_warc)
@@ -465,11 +474,14 @@ def check(
     t0 = time.perf_counter()
     warcio = Path(sys.executable).with_name("warcio")
     closed = [str(p) for p in all_files if p.name.endswith(".warc.gz")]
-    wc = subprocess.run([str(warcio), "check", *closed], capture_output=True, text=True)
-    if wc.returncode != 0 or not closed:
-        failures.append(
-            f"warcio check: exit {wc.returncode} on {len(closed)} files: {(wc.stdout + wc.stderr)[-1500:]}"
-        )
+    if not closed:
+        failures.append("warcio check: no closed WARC file to check")
+    else:
+        wc = subprocess.run([str(warcio), "check", *closed], capture_output=True, text=True)
+        if wc.returncode != 0:
+            failures.append(
+                f"warcio check: exit {wc.returncode} on {len(closed)} files: {(wc.stdout + wc.stderr)[-1500:]}"
+            )
     check_s = time.perf_counter() - t0
     warc_bytes = sum(p.stat().st_size for p in all_files)
     # the report
