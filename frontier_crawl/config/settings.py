@@ -253,7 +253,7 @@ class FetchSection(_Section, frozen=True):
             "holds its host. A URL answered with a longer Retry-After holds the host this "
             "long and is given up (http-error), not retried after each cap."
         ),
-    ] = 600.0
+    ] = 300.0
     resolve: Annotated[
         tuple[str, ...],
         Meta(description="Like curl --resolve: 'host:port:address' entries."),

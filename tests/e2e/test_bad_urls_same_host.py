@@ -14,7 +14,7 @@ an hour, with their ratios to each other kept as in the defaults:
 * ``fetch.timeout_s`` 30 -> 2, ``connect_timeout_s`` 10 -> 2, ``low_speed_time_s`` 15 -> 2 (the
   least allowed): the hanging and trickling URLs take that long per attempt (and the adaptive
   delay, 2 x the fetch time by default, waits twice that after each);
-* ``fetch.retry_backoff_s`` 2.0 -> 0.5 and ``max_retry_delay_s`` 600 -> 5 (the cap a Retry-After
+* ``fetch.retry_backoff_s`` 2.0 -> 0.5 and ``max_retry_delay_s`` 300 -> 5 (the cap a Retry-After
   holds the host for; the 3600 s one is past it and must be given up after one hold).
 """
 
