@@ -15,42 +15,51 @@ from __future__ import annotations
 
 import logging
 import os
-import zlib
 from pathlib import Path
+
+from isal import isal_zlib
 
 log = logging.getLogger(__name__)
 
-_CHUNK = 1 << 20
+_CHUNK = 1 << 20  #: bytes read at a time
+_OUT = 1 << 20  #: most bytes inflated per call (discarded)
+_GZIP_WBITS = 16 + isal_zlib.MAX_WBITS
 #: more than a compressed warcinfo record can take (ours are well under 1 KiB)
 WARCINFO_MAX_BYTES = 16 << 10
 
 
 def complete_gzip_prefix(path: Path) -> int:
-    """Length of the longest prefix of ``path`` made of complete, valid gzip members."""
-    good = 0
-    pos = 0
-    decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    """Length of the longest prefix of ``path`` made of complete, valid gzip members.
+
+    Reads ``_CHUNK`` bytes at a time and inflates with ISA-L (standard zlib semantics, about
+    2.3x zlib's speed), at most ``_OUT`` bytes of output per call, which are thrown away: memory
+    stays a few MiB whatever the size of a member. ``pos`` is the file offset of ``buf[0]``.
+    At a member's end only ``unused_data`` is what follows it: ``unconsumed_tail`` may still
+    hold a copy of the same bytes there (subtracting both gave negative lengths, issue 9).
+    """
+    good = pos = 0
+    decomp = isal_zlib.decompressobj(_GZIP_WBITS)
+    buf = b""
     with path.open("rb") as fh:
-        pending = b""
         while True:
-            chunk = pending or fh.read(_CHUNK)
-            pending = b""
-            if not chunk:
-                return good
+            if not buf:
+                buf = fh.read(_CHUNK)
+                if not buf:
+                    return good  # end of file: inside a member, or just after a whole one
             try:
-                while chunk:
-                    decomp.decompress(chunk, 1 << 16)
-                    consumed = len(chunk) - len(decomp.unconsumed_tail) - len(decomp.unused_data)
-                    if decomp.eof:
-                        pos += consumed
-                        good = pos
-                        chunk = decomp.unused_data
-                        decomp = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                    else:
-                        pos += len(chunk) - len(decomp.unconsumed_tail)
-                        chunk = decomp.unconsumed_tail
-            except zlib.error:
+                decomp.decompress(buf, _OUT)
+            except isal_zlib.error:
                 return good
+            if decomp.eof:
+                rest = decomp.unused_data
+                pos += len(buf) - len(rest)
+                good = pos
+                buf = rest
+                decomp = isal_zlib.decompressobj(_GZIP_WBITS)
+            else:
+                tail = decomp.unconsumed_tail
+                pos += len(buf) - len(tail)
+                buf = tail
 
 
 def recover_warcs(directory: Path) -> list[Path]:
