@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import cast
 
 from isal import isal_zlib
 
@@ -24,6 +25,8 @@ log = logging.getLogger(__name__)
 _CHUNK = 1 << 20  #: bytes read at a time
 _OUT = 1 << 20  #: most bytes inflated per call (discarded)
 _GZIP_WBITS = 16 + isal_zlib.MAX_WBITS
+#: isal's stub declares ``error`` an instance; it is zlib.error's counterpart, a class
+_INFLATE_ERROR = cast("type[Exception]", isal_zlib.error)
 #: more than a compressed warcinfo record can take (ours are well under 1 KiB)
 WARCINFO_MAX_BYTES = 16 << 10
 
@@ -48,7 +51,7 @@ def complete_gzip_prefix(path: Path) -> int:
                     return good  # end of file: inside a member, or just after a whole one
             try:
                 decomp.decompress(buf, _OUT)
-            except isal_zlib.error:
+            except _INFLATE_ERROR:
                 return good
             if decomp.eof:
                 rest = decomp.unused_data

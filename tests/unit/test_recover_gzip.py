@@ -68,7 +68,9 @@ cut_kinds = st.sampled_from(["none", "random", "boundary", "header", "trailer"])
 
 
 @settings(
-    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],  # tmp_path: one file, rewritten
 )
 @given(members, cut_kinds, st.integers(0, 2**32), st.binary(max_size=64))
 def test_prefix_matches_the_reference(
