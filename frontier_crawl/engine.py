@@ -91,6 +91,21 @@ def _failure(r: FetchResult) -> Failure:
     return Failure.SERVER if r.status == 429 or r.status >= 500 else Failure.NONE
 
 
+def set_aside_state(path: Path, problem: str, consequence: str) -> str:
+    """Rename damaged state ``path`` to ``<name>.damaged-<time>`` and say so, loudly: the
+    warning, for the report. StateMismatch (exit 2, saying what to do) if it cannot be moved."""
+    try:
+        moved = set_aside(path)
+    except OSError as exc:
+        raise StateMismatch(
+            f"{path}: {problem}; it could not be set aside ({exc}): move it out of the way "
+            f"by hand and start the crawl again. {consequence}"
+        ) from None
+    message = f"{path}: {problem}; set aside as {moved.name}. {consequence}"
+    log.warning("%s", message)
+    return message
+
+
 @dataclass(slots=True, frozen=True)
 class Layout:
     """Where a crawl keeps its files, all under ``output_dir``."""
@@ -237,17 +252,7 @@ class Engine:
         return build()
 
     def _set_aside(self, path: Path, problem: str, consequence: str) -> None:
-        """Rename damaged state ``path`` to ``<name>.damaged-<time>`` and say so, loudly."""
-        try:
-            moved = set_aside(path)
-        except OSError as exc:
-            raise StateMismatch(
-                f"{path}: {problem}; it could not be set aside ({exc}): move it out of the way "
-                f"by hand and start the crawl again. {consequence}"
-            ) from None
-        message = f"{path}: {problem}; set aside as {moved.name}. {consequence}"
-        log.warning("%s", message)
-        self._repairs.append(message)
+        self._repairs.append(set_aside_state(path, problem, consequence))
 
     def _recover_outputs(self) -> None:
         """Close WARC files and the crawl log left unfinished by a killed run (never raises:

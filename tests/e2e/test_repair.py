@@ -8,6 +8,7 @@ One killed crawl is made per module and copied for each damage, so each test run
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -24,7 +25,7 @@ import pytest
 
 from frontier_crawl.demo.server import DemoServer
 from frontier_crawl.demo.site import Site, SiteSpec
-from tests.conftest import crawl_config, served_pages, warc_response_uris
+from tests.conftest import children_of, crawl_config, running, served_pages, warc_response_uris
 
 SPEC = SiteSpec(hosts=3, pages=150, crawl_delay_s=None, seed=5, page_bytes=20_000)
 KILL_AFTER = 40  #: pages served before the first run is killed (about a quarter of the site)
@@ -81,9 +82,7 @@ def resume(killed: Killed, tmp_path: Path, damage: Callable[[Path], None],
     out = tmp_path / "out"
     shutil.copytree(killed.out, out, symlinks=True)
     damage(out)
-    cfg = crawl_config(
-        tmp_path, killed.site, killed.server.port, politeness=POLITENESS, **sections
-    )
+    cfg = crawl_config(tmp_path, killed.site, killed.server.port, politeness=POLITENESS, **sections)
     since = len(killed.server.log())
     proc = subprocess.run(_command(cfg), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -300,3 +299,45 @@ def test_damaged_http_cache_is_set_aside(killed: Killed, tmp_path: Path) -> None
     )
     assert aside(tmp_path, "httpcache")
     assert any("httpcache" in w and "set aside" in w for w in warnings_of(report))
+
+
+@pytest.mark.timeout(90)
+def test_damaged_worker_inbox_is_set_aside(killed: Killed, tmp_path: Path) -> None:
+    """With two workers: one's inbox (which the other writes into) is damaged after a kill."""
+    site, server = killed.site, killed.server
+    cfg = crawl_config(tmp_path, site, server.port, politeness=POLITENESS,
+                       workers={"processes": 2})  # fmt: skip
+    since = len(server.log())
+    inbox = tmp_path / "out" / "worker-1" / "state" / "inbox.lmdb"
+    proc = subprocess.Popen(_command(cfg), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while len(served_pages(server, since)) < KILL_AFTER and proc.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+    finally:  # the whole crawl killed at once: the coordinator and its workers, by PID
+        workers = children_of(proc.pid)
+        proc.send_signal(signal.SIGKILL)
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.communicate(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+    deadline = time.monotonic() + 10
+    while any(running(pid) for pid in workers):
+        assert time.monotonic() < deadline, "a worker outlived the kill"
+        time.sleep(0.01)
+    first = set(served_pages(server, since))
+    data = inbox / "data.mdb"
+    data.write_bytes(random.Random(9).randbytes(data.stat().st_size))
+    since = len(server.log())
+    done = subprocess.run(_command(cfg), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    (moved,) = aside(inbox.parent, "inbox.lmdb")
+    assert any(moved.name in w and "lost" in w for w in warnings_of(report))
+    expected = site.expected_pages(server.port)
+    # links that sat in the damaged inbox are lost (the warning says so); the rest is crawled
+    again = set(served_pages(server, since))
+    assert again and (first | again) <= expected
+    assert report["complete"] is True
