@@ -142,13 +142,16 @@ def open_checked_env(
     the pages the meta page says are in use (reading a page past the end of a truncated file
     through the memory map would kill the process with SIGBUS). ``consequence``: what
     setting it aside means, for the DamagedState."""
+    data = path / "data.mdb"
+    if data.is_file() and data.stat().st_size == 0:  # LMDB would take it for a new one
+        raise DamagedState(path, "data.mdb is empty (its pages are lost)", consequence)
     try:
         env = open_env(path, map_size, sync=sync)
     except lmdb.Error as exc:
         raise DamagedState(path, f"not a usable LMDB environment ({exc})", consequence) from exc
     try:
         used = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
-        size = (path / "data.mdb").stat().st_size
+        size = data.stat().st_size
     except (lmdb.Error, OSError) as exc:
         env.close()
         raise DamagedState(path, f"not a usable LMDB environment ({exc})", consequence) from exc
