@@ -138,8 +138,8 @@ def recover_warcs(directory: Path) -> WarcRecovery:
             _set_aside_or_say(
                 path,
                 f"cannot be read or repaired ({exc})",
-                "Its records are not in the crawl's closed WARC files; the pages whose "
-                "records were cut are fetched again.",
+                "Whatever records it holds stay in the file set aside; pages not yet marked "
+                "done are fetched again.",
                 result.warnings,
             )
     return result
