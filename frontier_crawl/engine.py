@@ -27,8 +27,8 @@ import msgspec
 
 from frontier_crawl import __version__
 from frontier_crawl.config import CrawlSettings
-from frontier_crawl.fetch import ErrorKind, Fetcher, FetchRequest, FetchResult
-from frontier_crawl.frontier import Failure, Frontier, Ticket
+from frontier_crawl.fetch import CacheUnusable, ErrorKind, Fetcher, FetchRequest, FetchResult
+from frontier_crawl.frontier import DamagedState, Failure, Frontier, StateMismatch, Ticket
 from frontier_crawl.frontier.mailbox import Link
 from frontier_crawl.frontier.politeness import parse_retry_after, retry_delay
 from frontier_crawl.output import (
@@ -44,7 +44,7 @@ from frontier_crawl.output import (
     truncation_reason,
     write_report,
 )
-from frontier_crawl.output.recover import recover_lines, recover_warcs
+from frontier_crawl.output.recover import recover_lines, recover_warcs, set_aside
 from frontier_crawl.parse import LinkParser, Parser
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,8 @@ PEER_WAIT_S = 0.02
 
 
 STATS_BLOB = "engine.stats"
+#: start-up repairs remembered for the report (the oldest are dropped past this many)
+MAX_REPAIRS = 100
 
 
 class _SavedStats(msgspec.Struct):
@@ -63,6 +65,8 @@ class _SavedStats(msgspec.Struct):
 
     stats: CrawlStats
     elapsed_s: float
+    #: what start-up repair set aside, in this and earlier runs (the report's warnings)
+    repairs: list[str] = msgspec.field(default_factory=list)
 
 
 _ENCODER = msgspec.msgpack.Encoder()
@@ -94,6 +98,21 @@ def _failure(r: FetchResult) -> Failure:
     if r.status in _HOST_STATUSES:
         return Failure.SERVER
     return Failure.URL if r.status >= 500 else Failure.NONE
+
+
+def set_aside_state(path: Path, problem: str, consequence: str) -> str:
+    """Rename damaged state ``path`` to ``<name>.damaged-<time>`` and say so, loudly: the
+    warning, for the report. StateMismatch (exit 2, saying what to do) if it cannot be moved."""
+    try:
+        moved = set_aside(path)
+    except OSError as exc:
+        raise StateMismatch(
+            f"{path}: {problem}; it could not be set aside ({exc}): move it out of the way "
+            f"by hand and start the crawl again. {consequence}"
+        ) from None
+    message = f"{path}: {problem}; set aside as {moved.name}. {consequence}"
+    log.warning("%s", message)
+    return message
 
 
 @dataclass(slots=True, frozen=True)
@@ -158,15 +177,10 @@ class Engine:
         self.settings = settings
         self.layout = Layout(Path(settings.crawl.output_dir))
         self.layout.root.mkdir(parents=True, exist_ok=True)
+        #: start-up repairs of this run: warnings naming what was set aside (``_set_aside``)
+        self._repairs: list[str] = []
         # the frontier first: it refuses a state directory this config cannot continue
-        self.frontier = Frontier.from_settings(
-            settings,
-            self.layout.state_dir,
-            on_reject=self._rejected,
-            route=peers.route if peers is not None else None,
-            worker=peers.worker if peers is not None else 0,
-            on_foreign=self._foreign,
-        )
+        self.frontier = self._open_frontier(settings, peers)
         self._peers = peers
         self._outbox: dict[int, list[Link]] = {}
         self._received = 0  #: link batches ingested from other workers (this run)
@@ -174,7 +188,8 @@ class Engine:
         self._group: ExitStack | None = None  #: the open group-commit transaction
         self._commit_at = 0.0
         self._recover_outputs()
-        self.stats, self._elapsed_before = self._load_stats()
+        self.stats, self._elapsed_before, earlier = self._load_stats()
+        self._repairs = [*earlier, *self._repairs][-MAX_REPAIRS:]
         self._dirty = False
         #: pages whose WARC records the writer has not yet reported handed to the OS: their
         #: entries are marked done, and their counters counted, once it has (``_settle``)
@@ -183,9 +198,7 @@ class Engine:
         #: seconds each URL still being retried has held its host so far (Retry-After, backoff)
         self._held: dict[bytes, float] = {}
         self._log = CrawlLog(self.layout.crawl_log)
-        self.fetcher: FetcherLike = fetcher or Fetcher.from_settings(
-            settings.fetch, settings.politeness, capture_requests=settings.output.warc
-        )
+        self.fetcher: FetcherLike = fetcher or self._open_fetcher(settings)
         self.parser: Parser = parser or LinkParser(settings.fetch.parse_types)
         self._warc = (
             WarcWriter(
@@ -209,24 +222,69 @@ class Engine:
         self._stop_requested = 0
         self._started = time.monotonic()
 
-    def _recover_outputs(self) -> None:
-        """Close WARC files and the crawl log left unfinished by a killed run."""
-        recovered = recover_warcs(self.layout.warc_dir)
-        recover_lines(self.layout.crawl_log)
-        if recovered:
-            log.warning("recovered %d unfinished WARC file(s)", len(recovered))
+    # ----------------------------------------------------------------------------- start-up repair
 
-    def _load_stats(self) -> tuple[CrawlStats, float]:
-        """Counters of earlier runs of this crawl, so the report covers the whole crawl."""
+    def _open_frontier(self, settings: CrawlSettings, peers: PeersLike | None) -> Frontier:
+        """The frontier, after setting aside each part of its state it finds damaged (at most
+        one attempt per part: identity, frontier and inbox environments, robots.txt cache)."""
+        for _attempt in range(5):
+            try:
+                return Frontier.from_settings(
+                    settings,
+                    self.layout.state_dir,
+                    on_reject=self._rejected,
+                    route=peers.route if peers is not None else None,
+                    worker=peers.worker if peers is not None else 0,
+                    on_foreign=self._foreign,
+                )
+            except DamagedState as damage:
+                self._set_aside(damage.path, damage.problem, damage.consequence)
+        raise StateMismatch(f"{self.layout.state_dir}: still damaged after setting parts of it "
+                            f"aside ({'; '.join(self._repairs)}); move it away by hand to start "
+                            "the crawl afresh")  # fmt: skip
+
+    def _open_fetcher(self, settings: CrawlSettings) -> Fetcher:
+        """The fetcher; an HTTP cache it cannot open is set aside and started afresh."""
+
+        def build() -> Fetcher:
+            return Fetcher.from_settings(
+                settings.fetch, settings.politeness, capture_requests=settings.output.warc
+            )
+
+        try:
+            return build()
+        except CacheUnusable as damage:
+            self._set_aside(
+                damage.path,
+                damage.problem,
+                "A fresh HTTP cache starts now: URLs it held are fetched in full, not "
+                "revalidated (it is only a cache).",
+            )
+        return build()
+
+    def _set_aside(self, path: Path, problem: str, consequence: str) -> None:
+        self._repairs.append(set_aside_state(path, problem, consequence))
+
+    def _recover_outputs(self) -> None:
+        """Close WARC files and the crawl log left unfinished by a killed run (never raises:
+        what cannot be repaired is set aside, with a warning for the report)."""
+        warcs = recover_warcs(self.layout.warc_dir)
+        self._repairs += warcs.warnings
+        self._repairs += recover_lines(self.layout.crawl_log)
+        if warcs.recovered:
+            log.warning("recovered %d unfinished WARC file(s)", len(warcs.recovered))
+
+    def _load_stats(self) -> tuple[CrawlStats, float, list[str]]:
+        """Counters (and start-up repairs) of earlier runs, so the report covers the crawl."""
         blob = self.frontier.load_blob(STATS_BLOB)
         if blob is None:
-            return CrawlStats(), 0.0
+            return CrawlStats(), 0.0, []
         try:
             saved = msgspec.msgpack.decode(blob, type=_SavedStats)
         except msgspec.DecodeError:
             log.warning("unreadable saved counters: the report covers this run only")
-            return CrawlStats(), 0.0
-        return saved.stats, saved.elapsed_s
+            return CrawlStats(), 0.0, []
+        return saved.stats, saved.elapsed_s, saved.repairs
 
     def _sync_outputs(self, final: bool = False) -> None:
         """Make the group's log lines and WARC records visible before its LMDB commit.
@@ -250,7 +308,8 @@ class Engine:
                 self._warc.flush()
             self._settle(self._warc.written())
         elapsed = self._elapsed_before + time.monotonic() - self._started
-        self.frontier.save_blob(STATS_BLOB, _ENCODER.encode(_SavedStats(self.stats, elapsed)))
+        saved = _SavedStats(self.stats, elapsed, self._repairs)
+        self.frontier.save_blob(STATS_BLOB, _ENCODER.encode(saved))
         if self._outbox:  # in this tick's transaction; delivered after its commit
             for dest, links in self._outbox.items():
                 self.frontier.queue_outgoing(dest, links)
@@ -591,7 +650,7 @@ class Engine:
         report["frontier"] = self.frontier.stats()
         report["complete"] = self.frontier.pending == 0
         report["stopped_by_signal"] = bool(self._stop_requested)
-        report["warnings"] = config_warnings(self.settings)
+        report["warnings"] = config_warnings(self.settings) + self._repairs
         report["output_dir"] = str(self.layout.root)
         report["warc_files"] = [str(p) for p in self._warc.paths] if self._warc else []
         self.frontier.close()

@@ -34,9 +34,9 @@ from typing import Any
 import msgspec
 
 from frontier_crawl.config import CrawlSettings
-from frontier_crawl.engine import Engine
-from frontier_crawl.frontier import StateMismatch
-from frontier_crawl.frontier.mailbox import INBOX_ENV, Mailbox, owner_of
+from frontier_crawl.engine import Engine, set_aside_state
+from frontier_crawl.frontier import DamagedState, StateMismatch
+from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox, owner_of
 from frontier_crawl.output import write_report
 
 log = logging.getLogger(__name__)
@@ -167,7 +167,23 @@ class Coordinator:
         ]
         self._signals = 0
 
+    def _repair_inboxes(self) -> list[str]:
+        """Set aside each damaged worker inbox before any worker starts: peers write into it,
+        so it must be usable before the first of them opens it (its owner would set it aside
+        too, but only once it gets there). Returns warnings for the report."""
+        warnings: list[str] = []
+        for i in range(self.count):
+            path = worker_dir(self.root, i) / "state" / INBOX_ENV
+            if not path.exists():
+                continue
+            try:
+                Inbox(path, self.settings.frontier.lmdb_map_size_bytes).close()
+            except DamagedState as damage:
+                warnings.append(set_aside_state(path, damage.problem, damage.consequence))
+        return warnings
+
     def run(self) -> dict[str, Any]:
+        repairs = self._repair_inboxes()
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             for proc in self._procs:
@@ -186,6 +202,7 @@ class Coordinator:
         )  # fmt: skip
         report["workers"] = self.count
         report["output_dir"] = str(self.root)
+        report["warnings"] = [*repairs, *report.get("warnings", [])]
         if failed:
             report["complete"] = False
             report["failed_workers"] = failed

@@ -86,3 +86,23 @@ def warc_response_uris(paths: Iterable[Path]) -> list[str]:
                 if rec.rec_type == "response":
                     uris.append(rec.rec_headers.get_header("WARC-Target-URI"))
     return uris
+
+
+def children_of(pid: int) -> set[int]:
+    """PIDs of a live process's children (Linux /proc)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found.update(int(x) for x in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a process that is not dead (a zombie is dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")

@@ -86,6 +86,9 @@ class SiteSpec:
     broken_ratio: float = 0.03  #: fraction of extra links that point at a 404 path
     seed: int = 1
     page_bytes: int = 2000  #: approximate size of the filler text of a page
+    #: if above ``page_bytes``: each page's filler is drawn (log-uniformly, the same for the
+    #: page on every render) between ``page_bytes`` and this, as real sites' pages vary
+    page_bytes_max: int = 0
     crawl_delay_s: float | None = 0.3  #: robots.txt Crawl-delay of host 1, None for none
     disallow: bool = True  #: host 0 disallows /private/ and has a few pages there
 
@@ -400,7 +403,9 @@ class Site:
     def _filler(self, page: _Page) -> list[str]:
         """About ``spec.page_bytes`` of words, the same for a page on every render."""
         rng = random.Random(f"{self.spec.seed}/{page.host}{page.path}")
-        words = rng.choices(_WORDS, k=self.spec.page_bytes // 7)
+        low, high = self.spec.page_bytes, self.spec.page_bytes_max
+        size = round(low * (high / low) ** rng.random()) if high > low > 0 else low
+        words = rng.choices(_WORDS, k=size // 7)
         return [f"<p>{' '.join(words[i : i + 60])}.</p>\n" for i in range(0, len(words), 60)]
 
     # -- what a correct crawl fetches -------------------------------------------------------------

@@ -33,7 +33,7 @@ from frontier_crawl.fetch.decode import DecodedTooLarge, DecodeError, decoder_fo
 from frontier_crawl.fetch.transfer import parse_header_block
 from frontier_crawl.fetch.types import ErrorKind, FetchResult, NotModified
 
-__all__ = ["CACHE_ERRORS", "HttpCache", "Stored"]
+__all__ = ["CACHE_ERRORS", "CacheUnusable", "HttpCache", "Stored"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,16 @@ log = logging.getLogger(__name__)
 CACHE_ERRORS = (OSError, sqlite3.Error, diskcache.Timeout)
 #: headers of a 304 that never update the stored ones (they describe the 304 message itself)
 _NOT_UPDATED = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive"})
+
+
+class CacheUnusable(Exception):
+    """The cache directory cannot be opened (a truncated or corrupt SQLite file...): the caller
+    sets it aside (the cache is safe to delete) and opens a fresh one."""
+
+    def __init__(self, directory: Path, problem: str) -> None:
+        super().__init__(f"{directory}: {problem}")
+        self.path = directory
+        self.problem = problem
 
 
 class Stored(msgspec.Struct, frozen=True, gc=False):
@@ -73,7 +83,11 @@ class HttpCache:
     def __init__(self, directory: Path, max_bytes: int) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
-        self._cache = diskcache.Cache(str(directory), size_limit=max_bytes)
+        try:
+            self._cache = diskcache.Cache(str(directory), size_limit=max_bytes)
+            self._cache.get("")  # a read, so a damaged SQLite file shows itself now
+        except CACHE_ERRORS as exc:
+            raise CacheUnusable(directory, f"the HTTP cache cannot be opened ({exc})") from exc
         self.stored = 0  #: responses stored by this process
         self.hits = 0  #: 304 answers turned into stored responses
 

@@ -102,6 +102,8 @@ class Fetcher:
                 "TLS certificate verification is off (fetch.verify_tls = false): "
                 "https responses are not authenticated"
             )
+        # first, so that a cache it cannot open (CacheUnusable) leaves nothing else open
+        cache = HttpCache(Path(cache_dir), cache_max_bytes) if cache_dir else None
         self._concurrency = concurrency
         self._max_body_bytes = max_body_bytes
         maxconnects = concurrency + min(concurrency, _IDLE_CONNECTIONS)
@@ -128,7 +130,7 @@ class Fetcher:
         self._transfers: dict[pycurl.Curl, Transfer] = {}
         self._ready: list[FetchResult] = []
         self._closed = False
-        self._cache = HttpCache(Path(cache_dir), cache_max_bytes) if cache_dir else None
+        self._cache = cache
         self._revalidating: dict[pycurl.Curl, Stored] = {}
         self._resolver_stuck = False  # a resolve timed out: its thread may outlive the transfer
         self._capture_requests = capture_requests

@@ -3,6 +3,7 @@
 Never imports ``frontier_crawl.fetch``; the engine maps fetch results to frontier calls.
 """
 
+from frontier_crawl.frontier.damage import DamagedState
 from frontier_crawl.frontier.frontier import (
     Failure,
     Frontier,
@@ -11,4 +12,4 @@ from frontier_crawl.frontier.frontier import (
     Ticket,
 )
 
-__all__ = ["Failure", "Frontier", "HostState", "StateMismatch", "Ticket"]
+__all__ = ["DamagedState", "Failure", "Frontier", "HostState", "StateMismatch", "Ticket"]

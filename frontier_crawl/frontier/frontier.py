@@ -39,6 +39,7 @@ import json
 import logging
 import os
 import re
+import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -48,19 +49,19 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import lmdb
 import msgspec
 
+from frontier_crawl.frontier.damage import DamagedState
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Link, decode_links, encode_links
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for, host_backoff
 from frontier_crawl.frontier.robots import RobotsCache, Rules
 from frontier_crawl.frontier.seen import SeenSet
-from frontier_crawl.frontier.store import QueueEntry, QueueStore, open_env
+from frontier_crawl.frontier.store import QueueEntry, QueueStore, open_checked_env
 from frontier_crawl.frontier.traps import MAX_HOST_PAGES, Limits, trap_reason
 from frontier_crawl.frontier.urls import canonicalize, host_of, origin, url_digest
 
 if TYPE_CHECKING:
-    import lmdb
-
     from frontier_crawl.config import CrawlSettings
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,19 @@ _ADMITTED_PREFIX = b"admitted:"  #: blobs: + origin -> its admitted URLs, with m
 #: 4: queue blocks under host ids with done masks (store.py); seen keyed by host hash with
 #:    URL-hash dups, seen_recent in chunks (seen.py)
 LAYOUT_VERSION = 4
+
+FRONTIER_ENV = "frontier.lmdb"  #: the frontier's LMDB environment, in the state directory
+#: what a damaged frontier environment, set aside, means for the crawl
+_FRESH_FRONTIER = (
+    "The crawl starts afresh from the seeds: pages fetched before are fetched again (the "
+    "earlier runs' WARC files and crawl-log lines stay; the report counts from now on). In "
+    "worker mode, this worker's pages reachable only through other workers' pages are not "
+    "crawled again. To go back instead, stop the crawl and move the set-aside directory back "
+    "(LMDB's mdb_dump may read what is left of it)."
+)
+#: what reading a damaged environment's pages raises while the frontier resumes
+_STATE_ERRORS = (lmdb.Error, msgspec.DecodeError, struct.error, ValueError, IndexError,
+                 OverflowError, KeyError)  # fmt: skip
 
 #: reasons passed to the reject callback (they become crawl-log outcomes)
 ROBOTS_DENIED = "robots-denied"
@@ -251,14 +265,30 @@ class Frontier:
         self._route = route  #: origin -> owning worker, None when this process owns every host
         self._worker = worker
         self._on_foreign = on_foreign or (lambda _w, _l: None)
-        self._env: lmdb.Environment = open_env(state_dir / "frontier.lmdb", map_size)
-        self._store = QueueStore(self._env, self._host_id_of)
-        self._seen = SeenSet(self._env, seen_capacity, seen_error_rate)
-        self._blobs = self._env.open_db(b"blobs")
+        env_path = state_dir / FRONTIER_ENV
+        self._env: lmdb.Environment = open_checked_env(env_path, map_size, _FRESH_FRONTIER)
+        try:
+            self._store = QueueStore(self._env, self._host_id_of)
+            self._seen = SeenSet(self._env, seen_capacity, seen_error_rate)
+            self._blobs = self._env.open_db(b"blobs")
+            self._outbox = self._env.open_db(b"outbox")
+        except lmdb.Error as exc:
+            self._env.close()
+            raise DamagedState(
+                env_path, f"damaged LMDB environment ({exc})", _FRESH_FRONTIER
+            ) from exc
+        inbox = None
+        try:
+            inbox = Inbox(state_dir / INBOX_ENV, map_size) if route is not None else None
+            robots = RobotsCache(state_dir / "robots", user_agent, robots_ttl_s)
+        except DamagedState:
+            if inbox is not None:
+                inbox.close()
+            self._env.close()
+            raise
         #: batches from other workers (worker mode only: ``route`` given)
-        self._inbox = Inbox(state_dir / INBOX_ENV, map_size) if route is not None else None
-        self._outbox = self._env.open_db(b"outbox")
-        self._robots = RobotsCache(state_dir / "robots", user_agent, robots_ttl_s)
+        self._inbox = inbox
+        self._robots = robots
         self._txn: lmdb.Transaction[bytes] | None = None
         self._hosts: dict[str, HostQueue] = {}
         self._ready: deque[HostQueue] = deque()
@@ -273,7 +303,11 @@ class Frontier:
         self.refilled = 0  #: URLs read back from LMDB into memory
         self.peak_hot = 0
         self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
-        self._resume()
+        try:
+            self._resume()
+        except _STATE_ERRORS as exc:  # pages of the queue or seen-set unreadable
+            self._close_state()
+            raise DamagedState(env_path, f"damaged LMDB data ({exc!r})", _FRESH_FRONTIER) from exc
 
     @classmethod
     def from_settings(
@@ -1070,8 +1104,20 @@ class Frontier:
             return
         try:
             theirs = json.loads(path.read_text())
+            if not isinstance(theirs, dict):
+                raise ValueError(f"a JSON {type(theirs).__name__}, not an object")
         except (OSError, ValueError) as exc:
-            raise StateMismatch(f"{path}: unreadable crawl identity ({exc})") from None
+            # damage, not a mismatch: written again from this configuration. Safe for the
+            # seen-set sizing, the only settings it pins besides the layout: the Bloom
+            # snapshot records its own capacity and error rate, and a snapshot of other
+            # sizing is refused and rebuilt from the exact LMDB seen-set (SeenSet.load_snapshot)
+            raise DamagedState(
+                path,
+                f"unreadable crawl identity ({exc})",
+                "It is written again from this configuration; the Bloom filter is rebuilt from "
+                "the exact seen-set if its sizing differs, so nothing is lost. Only the layout "
+                f"version could not be checked (this program writes version {LAYOUT_VERSION}).",
+            ) from None
         changed = [
             f"{key}: {theirs.get(key)!r} in the existing crawl, {value!r} now"
             for key, value in mine.items()
@@ -1128,6 +1174,10 @@ class Frontier:
     def close(self) -> None:
         """Checkpoint and release the LMDB environment and the robots cache."""
         self.checkpoint()
+        self._close_state()
+
+    def _close_state(self) -> None:
+        """Close what the frontier holds open (LMDB environments, the robots cache)."""
         self._robots.close()
         if self._inbox is not None:
             self._inbox.close()

@@ -38,7 +38,8 @@ from pathlib import Path
 import lmdb
 import msgspec
 
-from frontier_crawl.frontier.store import open_env
+from frontier_crawl.frontier.damage import DamagedState
+from frontier_crawl.frontier.store import open_checked_env, open_env
 
 INBOX_DB = b"inbox"
 INBOX_ENV = "inbox.lmdb"
@@ -98,6 +99,12 @@ class Mailbox:
         self._envs.clear()
 
 
+_LOST_LINKS = (
+    "The links other workers had delivered to this worker and it had not yet admitted are "
+    "lost: pages reachable only through them are not crawled (a new crawl would find them)."
+)
+
+
 class Inbox:
     """The receiving side: this worker's inbox environment, which peers write into.
 
@@ -108,8 +115,15 @@ class Inbox:
 
     def __init__(self, path: Path, map_size: int) -> None:
         path.mkdir(parents=True, exist_ok=True)
-        self._env = open_env(path, map_size)
-        self._db = self._env.open_db(INBOX_DB)
+        self._env = open_checked_env(path, map_size, _LOST_LINKS)
+        try:
+            self._db = self._env.open_db(INBOX_DB)
+            with self._env.begin(db=self._db) as txn:  # every batch must decode
+                for _key, value in txn.cursor():
+                    decode_links(bytes(value))
+        except (lmdb.Error, msgspec.DecodeError) as exc:
+            self._env.close()
+            raise DamagedState(path, f"the worker's inbox is damaged ({exc})", _LOST_LINKS) from exc
         self._taken: set[bytes] = set()  #: handed out, not yet acknowledged or released
 
     def take(self, limit: int) -> list[tuple[bytes, bytes]]:

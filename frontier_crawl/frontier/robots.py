@@ -8,11 +8,14 @@ RFC 9309 status handling lives here: 2xx -> the parsed rules; 3xx past the follo
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from pathlib import Path
 
 import diskcache
 from protego import Protego
+
+from frontier_crawl.frontier.damage import DamagedState
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +59,15 @@ class RobotsCache:
     """robots.txt bodies by origin on disk, valid for ``ttl_s`` seconds."""
 
     def __init__(self, directory: Path, user_agent: str, ttl_s: float) -> None:
-        self._cache = diskcache.Cache(str(directory))
+        try:
+            self._cache = diskcache.Cache(str(directory))
+            self._cache.get("")  # a read, so a damaged SQLite file shows itself now
+        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+            raise DamagedState(
+                directory,
+                f"the robots.txt cache cannot be opened ({exc})",
+                "robots.txt is fetched again from every host (it is only a cache).",
+            ) from exc
         self._user_agent = user_agent
         self._ttl_s = ttl_s
 
@@ -84,7 +95,10 @@ class RobotsCache:
         else:
             return None
         if self._ttl_s > 0:
-            self._cache.set(origin, (time.time(), rules_body), expire=self._ttl_s)
+            try:
+                self._cache.set(origin, (time.time(), rules_body), expire=self._ttl_s)
+            except (OSError, sqlite3.Error, diskcache.Timeout) as exc:  # fetched again next run
+                log.warning("robots.txt cache: %s not stored (%s)", origin, exc)
         return Rules(self._user_agent, rules_body)
 
     def close(self) -> None:

@@ -82,6 +82,8 @@ from pathlib import Path
 import lmdb
 import msgspec
 
+from frontier_crawl.frontier.damage import DamagedState
+
 __all__ = [
     "BLOCK_MAX",
     "SEQ_BLOCK",
@@ -130,6 +132,35 @@ def open_env(path: Path, map_size: int, *, sync: bool = True) -> lmdb.Environmen
         readahead=False,
         lock=True,
     )
+
+
+def open_checked_env(
+    path: Path, map_size: int, consequence: str, *, sync: bool = True
+) -> lmdb.Environment:
+    """:func:`open_env`, after checks that a damaged environment fails now, as DamagedState,
+    rather than later: LMDB's open (its meta pages), and a ``data.mdb`` at least as long as
+    the pages the meta page says are in use (reading a page past the end of a truncated file
+    through the memory map would kill the process with SIGBUS). ``consequence``: what
+    setting it aside means, for the DamagedState."""
+    data = path / "data.mdb"
+    if data.is_file() and data.stat().st_size == 0:  # LMDB would take it for a new one
+        raise DamagedState(path, "data.mdb is empty (its pages are lost)", consequence)
+    try:
+        env = open_env(path, map_size, sync=sync)
+    except lmdb.Error as exc:
+        raise DamagedState(path, f"not a usable LMDB environment ({exc})", consequence) from exc
+    try:
+        used = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+        size = data.stat().st_size
+    except (lmdb.Error, OSError) as exc:
+        env.close()
+        raise DamagedState(path, f"not a usable LMDB environment ({exc})", consequence) from exc
+    if size < used:
+        env.close()
+        raise DamagedState(
+            path, f"data.mdb is truncated ({size} bytes, its pages take {used})", consequence
+        )
+    return env
 
 
 def release_mapped_pages(env: lmdb.Environment) -> int:

@@ -54,7 +54,7 @@ def test_open_warc_cut_mid_record_is_truncated_and_closed(tmp_path: Path) -> Non
     for cut in (len(data) - 7, len(data) // 2, 200):
         victim = out / f"x-{cut}.warc.gz.open"
         victim.write_bytes(data[:cut])
-    recovered = recover_warcs(out)
+    recovered = recover_warcs(out).recovered
     assert not list(out.glob("*.open"))
     for path in recovered:
         uris = _uris(path)  # warcio reads every kept record to its end
@@ -78,13 +78,19 @@ def test_open_warc_without_a_complete_record(tmp_path: Path) -> None:
     (out / "empty.warc.gz.open").write_bytes(b"")
     (out / "half.warc.gz.open").write_bytes(full[: first_member // 2])
     (out / "junk.warc.gz.open").write_bytes(b"\x1f\x8b" + bytes(range(256)) * 100)
-    assert recover_warcs(out) == []
-    assert sorted(p.name for p in out.iterdir()) == ["junk.warc.gz.open.damaged"]
+    result = recover_warcs(out)
+    assert result.recovered == []
+    (aside,) = out.iterdir()
+    assert aside.name.startswith("junk.warc.gz.open.damaged-")
+    assert aside.read_bytes() == b"\x1f\x8b" + bytes(range(256)) * 100  # kept, byte for byte
+    (warning,) = result.warnings
+    assert str(out / "junk.warc.gz.open") in warning and aside.name in warning
 
 
 def test_crawl_log_cut_mid_line(tmp_path: Path) -> None:
     log = tmp_path / "crawl.jsonl"
     log.write_bytes(b'{"a": 1}\n{"b": 2}\n{"c": ')
-    assert recover_lines(log) == len(b'{"c": ')
+    assert recover_lines(log) == []  # a kill's leftover: cut, nothing to warn about
     assert log.read_bytes() == b'{"a": 1}\n{"b": 2}\n'
-    assert recover_lines(log) == 0
+    assert recover_lines(log) == []
+    assert log.read_bytes() == b'{"a": 1}\n{"b": 2}\n'
