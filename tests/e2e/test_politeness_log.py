@@ -17,7 +17,7 @@ from frontier_crawl.engine import Engine
 from tests.scripted_server import NOT_FOUND, Answer, ScriptedServer, page
 
 SLOW_S = 0.1
-BACKOFF_S = 0.5
+BACKOFF_S = 2.0  # well above any adaptive delay here, even on a loaded machine
 
 
 def settings(tmp_path: Path, seeds: list[str], resolve: list[str], **sections: Any) -> Any:
