@@ -115,6 +115,13 @@ def set_aside_state(path: Path, problem: str, consequence: str) -> str:
     return message
 
 
+def _answer_s(r: FetchResult) -> float:
+    """The fetch time the adaptive delay follows: that of a complete response. A transfer that
+    failed (timed out, cut, reset) says how long one URL hung, not how fast the host answers:
+    counting it would snooze the whole host for delay_factor x the timeout per attempt."""
+    return r.duration_s if r.error is None else 0.0
+
+
 @dataclass(slots=True, frozen=True)
 class Layout:
     """Where a crawl keeps its files, all under ``output_dir``."""
@@ -382,10 +389,18 @@ class Engine:
                     log.warning("stop requested: draining %d transfers", fetcher.in_flight)
                 if fetcher.in_flight == 0 or now >= drain_deadline:
                     return
-            elif fetcher.free_slots:
+            submitted = 0
+            if not self._stop_requested and fetcher.free_slots:
+                if self._group is not None and now >= self._commit_at:
+                    # before this tick's requests, not between their take and their send (in
+                    # poll): a commit's fdatasync there would delay one request to a host and
+                    # shorten the gap to the next, which the frontier spaced from the take
+                    self._commit()
+                    now = time.monotonic()
                 self._open_group(now)
                 for ticket in frontier.next_ready(now, fetcher.free_slots):
                     fetcher.submit(self._request(ticket))
+                    submitted += 1
             idle = frontier.pending == 0 and fetcher.in_flight == 0
             if self._peers is not None:
                 if self._exchange(now, idle):
@@ -393,10 +408,14 @@ class Engine:
             elif idle:
                 return
             wait = self._wait_s(now)
-            if self._group is not None and (
-                now >= self._commit_at
-                or wait >= self.settings.frontier.commit_interval_s
-                or (idle and (self._undelivered or self._outbox))
+            if (
+                self._group is not None
+                and not submitted  # then at the next tick's start (see above)
+                and (
+                    now >= self._commit_at
+                    or wait >= self.settings.frontier.commit_interval_s
+                    or (idle and (self._undelivered or self._outbox))
+                )
             ):
                 self._commit()  # one fdatasync per group, not per tick
             results = fetcher.poll(wait)
@@ -489,7 +508,7 @@ class Engine:
         archived = self._archive(r)  # a failure whose response had begun: as truncated
         outcome = self._dispose(ticket, r)
         held = self.frontier.complete(
-            ticket, r.finished, r.duration_s, _failure(r), r.ip, mark_done=not archived,
+            ticket, r.finished, _answer_s(r), _failure(r), r.ip, mark_done=not archived,
             hold_s=hold,
         )  # fmt: skip
         self._record(ticket, r, outcome, archived, self._held.pop(ticket.key, 0.0) + held)
@@ -508,7 +527,7 @@ class Engine:
             return False
         delay = retry_delay(ticket.attempt, f.retry_backoff_s, f.max_retry_delay_s, after)
         held = self.frontier.retry(
-            ticket, r.finished, delay, r.duration_s, _failure(r), r.ip, hold_s=after or 0.0
+            ticket, r.finished, delay, _answer_s(r), _failure(r), r.ip, hold_s=after or 0.0
         )
         if held > 0:
             self._held[ticket.key] = self._held.get(ticket.key, 0.0) + held

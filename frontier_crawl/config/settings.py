@@ -146,9 +146,11 @@ class PolitenessSection(_Section, frozen=True):
     delay_factor: Annotated[
         NonNegFloat,
         Meta(
-            description="Adaptive delay: this many times the last fetch's duration, clamped "
-            "to [min_delay_s, max_delay_s] (0: fixed min_delay_s); it spaces request starts as "
-            "min_delay_s does, and so slows a host that answers slowly."
+            description="Adaptive delay: this many times the duration of the host's last "
+            "complete response, clamped to [min_delay_s, max_delay_s] (0: fixed min_delay_s); "
+            "it spaces request starts as min_delay_s does, and so slows a host that answers "
+            "slowly. A failed transfer (timeout, reset) counts as 0 s: one hanging URL does "
+            "not snooze its host."
         ),
     ] = 2.0
     max_delay_s: Annotated[

@@ -12,8 +12,7 @@ an hour, with their ratios to each other kept as in the defaults:
 * ``politeness.min_delay_s`` 1.0 -> 0.25 and ``backoff_s`` 5.0 -> 1.25 (5 x min_delay_s, as
   the defaults): about 60 requests one at a time to one host;
 * ``fetch.timeout_s`` 30 -> 2, ``connect_timeout_s`` 10 -> 2, ``low_speed_time_s`` 15 -> 2 (the
-  least allowed): the hanging and trickling URLs take that long per attempt (and the adaptive
-  delay, 2 x the fetch time by default, waits twice that after each);
+  least allowed): the hanging and trickling URLs take that long per attempt;
 * ``fetch.retry_backoff_s`` 2.0 -> 0.5 and ``max_retry_delay_s`` 300 -> 5 (the cap a Retry-After
   holds the host for; the 3600 s one is past it and must be given up after one hold).
 """
@@ -111,9 +110,9 @@ def test_bad_urls_never_stall_the_good_ones_on_their_host(tmp_path: Path) -> Non
         f, p = s.fetch, s.politeness
         attempts = f.retries + 1
         # one connection: a request takes at most the timeout, then the host waits the delay
-        # (adaptive: delay_factor x the fetch time, clamped) or a backoff / Retry-After hold
+        # (the adaptive one follows complete responses only) or a backoff / Retry-After hold
         # (each at most the cap here); the bad URLs' own retry delays overlap other requests
-        slow = 2 * attempts * (f.timeout_s + min(p.delay_factor * f.timeout_s, p.max_delay_s))
+        slow = 2 * attempts * (f.timeout_s + p.min_delay_s)
         quick = (2 + len(HEALTHY) + (len(BAD) - 2) * attempts) * (p.min_delay_s + 0.5)
         holds = (attempts + 1) * f.max_retry_delay_s  # the 503 answers
         bound = slow + quick + holds
