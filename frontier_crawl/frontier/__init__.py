@@ -10,5 +10,6 @@ from frontier_crawl.frontier.frontier import (
     StateMismatch,
     Ticket,
 )
+from frontier_crawl.frontier.store import StorageError
 
-__all__ = ["Failure", "Frontier", "HostState", "StateMismatch", "Ticket"]
+__all__ = ["Failure", "Frontier", "HostState", "StateMismatch", "StorageError", "Ticket"]

@@ -8,6 +8,7 @@ RFC 9309 status handling lives here: 2xx -> the parsed rules; 3xx past the follo
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from pathlib import Path
 
@@ -59,6 +60,7 @@ class RobotsCache:
         self._cache = diskcache.Cache(str(directory))
         self._user_agent = user_agent
         self._ttl_s = ttl_s
+        self._store_failed = False  #: a write to the cache failed (warned about once)
 
     def get(self, origin: str) -> Rules | None:
         """Cached rules for an origin, or None when it must be fetched."""
@@ -84,7 +86,12 @@ class RobotsCache:
         else:
             return None
         if self._ttl_s > 0:
-            self._cache.set(origin, (time.time(), rules_body), expire=self._ttl_s)
+            try:
+                self._cache.set(origin, (time.time(), rules_body), expire=self._ttl_s)
+            except (OSError, sqlite3.Error) as exc:  # a full disk: the cache is only a cache
+                if not self._store_failed:
+                    log.warning("robots.txt cache not written (%s): fetched again next run", exc)
+                self._store_failed = True
         return Rules(self._user_agent, rules_body)
 
     def close(self) -> None:
