@@ -244,17 +244,20 @@ class Engine:
         return saved.stats, saved.elapsed_s
 
     def _sync_outputs(self, final: bool = False) -> None:
-        """Make the group's log lines and WARC records visible before its LMDB commit.
+        """Make the group's log lines and WARC records durable before its LMDB commit:
+        fdatasynced with ``output.durability = "power-loss"``, handed to the OS with
+        ``"process-crash"``.
 
         Called inside the frontier batch, just before it commits (not once per tick: only the
-        commit needs the outputs on disk before it), so a kill at any instant leaves either
-        both the outputs and the frontier change (URL done), or the outputs without the change
-        (URL fetched again: a duplicate line or record, never a lost one).
+        commit needs the outputs on disk before it), so a kill (or, power-loss durable, a power
+        cut) at any instant leaves either both the outputs and the frontier change (URL done),
+        or the outputs without the change (URL fetched again: a duplicate line or record, never
+        a lost one). If an output fails, the commit is not made (``_commit``).
 
         A page's WARC records are written by the writer's child process at its own pace, and
         the commit does not wait for them: the page's entry is marked done (and its counters
         counted, so the saved report stays exact) only in the first commit after the child
-        reports them handed to the OS. Until then a kill fetches it again. The exceptions wait:
+        reports them durable. Until then a kill fetches it again. The exceptions wait:
         robots.txt records (their outcome is committed with them) and the ``final`` commit.
         """
         if not self._dirty:

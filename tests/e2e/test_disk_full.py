@@ -196,3 +196,30 @@ def test_free_space_floor_pauses_then_resumes(
     report = _check_complete(site, server, since, tmpfs.path / "out")
     assert report["disk_space_pauses"] == 1
     assert report["disk_space_paused_s"] >= 2.0
+
+
+@pytest.mark.timeout(120)
+def test_low_space_action_stop_then_resume(
+    tmp_path: Path, tmpfs: Tmpfs, big_site: tuple[Site, DemoServer]
+) -> None:
+    site, server = big_site
+    since = len(server.log())
+    tmpfs.resize(32 * MIB)
+    floor = 24 * MIB
+    filler = tmpfs.path / "filler"
+    filler.write_bytes(b"\0" * (tmpfs.free() - floor - 3 * MIB // 2))
+    cfg = _config(
+        tmp_path, tmpfs, site, server.port, min_free_bytes=floor, low_space_action="stop"
+    )
+    proc = _crawl(cfg)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    stops = [line for line in proc.stderr.splitlines() if "below output.min_free_bytes" in line]
+    assert len(stops) == 1 and "stopping" in stops[0], proc.stderr[-3000:]
+    report = json.loads((tmpfs.path / "out" / "report.json").read_text())
+    assert report["stopped_for_low_space"] is True and report["complete"] is False
+    assert 0 < report["fetched"] < PAGES
+    filler.unlink()
+    proc = _crawl(cfg)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _check_complete(site, server, since, tmpfs.path / "out")
