@@ -367,9 +367,9 @@ class SeenSet:
                 self._bloom.tofile(f)
                 f.flush()
                 os.fsync(f.fileno())
-        except OSError:
+        except OSError as exc:
             tmp.unlink(missing_ok=True)  # a full disk: do not leave a partial copy taking room
-            raise
+            raise OSError(exc.errno, exc.strerror, str(tmp)) from exc
         os.replace(tmp, path)
         _fsync_dir(path.parent)
         self._forget_logged(txn, upto)
