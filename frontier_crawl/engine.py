@@ -60,6 +60,11 @@ log = logging.getLogger(__name__)
 
 ROBOTS_REDIRECTS = 5  # RFC 9309: follow at least five redirect hops for robots.txt
 MAX_WAIT_S = 1.0  # upper bound of one wait, so progress, checkpoints and signals stay timely
+#: WARC fdatasyncs per group commit interval, at most (power-loss durability): two, so a
+#: page's records wait for their sync half an interval on average, not a whole one (measured:
+#: with one, kill -9 refetched about twice as many pages as without syncing; with two, about
+#: as many), 40 a second at most with the default commit_interval_s, in the writer process
+WARC_SYNCS_PER_COMMIT = 2
 #: in worker mode, how often the inbox is looked at (a peer's batch does not wake the curl wait)
 PEER_WAIT_S = 0.02
 
@@ -201,7 +206,7 @@ class Engine:
                 gzip_level=settings.output.warc_gzip_level,
                 compressor=settings.output.warc_compressor,
                 durable=self._durable,
-                sync_interval_s=settings.frontier.commit_interval_s,
+                sync_interval_s=settings.frontier.commit_interval_s / WARC_SYNCS_PER_COMMIT,
             )
             if settings.output.warc
             else None
