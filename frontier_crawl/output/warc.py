@@ -472,7 +472,12 @@ def child_entry() -> None:
     except EOFError:
         return
     if command == "files" and isinstance(arg, tuple) and isinstance(arg[0], _Files):
-        _child_main(conn, arg[0], float(arg[1]))
+        try:
+            _child_main(conn, arg[0], float(arg[1]))
+        except (BrokenPipeError, ConnectionResetError):
+            # the parent closed its end while a report was on its way (it stopped after a
+            # failed write): nothing to say, the .open file is left to the next run's recovery
+            return
 
 
 #: the child reports its progress at least every this many records while it has a backlog
