@@ -111,6 +111,7 @@ def write_fc_config(
     per_host: int,
     processes: int = 1,
     compressor: str = "zlib-ng",
+    durability: str = "power-loss",
 ) -> Path:
     resolve = [f"{host_name(i)}:{site.port}:127.0.0.1" for i in range(site.hosts)]
     text = f"""[crawl]
@@ -134,6 +135,7 @@ resolve = {toml_list(resolve)}
 warc = {"true" if warc else "false"}
 progress_interval_s = 0
 warc_compressor = "{compressor}"
+durability = "{durability}"
 
 [workers]
 processes = {processes}
@@ -171,6 +173,7 @@ def fc_crawler(
     per_host: int | None = None,
     processes: int = 1,
     compressor: str = "zlib-ng",
+    durability: str = "power-loss",
 ) -> Crawler:
     def command(run_dir: Path) -> list[str]:
         conf = write_fc_config(
@@ -182,6 +185,7 @@ def fc_crawler(
             per_host=per_host or args.per_host,
             processes=processes,
             compressor=compressor,
+            durability=durability,
         )
         return [fc_binary(), "--config", str(conf)]
 
@@ -327,6 +331,17 @@ def throughput(args: argparse.Namespace, work: Path, site: SiteInfo, nginx: Ngin
         crawlers.append(fc_crawler("fc", "frontier-crawl, WARC off", site, args, warc=False))
     if "fc-warc" in wanted:
         crawlers.append(fc_crawler("fc-warc", "frontier-crawl, WARC on", site, args, warc=True))
+    if "fc-warc-pc" in wanted:
+        crawlers.append(
+            fc_crawler(
+                "fc-warc-pc",
+                "frontier-crawl, WARC on, process-crash durability",
+                site,
+                args,
+                warc=True,
+                durability="process-crash",
+            )
+        )
     if "fc-warc-isal" in wanted:
         crawlers.append(
             fc_crawler(
@@ -524,8 +539,10 @@ def main() -> None:
     ap.add_argument(
         "--crawlers",
         default="fc,fc-warc,fc-warc-isal,fc-n2,fc-n2-isal,scrapy,bare",
-        help="subset of fc,fc-warc,fc-warc-isal,fc-n2,fc-n2-isal,scrapy,bare (the -isal ones "
-        "write their WARC with output.warc_compressor = isal; the others with the default)",
+        help="subset of fc,fc-warc,fc-warc-pc,fc-warc-isal,fc-n2,fc-n2-isal,scrapy,bare (the "
+        "-isal ones write their WARC with output.warc_compressor = isal, the others with the "
+        "default; fc-warc-pc sets output.durability = process-crash, the others keep the "
+        "default power-loss)",
     )
     ap.add_argument(
         "--politeness",

@@ -1,7 +1,9 @@
 """Command line: ``frontier-crawl --config crawl.toml [--check]``, ``demo``, ``config-reference``.
 
-Exit status: 0 crawl finished (or stopped gracefully), 1 runtime failure, 2 bad configuration or
-usage (reported before any network traffic).
+Exit status: 0 crawl finished (or stopped gracefully by a signal), 1 runtime failure (a write
+that failed, such as a full disk; a stop for low disk space; a failed worker), 2 bad
+configuration or usage (reported before any network traffic). After a 1 the same command
+resumes the crawl once the cause is gone.
 """
 
 from __future__ import annotations
@@ -79,7 +81,26 @@ def main(argv: list[str] | None = None) -> int:
     except StateMismatch as exc:
         sys.stderr.write(f"frontier-crawl: {exc}\n")
         return EXIT_CONFIG
-    return EXIT_OK if report else EXIT_FAILURE
+    except OSError as exc:  # a write failed before the engine's loop (or in the coordinator)
+        logging.getLogger("frontier_crawl").debug("write failure", exc_info=exc)
+        sys.stderr.write(
+            f"frontier-crawl: stopping: a write failed ({exc}). Fix the cause (free space, "
+            "the disk, the mount) and run the same command to resume.\n"
+        )
+        return EXIT_FAILURE
+    return exit_status(report)
+
+
+def exit_status(report: dict[str, object]) -> int:
+    """EXIT_FAILURE for a run that ended on a failed write, a low-space stop or a failed
+    worker (resumable), else EXIT_OK."""
+    failed = (
+        not report
+        or report.get("write_error")
+        or report.get("stopped_for_low_space")
+        or report.get("failed_workers")
+    )
+    return EXIT_FAILURE if failed else EXIT_OK
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ def progress_printer(console: Console) -> Callable[[dict[str, Any]], None]:
     def show(p: dict[str, Any]) -> None:
         console.print(
             f"[dim]{p['elapsed_s']:6.1f}s[/] pages {p['pages']:,} ({p['pages_per_s']:.0f}/s) "
-            f"queued {p['queued']:,} in flight {p['in_flight']} hosts {p['hosts']:,}",
+            f"queued {p['queued']:,} in flight {p['in_flight']} hosts {p['hosts']:,}"
+            + ("  [yellow]PAUSED: low disk space[/]" if p.get("paused_for_space") else ""),
             highlight=False,
             soft_wrap=True,
         )

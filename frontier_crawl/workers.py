@@ -24,6 +24,7 @@ import logging
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 from collections.abc import Mapping
 from multiprocessing.sharedctypes import Synchronized, SynchronizedArray
@@ -123,9 +124,11 @@ def _worker_main(
     root = Path(settings.crawl.output_dir)
     peers = Peers(index, count, root, settings.frontier.lmdb_map_size_bytes, status, stop, run_id)
     try:
-        Engine(_worker_settings(settings, root, index), peers=peers).run()
+        report = Engine(_worker_settings(settings, root, index), peers=peers).run()
     finally:
         peers.close()
+    if report.get("write_error") or report.get("stopped_for_low_space"):
+        sys.exit(1)  # the coordinator stops the others and lists this one as failed
 
 
 def _pin_worker_count(root: Path, count: int) -> None:
@@ -253,6 +256,8 @@ def merge_reports(reports: list[Mapping[str, Any]]) -> dict[str, Any]:
     merged["pages_per_s"] = round(merged.get("fetched", 0) / elapsed, 3) if elapsed else 0.0
     merged["complete"] = all(r.get("complete") for r in reports) and bool(reports)
     merged["stopped_by_signal"] = any(r.get("stopped_by_signal") for r in reports)
+    merged["stopped_for_low_space"] = any(r.get("stopped_for_low_space") for r in reports)
+    merged["write_error"] = next((r["write_error"] for r in reports if r.get("write_error")), None)
     return merged
 
 

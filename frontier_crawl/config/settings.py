@@ -369,6 +369,41 @@ class OutputSection(_Section, frozen=True):
     progress_interval_s: Annotated[
         NonNegFloat, Meta(description="Seconds between progress lines (0: none).")
     ] = 5.0
+    min_free_bytes: Annotated[
+        NonNegInt,
+        Meta(
+            description=(
+                "Free-space floor, checked (statvfs, about once a second) on every filesystem "
+                "the crawl writes to (output_dir, its state/ and warc/ directories, the HTTP "
+                "cache): below it the crawl does what low_space_action says, with a warning "
+                "naming the path and the space left; 0 turns the check off. Keep it well above "
+                "what the crawl writes in a few seconds: a write that still fails stops the "
+                "crawl (exit status 1; the same command resumes)."
+            )
+        ),
+    ] = 1 << 30
+    low_space_action: Annotated[
+        Literal["pause", "stop"],
+        Meta(
+            description=(
+                "Below min_free_bytes: pause (no new requests, in-flight ones finish; fetching "
+                "resumes by itself once every filesystem has min_free_bytes plus a tenth free) "
+                "or stop (as on SIGTERM, then exit status 1; the same command resumes)."
+            )
+        ),
+    ] = "pause"
+    durability: Annotated[
+        Literal["power-loss", "process-crash"],
+        Meta(
+            description=(
+                "What a URL marked done survives. power-loss: its WARC records and crawl-log "
+                "line are fsynced (fdatasync) before the commit that marks it done, so an OS "
+                "crash or power cut loses nothing committed. process-crash: they are only "
+                "handed to the OS first, which survives kill -9 but not an OS crash (the LMDB "
+                "state itself is fdatasynced either way)."
+            )
+        ),
+    ] = "power-loss"
 
     def __post_init__(self) -> None:
         if self.warc_compressor == "isal" and self.warc_gzip_level > 3:

@@ -11,5 +11,14 @@ from frontier_crawl.frontier.frontier import (
     StateMismatch,
     Ticket,
 )
+from frontier_crawl.frontier.store import StorageError
 
-__all__ = ["DamagedState", "Failure", "Frontier", "HostState", "StateMismatch", "Ticket"]
+__all__ = [
+    "DamagedState",
+    "Failure",
+    "Frontier",
+    "HostState",
+    "StateMismatch",
+    "StorageError",
+    "Ticket",
+]

@@ -57,7 +57,14 @@ from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Link, decode_links
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for, host_backoff
 from frontier_crawl.frontier.robots import RobotsCache, Rules
 from frontier_crawl.frontier.seen import SeenSet
-from frontier_crawl.frontier.store import QueueEntry, QueueStore, open_checked_env
+from frontier_crawl.frontier.store import (
+    QueueEntry,
+    QueueStore,
+    open_checked_env,
+    storage_errno,
+    storage_error,
+    storage_errors,
+)
 from frontier_crawl.frontier.traps import MAX_HOST_PAGES, Limits, trap_reason
 from frontier_crawl.frontier.urls import canonicalize, host_of, origin, url_digest
 
@@ -265,7 +272,7 @@ class Frontier:
         self._route = route  #: origin -> owning worker, None when this process owns every host
         self._worker = worker
         self._on_foreign = on_foreign or (lambda _w, _l: None)
-        env_path = state_dir / FRONTIER_ENV
+        env_path = self._env_path = state_dir / FRONTIER_ENV
         self._env: lmdb.Environment = open_checked_env(env_path, map_size, _FRESH_FRONTIER)
         try:
             self._store = QueueStore(self._env, self._host_id_of)
@@ -274,6 +281,8 @@ class Frontier:
             self._outbox = self._env.open_db(b"outbox")
         except lmdb.Error as exc:
             self._env.close()
+            if storage_errno(exc) is not None:  # a full or failing disk, not damage
+                raise storage_error(env_path, exc) from exc
             raise DamagedState(
                 env_path, f"damaged LMDB environment ({exc})", _FRESH_FRONTIER
             ) from exc
@@ -390,7 +399,7 @@ class Frontier:
         """A new write transaction: committed at the end, aborted by an exception. What the
         frontier learns only once a commit made it durable (settled links) is applied after."""
         try:
-            with self._env.begin(write=True) as txn:
+            with storage_errors(self._env_path), self._env.begin(write=True) as txn:
                 yield txn
                 self._store.flush(txn)
                 self._seen.flush(txn)
@@ -1167,14 +1176,21 @@ class Frontier:
             log.info("resumed: %d URLs queued over %d hosts", self.queued, len(counts))
 
     def checkpoint(self) -> None:
-        """Flush LMDB to disk and snapshot the Bloom filter."""
-        self._env.sync(True)
-        self._seen.save_snapshot(self._state_dir / "seen.bloom")
+        """Flush LMDB to disk and snapshot the Bloom filter (StorageError, or OSError from
+        the snapshot, if writing fails)."""
+        with storage_errors(self._env_path):
+            self._env.sync(True)
+            self._seen.save_snapshot(self._state_dir / "seen.bloom")
 
-    def close(self) -> None:
-        """Checkpoint and release the LMDB environment and the robots cache."""
-        self.checkpoint()
-        self._close_state()
+    def close(self, checkpoint: bool = True) -> None:
+        """Checkpoint (unless told not to: after a failed write, when the in-memory state may
+        be ahead of the last commit) and release the LMDB environment and the robots cache.
+        They are released even if the checkpoint fails."""
+        try:
+            if checkpoint:
+                self.checkpoint()
+        finally:
+            self._close_state()
 
     def _close_state(self) -> None:
         """Close what the frontier holds open (LMDB environments, the robots cache)."""

@@ -39,7 +39,7 @@ import lmdb
 import msgspec
 
 from frontier_crawl.frontier.damage import DamagedState
-from frontier_crawl.frontier.store import open_checked_env, open_env
+from frontier_crawl.frontier.store import open_checked_env, open_env, storage_errors
 
 INBOX_DB = b"inbox"
 INBOX_ENV = "inbox.lmdb"
@@ -84,13 +84,14 @@ class Mailbox:
         Never call it inside a write transaction of one's own environment (see
         ``Frontier.queue_outgoing``): two workers doing so to each other would deadlock.
         """
-        env = self._envs.get(dest)
-        if env is None:
-            self._paths[dest].parent.mkdir(parents=True, exist_ok=True)
-            env = self._envs[dest] = open_env(self._paths[dest], self._map_size)
-            self._dbs[dest] = env.open_db(INBOX_DB)
-        with env.begin(write=True, db=self._dbs[dest]) as txn:
-            txn.put(self._run_id + os.urandom(8), batch)
+        with storage_errors(self._paths[dest]):
+            env = self._envs.get(dest)
+            if env is None:
+                self._paths[dest].parent.mkdir(parents=True, exist_ok=True)
+                env = self._envs[dest] = open_env(self._paths[dest], self._map_size)
+                self._dbs[dest] = env.open_db(INBOX_DB)
+            with env.begin(write=True, db=self._dbs[dest]) as txn:
+                txn.put(self._run_id + os.urandom(8), batch)
         self.sent += 1
 
     def close(self) -> None:
@@ -115,6 +116,7 @@ class Inbox:
 
     def __init__(self, path: Path, map_size: int) -> None:
         path.mkdir(parents=True, exist_ok=True)
+        self._path = path
         self._env = open_checked_env(path, map_size, _LOST_LINKS)
         try:
             self._db = self._env.open_db(INBOX_DB)
@@ -144,7 +146,7 @@ class Inbox:
         """Delete every batch taken (their links are committed), in one short transaction."""
         if not self._taken:
             return
-        with self._env.begin(write=True, db=self._db) as txn:
+        with storage_errors(self._path), self._env.begin(write=True, db=self._db) as txn:
             for key in self._taken:
                 txn.delete(key)
         self._taken.clear()

@@ -70,6 +70,7 @@ class RobotsCache:
             ) from exc
         self._user_agent = user_agent
         self._ttl_s = ttl_s
+        self._store_failed = False  #: a write to the cache failed (warned about once)
 
     def get(self, origin: str) -> Rules | None:
         """Cached rules for an origin, or None when it must be fetched."""
@@ -97,8 +98,10 @@ class RobotsCache:
         if self._ttl_s > 0:
             try:
                 self._cache.set(origin, (time.time(), rules_body), expire=self._ttl_s)
-            except (OSError, sqlite3.Error, diskcache.Timeout) as exc:  # fetched again next run
-                log.warning("robots.txt cache: %s not stored (%s)", origin, exc)
+            except (OSError, sqlite3.Error, diskcache.Timeout) as exc:  # full disk: only a cache
+                if not self._store_failed:
+                    log.warning("robots.txt cache not written (%s): fetched again next run", exc)
+                self._store_failed = True
         return Rules(self._user_agent, rules_body)
 
     def close(self) -> None:

@@ -361,11 +361,15 @@ class SeenSet:
             _SNAPSHOT_MAGIC, count, self._capacity, self._error_rate, upto
         )
         tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("wb") as f:
-            f.write(header)
-            self._bloom.tofile(f)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with tmp.open("wb") as f:
+                f.write(header)
+                self._bloom.tofile(f)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)  # a full disk: do not leave a partial copy taking room
+            raise OSError(exc.errno, exc.strerror, str(tmp)) from exc
         os.replace(tmp, path)
         _fsync_dir(path.parent)
         self._forget_logged(txn, upto)

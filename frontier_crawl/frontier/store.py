@@ -67,15 +67,23 @@ not have reached the disk, but the database is intact: LMDB keeps the previous m
 power loss could corrupt the file. ``Environment.sync(True)`` makes everything durable (the
 frontier calls it at each checkpoint). Because a commit costs an ``fdatasync``, batch many
 operations per transaction.
+
+Errors (``storage_errors``): LMDB raises its own ``lmdb.Error`` subclasses (a full disk is
+``lmdb.DiskError: mdb_txn_commit: No space left on device``). The frontier turns them into
+:class:`StorageError`, an ``OSError`` with the errno when the message names one, at its
+transaction and sync boundaries, so callers handle one kind of write failure and never import
+lmdb. A transaction whose commit failed is aborted: the state stays as of the last commit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import errno
 import os
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,12 +97,14 @@ __all__ = [
     "SEQ_BLOCK",
     "QueueEntry",
     "QueueStore",
+    "StorageError",
     "decode_block",
     "decode_key",
     "encode_block",
     "encode_key",
     "open_env",
     "release_mapped_pages",
+    "storage_errors",
 ]
 
 SEQ_BLOCK = 4096
@@ -112,6 +122,36 @@ _ZLIB = 1  # flag: payload is raw DEFLATE
 _ZLIB_MIN = 96  # payloads shorter than this are stored as they are
 _MADV_DONTNEED = 4  # Linux
 _ORIGIN_CACHE_MAX = 65_536
+
+
+class StorageError(OSError):
+    """Writing the frontier's state failed (a full disk, an I/O error, a read-only remount)."""
+
+
+#: errnos recognised in LMDB's messages (it reports ``strerror`` text, not the number)
+_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EACCES, errno.ENOMEM)
+
+
+@contextlib.contextmanager
+def storage_errors(path: Path) -> Iterator[None]:
+    """Raise an ``lmdb.Error`` from inside as a :class:`StorageError` naming ``path``."""
+    try:
+        yield
+    except lmdb.Error as exc:
+        raise storage_error(path, exc) from exc
+
+
+def storage_error(path: Path, exc: lmdb.Error) -> StorageError:
+    text = str(exc)
+    err = StorageError(f"{path}: {text}")
+    err.errno = storage_errno(exc)
+    return err
+
+
+def storage_errno(exc: lmdb.Error) -> int | None:
+    """The errno of a failing write (no space, I/O error, read-only...) an LMDB error reports."""
+    text = str(exc)
+    return next((c for c in _ERRNOS if os.strerror(c) in text), None)
 
 
 def open_env(path: Path, map_size: int, *, sync: bool = True) -> lmdb.Environment:
@@ -148,6 +188,8 @@ def open_checked_env(
     try:
         env = open_env(path, map_size, sync=sync)
     except lmdb.Error as exc:
+        if storage_errno(exc) is not None:  # a full or failing disk, not a damaged file
+            raise storage_error(path, exc) from exc
         raise DamagedState(path, f"not a usable LMDB environment ({exc})", consequence) from exc
     try:
         used = (env.info()["last_pgno"] + 1) * env.stat()["psize"]

@@ -2,10 +2,13 @@
 
 Entries are encoded with msgspec into a buffer and written in whole lines with one
 ``write()`` on an ``O_APPEND`` file, so lines never interleave or tear even if several
-processes share the file. ``flush()`` hands the buffer to the OS; the engine calls it at
-checkpoints. U+2028, U+2029 and U+0085, legal raw in JSON, are escaped so that even
-``str.splitlines()`` sees one entry per line. Strings that cannot be UTF-8 (lone surrogates
-from undecodable input) are written with backslash escapes rather than failing the crawl.
+processes share the file. ``flush()`` hands the buffer to the OS (enough to survive a kill of
+the process); ``sync()`` also ``fdatasync``s it (enough to survive an OS crash or power cut):
+the engine calls one of them before each commit that depends on the lines. A write that fails
+(a full disk) raises ``OSError`` naming the file. U+2028, U+2029 and U+0085, legal raw in
+JSON, are escaped so that even ``str.splitlines()`` sees one entry per line. Strings that
+cannot be UTF-8 (lone surrogates from undecodable input) are written with backslash escapes
+rather than failing the crawl.
 """
 
 from __future__ import annotations
@@ -70,10 +73,14 @@ class CrawlLog:
     def __init__(self, path: Path, flush_bytes: int = _FLUSH_BYTES) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        created = not path.exists()
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if created:  # the new name itself must survive a power cut, not only the lines
+            _fsync_directory(path.parent)
         self._flush_bytes = flush_bytes
         self._buffer = bytearray()
         self._encoder = msgspec.json.Encoder()
+        self._unsynced = False  #: lines written since the last sync()
 
     def write(self, entry: LogEntry) -> None:
         """Buffer one line; written out once the buffer passes ``flush_bytes``."""
@@ -93,8 +100,30 @@ class CrawlLog:
         """Write the buffered lines to the file (one write call per flush when possible)."""
         data = memoryview(_line_safe(bytes(self._buffer)))
         self._buffer.clear()
-        while data and self._fd is not None:
-            data = data[os.write(self._fd, data) :]
+        try:
+            while data and self._fd is not None:
+                data = data[os.write(self._fd, data) :]
+                self._unsynced = True
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
+
+    def sync(self) -> None:
+        """Flush, then ``fdatasync`` the file if anything was written since the last sync."""
+        self.flush()
+        if self._unsynced and self._fd is not None:
+            try:
+                os.fdatasync(self._fd)
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
+            self._unsynced = False
+
+    def discard(self) -> None:
+        """Close without writing the buffered lines (after a failed write: their pages were
+        not committed and are fetched again). Idempotent."""
+        self._buffer.clear()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def close(self) -> None:
         """Flush and close. Idempotent."""
@@ -131,3 +160,15 @@ def _escaped(entry: LogEntry) -> LogEntry:
         if isinstance(value := getattr(entry, name), str)
     }
     return msgspec.structs.replace(entry, **changes)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a new name in ``directory`` durable (no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

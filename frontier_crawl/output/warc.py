@@ -8,7 +8,15 @@ File layout::
     ...
 
 A file is written as ``<name>.open`` and renamed to ``<name>`` (after an fsync) when it passes
-``max_bytes`` or the writer closes, so a finished name is always a complete file. Names are
+``max_bytes`` or the writer closes, so a finished name is always a complete file.
+
+Durability. ``written()`` counts the writes whose records are *durable*: with ``durable=True``
+(the default; ``output.durability = "power-loss"``) fdatasynced, so they survive an OS crash or
+power cut (the ``.open`` name is fsynced into its directory when the file is created); with
+``durable=False`` ("process-crash") only handed to the OS, which survives a kill of the
+crawler but not of the OS. The child batches the fdatasyncs: at most one per
+``sync_interval_s`` while records keep coming, and one that long after the last record at the
+latest, so the cost is a few syscalls a second whatever the page rate. Names are
 ``{prefix}-{UTC YYYYmmddHHMMSSffffff}-{serial:05d}-{pid}.warc.gz``.
 
 The response record's block is the response header block *as received*, minus its
@@ -140,8 +148,11 @@ class WarcWriter:
         *,
         compressor: str = "zlib-ng",
         background: bool = True,
+        durable: bool = True,
+        sync_interval_s: float = 0.05,
     ):
-        """``gzip_level`` 0 is ``compressor``'s default level (``COMPRESSORS``)."""
+        """``gzip_level`` 0 is ``compressor``'s default level (``COMPRESSORS``); ``durable``
+        and ``sync_interval_s``: see the module docstring."""
         _check_prefix(prefix)
         if max_bytes <= 0:
             raise ValueError(f"max_bytes must be positive, got {max_bytes}")
@@ -152,8 +163,12 @@ class WarcWriter:
             raise ValueError(f"{compressor} gzip_level must be 0..{top}, got {gzip_level}")
         level = gzip_level or default
         directory.mkdir(parents=True, exist_ok=True)
-        files = _Files(directory, prefix, max_bytes, _warcinfo_fields(info), level, compressor)
-        self._sink: _Files | _ChildSink = _ChildSink(files) if background else files
+        files = _Files(
+            directory, prefix, max_bytes, _warcinfo_fields(info), level, compressor, durable
+        )
+        self._sink: _Files | _ChildSink = (
+            _ChildSink(files, sync_interval_s) if background else files
+        )
         self._closed = False
         self._sent = 0
 
@@ -194,13 +209,14 @@ class WarcWriter:
         return self._sent
 
     def written(self) -> int:
-        """How many writes are handed to the OS so far, without waiting: the child reports
-        its progress as it goes (see :meth:`write`). Raises OSError if writing failed."""
+        """How many writes are durable so far (module docstring), without waiting: the child
+        reports its progress as it goes (see :meth:`write`). Raises OSError if writing
+        failed."""
         return self._sink.written()
 
     def flush(self) -> None:
-        """Hand every record written so far to the OS (they then survive a kill of this
-        process); raises OSError if writing failed."""
+        """Make every record written so far durable (handed to the OS, and fdatasynced if
+        ``durable``); raises OSError if writing failed."""
         self._sink.flush()
 
     def close(self) -> None:
@@ -233,8 +249,10 @@ class _Files:
         info: dict[str, str],
         level: int,
         compressor: str = "zlib-ng",
+        durable: bool = True,
     ) -> None:
         self.directory = directory
+        self.durable = durable
         self.prefix = prefix
         self.max_bytes = max_bytes
         self.info = info
@@ -246,11 +264,21 @@ class _Files:
         self._name = ""
         self._serializer: _Serializer | None = None  #: made where it is used (in the child)
         self.appended = 0  #: records appended so far
+        self.synced = 0  #: records durable so far (fdatasynced, or in a finished file)
+
+    @property
+    def path(self) -> Path:
+        """The file being written."""
+        return self.directory / f"{self._name}.open"
 
     def written(self) -> int:
-        """Records handed to the OS: all of them, once flushed."""
+        """Records durable (module docstring): all of them, once flushed."""
         self.flush()
         return self.appended
+
+    def durable_count(self) -> int:
+        """Records as :meth:`WarcWriter.written` counts them, as of the last flush."""
+        return self.synced if self.durable else self.appended
 
     def append(self, records: list[ArchiveRecord]) -> None:
         """Append each fetch's response (or revisit) and request records, each its own gzip
@@ -273,9 +301,18 @@ class _Files:
         if self._file.tell() > self.max_bytes:
             self._finish()
 
-    def flush(self) -> None:
+    def hand_over(self) -> None:
+        """Hand the records to the OS (no fdatasync)."""
         if self._file is not None:
             self._file.flush()
+
+    def flush(self) -> None:
+        """Hand the records to the OS and, if ``durable``, fdatasync them."""
+        if self._file is not None:
+            self._file.flush()
+            if self.durable and self.synced < self.appended:
+                os.fdatasync(self._file.fileno())
+        self.synced = self.appended
 
     def close(self) -> None:
         if self._file is not None:
@@ -286,6 +323,8 @@ class _Files:
         self._name = warc_file_name(self.prefix, datetime.now(UTC), self._serial, os.getpid())
         self._serial += 1
         self._file = open(self.directory / f"{self._name}.open", "xb")  # noqa: SIM115
+        if self.durable:  # the name must survive a power cut too
+            _fsync_directory(self.directory)
         serializer = _Serializer()
         info = serializer.create_warcinfo_record(self._name, self.info)
         self._file.write(_gzip_member(serializer.serialize(info), self.level, self.compressor))
@@ -300,6 +339,7 @@ class _Files:
         final = self.directory / self._name
         os.replace(self.directory / f"{self._name}.open", final)
         _fsync_directory(self.directory)
+        self.synced = self.appended
         self.paths.append(final)
 
 
@@ -319,7 +359,7 @@ class _ChildSink:
     script read from standard input), and fork would copy a process with libcurl threads.
     """
 
-    def __init__(self, files: _Files) -> None:
+    def __init__(self, files: _Files, sync_interval_s: float = 0.05) -> None:
         ours, theirs = socket.socketpair()
         # Room for a few hundred pages between the crawl loop and the child (the default
         # holds about ten): the loop then blocks on a full socket only when the child falls
@@ -342,8 +382,9 @@ class _ChildSink:
         self._conn = Connection(ours.detach())
         self.paths: list[Path] = []
         self._error = ""
-        self._written = 0  #: records the child reported handed to the OS
-        self._call(("files", files), reply=False)
+        self._errno: int | None = None
+        self._written = 0  #: records the child reported durable
+        self._call(("files", (files, sync_interval_s)), reply=False)
 
     def append(self, records: list[ArchiveRecord]) -> None:
         self._call(("append", records), reply=False)
@@ -356,25 +397,34 @@ class _ChildSink:
         self._read_reports()
         return self._written
 
+    def _failure(self) -> OSError:
+        """The child's error as an OSError (with its errno, when it had one)."""
+        exc = OSError(f"WARC writing failed: {self._error}")
+        exc.errno = self._errno
+        return exc
+
+    def _gone(self, exc: BaseException) -> OSError:
+        self._error = f"the WARC writer process is gone ({exc!r})"
+        return self._failure()
+
     def _read_reports(self) -> None:
         if self._error:
-            raise OSError(f"WARC writing failed: {self._error}")
+            raise self._failure()
         try:
             while self._conn.poll(0):
                 self._take(self._conn.recv())
         except (OSError, EOFError) as exc:
-            self._error = f"the WARC writer process is gone ({exc!r})"
-            raise OSError(f"WARC writing failed: {self._error}") from exc
+            raise self._gone(exc) from exc
         if self._error:
-            raise OSError(f"WARC writing failed: {self._error}")
+            raise self._failure()
 
-    def _take(self, message: tuple[str, int, str, list[str]]) -> bool:
+    def _take(self, message: tuple[str, int, str, int | None, list[str]]) -> bool:
         """Note a message from the child; True if it is the reply to a command."""
-        kind, written, error, finished = message
+        kind, written, error, code, finished = message
         self._written = max(self._written, written)
         self.paths.extend(Path(p) for p in finished)
         if error:
-            self._error = error
+            self._error, self._errno = error, code
         return kind == "reply"
 
     def close(self) -> None:
@@ -389,10 +439,13 @@ class _ChildSink:
                 self._process.wait()
 
     def _call(
-        self, message: tuple[str, list[ArchiveRecord] | _Files | None], *, reply: bool
+        self,
+        message: tuple[str, list[ArchiveRecord] | tuple[_Files, float] | None],
+        *,
+        reply: bool,
     ) -> None:
         if self._error:
-            raise OSError(f"WARC writing failed: {self._error}")
+            raise self._failure()
         try:
             # Read the child's reports before sending: were they left unread for long (no
             # written() or flush() in a while), the child would block sending one while this
@@ -405,10 +458,9 @@ class _ChildSink:
                 while reply and not self._take(self._conn.recv()):
                     pass  # a progress report sent before the reply
         except (OSError, EOFError) as exc:
-            self._error = f"the WARC writer process is gone ({exc!r})"
-            raise OSError(f"WARC writing failed: {self._error}") from exc
+            raise self._gone(exc) from exc
         if self._error:
-            raise OSError(f"WARC writing failed: {self._error}")
+            raise self._failure()
 
 
 def child_entry() -> None:
@@ -416,39 +468,67 @@ def child_entry() -> None:
     _die_with_parent()
     conn = Connection(int(sys.argv[1]))
     try:
-        command, files = conn.recv()
+        command, arg = conn.recv()
     except EOFError:
         return
-    if command == "files" and isinstance(files, _Files):
-        _child_main(conn, files)
+    if command == "files" and isinstance(arg, tuple) and isinstance(arg[0], _Files):
+        try:
+            _child_main(conn, arg[0], float(arg[1]))
+        except (BrokenPipeError, ConnectionResetError):
+            # the parent closed its end while a report was on its way (it stopped after a
+            # failed write): nothing to say, the .open file is left to the next run's recovery
+            return
 
 
 #: the child reports its progress at least every this many records while it has a backlog
 _REPORT_EVERY = 32
 
 
-def _child_main(conn: Connection, files: _Files) -> None:
+def _child_main(conn: Connection, files: _Files, sync_interval_s: float) -> None:
     """The child's loop: apply messages to ``files`` until "close" or the pipe's end.
 
-    Every message to the parent is ``(kind, records handed to the OS, error, files finished
+    Every message to the parent is ``(kind, records durable, error, its errno, files finished
     since the last message)``: a "reply" to each flush and close, and a "progress" report
-    after an append once the backlog is worked off, or every ``_REPORT_EVERY`` records while
-    there is one (the file is flushed to the OS first). That is at most one report per
-    append; the parent reads them before each send, so neither side can be left blocked
+    once records are durable. Without ``files.durable`` that is after an append once the
+    backlog is worked off, or every ``_REPORT_EVERY`` records while there is one (the file is
+    flushed to the OS first). With it, the records are handed to the OS as before, and
+    fdatasynced (then reported) at most once per ``sync_interval_s`` and at the latest that
+    long after they were appended; a flush or close syncs at once. That is at most one report
+    per append; the parent reads them before each send, so neither side can be left blocked
     sending to the other. After the first error, appends are skipped, every message carries
     the error and reports 0 records written.
     """
     error = ""
-    reported = 0  # files.appended as of the last report
+    code: int | None = None
+    reported = 0  # files.durable_count() as of the last report
     announced = 0  # files.paths already sent
+    sync_due: float | None = None  # when the records handed to the OS must be synced
+    last_sync = float("-inf")
 
     def send(kind: str) -> None:
-        nonlocal announced
+        nonlocal announced, reported
         finished = [str(p) for p in files.paths[announced:]]
         announced = len(files.paths)
-        conn.send((kind, 0 if error else files.appended, error, finished))
+        reported = files.durable_count()
+        conn.send((kind, 0 if error else reported, error, code, finished))
+
+    def fail(exc: Exception) -> None:
+        nonlocal error, code
+        where = f": {files.path}" if isinstance(exc, OSError) and exc.filename is None else ""
+        error = f"{type(exc).__name__}: {exc}{where}"
+        code = exc.errno if isinstance(exc, OSError) else None
 
     while True:
+        if sync_due is not None and not error:
+            left = sync_due - time.monotonic()
+            if left <= 0 or not conn.poll(left):
+                try:
+                    files.flush()
+                except Exception as exc:
+                    fail(exc)
+                sync_due, last_sync = None, time.monotonic()
+                send("progress")
+                continue
         try:
             command, records = conn.recv()
         except EOFError:  # the parent is gone: leave the .open file to its recovery
@@ -463,16 +543,22 @@ def _child_main(conn: Connection, files: _Files) -> None:
             if command == "append" and records is not None:
                 files.append(records)
                 due = files.appended - reported >= _REPORT_EVERY or not conn.poll(0)
-                if due and files.appended > reported:
-                    files.flush()
-                    reported = files.appended
+                if not files.durable:
+                    if due and files.appended > reported:
+                        files.flush()
+                        send("progress")
+                elif files.durable_count() > reported:  # a file finished: synced
                     send("progress")
+                elif due and sync_due is None and files.appended > reported:
+                    files.hand_over()
+                    sync_due = max(time.monotonic(), last_sync + sync_interval_s)
             elif command == "flush":
                 files.flush()
+                sync_due, last_sync = None, time.monotonic()
             elif command == "close":
                 files.close()
         except Exception as exc:  # reported to the parent, which raises it
-            error = f"{type(exc).__name__}: {exc}"
+            fail(exc)
             if command == "append":
                 send("progress")
         if command != "append":

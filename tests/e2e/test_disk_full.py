@@ -1,0 +1,237 @@
+"""A full disk, on a real small tmpfs: the free-space floor pauses fetching and resumes it once
+space is back; a write that still fails stops the crawl gracefully (exit 1, one message, no
+traceback), and the same command resumes to a complete, exact crawl once the disk has room.
+
+Mounting needs root (or CAP_SYS_ADMIN): where ``mount`` is refused the tests are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from frontier_crawl.demo.server import DemoServer
+from frontier_crawl.demo.site import Site, SiteSpec
+from tests.conftest import crawl_config, served_pages, warc_response_uris
+
+MIB = 1 << 20
+#: 3 hosts x 100 pages of ~24 KB: about 7 MB of HTML, 2.3 MB of WARC, 1 MB of state
+PAGES = 300
+
+
+@pytest.fixture(scope="module")
+def big_site() -> Iterator[tuple[Site, DemoServer]]:
+    site = Site(SiteSpec(hosts=3, pages=PAGES, page_bytes=24_000, crawl_delay_s=None, seed=23))
+    with DemoServer(site) as server:
+        yield site, server
+
+
+class Tmpfs:
+    """A tmpfs mounted at ``path`` for one test (unmounted at teardown)."""
+
+    def __init__(self, path: Path, size: int) -> None:
+        self.path = path
+        path.mkdir()
+        proc = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here (needs root): {proc.stderr.strip()}")
+
+    def resize(self, size: int) -> None:
+        subprocess.run(
+            ["mount", "-o", f"remount,size={size}", str(self.path)], check=True, timeout=10
+        )
+
+    def free(self) -> int:
+        st = os.statvfs(self.path)
+        return st.f_bavail * st.f_frsize
+
+    def unmount(self) -> None:
+        subprocess.run(["umount", "-l", str(self.path)], check=False, timeout=10)
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Tmpfs]:
+    fs = Tmpfs(tmp_path / "fs", 2 * MIB)
+    yield fs
+    fs.unmount()
+
+
+def _config(tmp_path: Path, fs: Tmpfs, site: Site, port: int, **output: Any) -> Path:
+    return crawl_config(
+        tmp_path,
+        site,
+        port,
+        crawl={"output_dir": str(fs.path / "out")},
+        # 3 hosts at 0.02 s: ~150 pages/s, so the 300 pages take seconds, not minutes
+        politeness={"min_delay_s": 0.02, "delay_factor": 0.0},
+        output={"warc_max_bytes": MIB, **output},
+    )
+
+
+def _crawl(cfg: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _check_complete(
+    site: Site, server: DemoServer, since: int, out: Path, *, warc: bool = True
+) -> dict[str, Any]:
+    """Every page fetched (the server's log), archived in valid WARC files, in the crawl log,
+    and counted exactly once in the report."""
+    expected = site.expected_pages(server.port)
+    assert set(served_pages(server, since)) == expected
+    if warc:
+        warcs = sorted((out / "warc").iterdir())
+        assert warcs and all(p.name.endswith(".warc.gz") for p in warcs), warcs
+        assert expected <= set(warc_response_uris(warcs))  # every record readable to its end
+    lines = [json.loads(x) for x in (out / "crawl.jsonl").read_text().splitlines()]
+    assert expected <= {x["url"] for x in lines if x["outcome"] == "fetched"}
+    report: dict[str, Any] = json.loads((out / "report.json").read_text())
+    assert report["complete"] is True
+    assert report["fetched"] == len(expected)  # exact, across the failed run and the resume
+    return report
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("size", "warc"),
+    [
+        (2 * MIB, True),  # the WARC writer fails first (the crawl writes about 2.8 MB)
+        (300 << 10, False),  # an LMDB commit fails first (the frontier.lmdb file grows)
+        (800 << 10, False),  # the crawl log or the Bloom snapshot at a checkpoint
+    ],
+    ids=["warc-2MiB", "lmdb-300KiB", "log-or-snapshot-800KiB"],
+)
+def test_full_disk_stops_gracefully_then_resumes(
+    tmp_path: Path, tmpfs: Tmpfs, big_site: tuple[Site, DemoServer], size: int, warc: bool
+) -> None:
+    site, server = big_site
+    since = len(server.log())
+    tmpfs.resize(size)
+    # the floor off, so the small tmpfs really fills
+    cfg = _config(tmp_path, tmpfs, site, server.port, min_free_bytes=0, warc=warc)
+    proc = _crawl(cfg)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    assert "No space left on device" in errors[0]
+    assert "run the same command" in errors[0]
+    assert len(served_pages(server, since)) < PAGES  # it did stop before the end
+    # room again: the same command finishes the crawl, nothing lost
+    tmpfs.resize(64 * MIB)
+    proc = _crawl(cfg)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _check_complete(site, server, since, tmpfs.path / "out", warc=warc)
+
+
+class _Lines:
+    """A process's stderr, read line by line in a thread."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        assert proc.stderr is not None
+        stream = proc.stderr
+        self._thread = threading.Thread(target=lambda: self.lines.extend(stream), daemon=True)
+        self._thread.start()
+
+    def wait_for(self, text: str, timeout_s: float) -> str:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                if text in line:
+                    return line
+            time.sleep(0.05)
+        raise AssertionError(f"no {text!r} in {self.lines}")
+
+    def join(self) -> None:
+        self._thread.join(10)
+
+
+@pytest.mark.timeout(120)
+def test_free_space_floor_pauses_then_resumes(
+    tmp_path: Path, tmpfs: Tmpfs, big_site: tuple[Site, DemoServer]
+) -> None:
+    site, server = big_site
+    since = len(server.log())
+    tmpfs.resize(32 * MIB)
+    floor = 24 * MIB
+    # a filler file leaves the floor plus 1.5 MiB: the crawl (about 4 MB) crosses the floor
+    filler = tmpfs.path / "filler"
+    filler.write_bytes(b"\0" * (tmpfs.free() - floor - 3 * MIB // 2))
+    cfg = _config(tmp_path, tmpfs, site, server.port, min_free_bytes=floor)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg), "-v"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        err = _Lines(proc)
+        warning = err.wait_for("fetching paused", 60)
+        assert str(tmpfs.path / "out") in warning and "left" in warning, warning
+        time.sleep(0.5)  # in-flight transfers finish
+        paused_at = len(server.log())
+        time.sleep(2.0)  # two space checks: still below the floor, nothing requested
+        assert len(server.log()) == paused_at
+        assert proc.poll() is None
+        fetched = len(served_pages(server, since))
+        assert 0 < fetched < PAGES
+        filler.unlink()  # space is back: the crawl resumes by itself
+        err.wait_for("fetching resumed", 10)
+        assert proc.wait(60) == 0, "".join(err.lines)[-3000:]
+        err.join()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    warnings = [line for line in err.lines if "fetching paused" in line]
+    assert len(warnings) == 1, err.lines
+    report = _check_complete(site, server, since, tmpfs.path / "out")
+    assert report["disk_space_pauses"] == 1
+    assert report["disk_space_paused_s"] >= 2.0
+
+
+@pytest.mark.timeout(120)
+def test_low_space_action_stop_then_resume(
+    tmp_path: Path, tmpfs: Tmpfs, big_site: tuple[Site, DemoServer]
+) -> None:
+    site, server = big_site
+    since = len(server.log())
+    tmpfs.resize(32 * MIB)
+    floor = 24 * MIB
+    filler = tmpfs.path / "filler"
+    filler.write_bytes(b"\0" * (tmpfs.free() - floor - 3 * MIB // 2))
+    cfg = _config(
+        tmp_path, tmpfs, site, server.port, min_free_bytes=floor, low_space_action="stop"
+    )
+    proc = _crawl(cfg)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    stops = [line for line in proc.stderr.splitlines() if "below output.min_free_bytes" in line]
+    assert len(stops) == 1 and "stopping" in stops[0], proc.stderr[-3000:]
+    report = json.loads((tmpfs.path / "out" / "report.json").read_text())
+    assert report["stopped_for_low_space"] is True and report["complete"] is False
+    assert 0 < report["fetched"] < PAGES
+    filler.unlink()
+    proc = _crawl(cfg)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _check_complete(site, server, since, tmpfs.path / "out")
