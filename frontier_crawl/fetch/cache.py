@@ -22,6 +22,7 @@ shared by successive crawls, and is safe to delete at any time.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import sqlite3
 from pathlib import Path
@@ -41,6 +42,20 @@ log = logging.getLogger(__name__)
 CACHE_ERRORS = (OSError, sqlite3.Error, diskcache.Timeout)
 #: headers of a 304 that never update the stored ones (they describe the 304 message itself)
 _NOT_UPDATED = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive"})
+
+
+def _disk_errno(exc: BaseException) -> int | None:
+    """The errno if ``exc`` says the disk is full, failing or read-only (rather than the file
+    damaged), else None."""
+    if isinstance(exc, OSError):
+        trouble = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
+        return exc.errno if exc.errno in trouble else None
+    code = getattr(exc, "sqlite_errorcode", None)
+    if not isinstance(code, int):
+        return None
+    if code & 0xFF == sqlite3.SQLITE_FULL:
+        return errno.ENOSPC
+    return errno.EIO if code & 0xFF in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY) else None
 
 
 class CacheUnusable(Exception):
@@ -87,6 +102,9 @@ class HttpCache:
             self._cache = diskcache.Cache(str(directory), size_limit=max_bytes)
             self._cache.get("")  # a read, so a damaged SQLite file shows itself now
         except CACHE_ERRORS as exc:
+            number = _disk_errno(exc)
+            if number is not None:  # a full or failing disk: the cache is not damaged
+                raise OSError(number, f"{directory}: the HTTP cache: {exc}") from exc
             raise CacheUnusable(directory, f"the HTTP cache cannot be opened ({exc})") from exc
         self.stored = 0  #: responses stored by this process
         self.hits = 0  #: 304 answers turned into stored responses

@@ -15,7 +15,7 @@ from pathlib import Path
 import diskcache
 from protego import Protego
 
-from frontier_crawl.frontier.damage import DamagedState
+from frontier_crawl.frontier.damage import DamagedState, disk_trouble
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,9 @@ class RobotsCache:
             self._cache = diskcache.Cache(str(directory))
             self._cache.get("")  # a read, so a damaged SQLite file shows itself now
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+            trouble = disk_trouble(directory, exc)
+            if trouble is not None:  # a full or failing disk: nothing to set aside
+                raise trouble from exc
             raise DamagedState(
                 directory,
                 f"the robots.txt cache cannot be opened ({exc})",

@@ -7,6 +7,7 @@ Mounting needs root (or CAP_SYS_ADMIN): where ``mount`` is refused the tests are
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -235,3 +236,32 @@ def test_low_space_action_stop_then_resume(
     proc = _crawl(cfg)
     assert proc.returncode == 0, proc.stderr[-3000:]
     _check_complete(site, server, since, tmpfs.path / "out")
+
+
+@pytest.mark.timeout(120)
+def test_a_disk_full_at_start_up_sets_nothing_aside(
+    tmp_path: Path, tmpfs: Tmpfs, big_site: tuple[Site, DemoServer]
+) -> None:
+    """A crawl resumed on a disk that is already full: opening its LMDB environments fails
+    with no space, which is not damage (the frontier must not be set aside and restarted from
+    the seeds): one message, exit 1, and the same command resumes once space is back."""
+    site, server = big_site
+    since = len(server.log())
+    tmpfs.resize(300 << 10)
+    cfg = _config(tmp_path, tmpfs, site, server.port, min_free_bytes=0, warc=False)
+    assert _crawl(cfg).returncode == 1  # the disk filled mid-crawl: the state is as committed
+    tmpfs.resize(400 << 10)
+    filler = tmpfs.path / "filler"
+    with filler.open("wb", buffering=0) as fh, contextlib.suppress(OSError):
+        while True:  # every byte of the disk taken
+            fh.write(bytes(4096))
+    proc = _crawl(cfg)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    state = tmpfs.path / "out" / "state"
+    assert not [p.name for p in state.iterdir() if ".damaged" in p.name]
+    filler.unlink()
+    tmpfs.resize(64 * MIB)
+    proc = _crawl(cfg)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _check_complete(site, server, since, tmpfs.path / "out", warc=False)
