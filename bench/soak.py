@@ -522,7 +522,9 @@ def check(
         failures.append(f"report.json: warnings {report.get('warnings')}")
     # the crawl log
     fetched_lines: Counter[Key] = Counter()
-    with (out / "crawl.jsonl").open("rb") as f:
+    if not (out / "crawl.jsonl").exists():
+        failures.append("crawl.jsonl: missing (did the first run start at all?)")
+    with contextlib.suppress(FileNotFoundError), (out / "crawl.jsonl").open("rb") as f:
         for line in f:
             entry = json.loads(line)
             if entry.get("outcome") == "fetched":
