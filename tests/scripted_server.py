@@ -94,8 +94,11 @@ class ScriptedServer:
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(answer.body)))
                 self.end_headers()
-                self.wfile.write(answer.body)
-                self.wfile.flush()
+                try:
+                    self.wfile.write(answer.body)
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):  # the client stopped reading
+                    self.close_connection = True
                 entry = RequestLogEntry(
                     host=host,
                     path=self.path,
