@@ -23,8 +23,12 @@ def settings(tmp_path: Path, srv: ScriptedServer, seeds: list[str], **sections: 
     raw: dict[str, dict[str, Any]] = {
         "crawl": {"seeds": [srv.url(HOST, s) for s in seeds], "output_dir": str(tmp_path / "out")},
         "politeness": {"min_delay_s": 0.01, "delay_factor": 0.0, "robots_retry_s": 0.1},
-        "fetch": {"resolve": srv.resolve(HOST), "connect_timeout_s": 2.0, "timeout_s": 5.0,
-                  "retry_backoff_s": 0.05},  # fmt: skip
+        "fetch": {
+            "resolve": srv.resolve(HOST),
+            "connect_timeout_s": 2.0,
+            "timeout_s": 5.0,
+            "retry_backoff_s": 0.05,
+        },
         "frontier": {"seen_capacity": 10_000},
         "output": {"progress_interval_s": 0.0},
     }
@@ -188,19 +192,23 @@ def test_robots_point_7_a_cached_copy_is_used_while_robots_txt_is_unreachable(
     """Run 1 caches robots.txt (robots_ttl_s = 1, shortened so that it is out of date for run
     2 after a second's wait). In run 2 robots.txt answers 503 every time: the cached copy
     applies (/private denied, /public fetched) instead of retiring the host."""
-    good = Answer(200, b"User-agent: *\nDisallow: /private\n", TEXT)
-    common = {"politeness": {"robots_ttl_s": 1.0, "robots_attempts": 2}}
-    _, got, _ = crawl(tmp_path, robots_then(good, "/seen"), ["/"], **common)
-    assert got == {"/": "fetched", "/seen": "fetched"}
-    time.sleep(1.2)
-    down = Answer(503, b"down", TEXT)
+    down = [False]  # robots.txt answers 503 from run 2 on
 
     def script(host: str, path: str, nth: int) -> Answer:
         if path == "/robots.txt":
-            return down
+            return (Answer(503, b"down", TEXT) if down[0] else
+                    Answer(200, b"User-agent: *\nDisallow: /private\n", TEXT))  # fmt: skip
         return page("/private", "/public") if path == "/second" else page()
 
-    log, got, report = crawl(tmp_path, script, ["/second"], **common)
+    common = {"politeness": {"robots_ttl_s": 1.0, "robots_attempts": 2}}
+    with ScriptedServer(script) as srv:  # one server: robots.txt is cached by origin (port)
+        Engine(settings(tmp_path, srv, ["/"], **common)).run()
+        first = len(srv.log())
+        time.sleep(1.2)
+        down[0] = True
+        report = Engine(settings(tmp_path, srv, ["/second"], **common)).run()
+        log = sorted(srv.log()[first:], key=lambda e: e.started)
+    got = outcomes(tmp_path / "out")
     assert paths(log)[0] == "/robots.txt" and log[0].status == 503
     assert "/private" not in paths(log) and {"/second", "/public"} <= set(paths(log)), paths(log)
     assert got["/second"] == "fetched" and got["/public"] == "fetched"
@@ -208,6 +216,7 @@ def test_robots_point_7_a_cached_copy_is_used_while_robots_txt_is_unreachable(
     assert report["complete"] is True
 
 
+@pytest.mark.timeout(30)
 def test_robots_not_found_still_allows_all(tmp_path: Path) -> None:
-    log, got, _ = crawl(tmp_path, robots_then(NOT_FOUND, "/a"), ["/"])
+    log, _, _ = crawl(tmp_path, robots_then(NOT_FOUND, "/a"), ["/"])
     assert paths(log) == ["/robots.txt", "/", "/a"]
