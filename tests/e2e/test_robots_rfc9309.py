@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 
 from frontier_crawl.config import parse
 from frontier_crawl.demo.server import CLOCK_TOLERANCE_S, RequestLogEntry
@@ -164,6 +165,16 @@ def test_robots_point_5_a_robots_txt_over_max_body_bytes_is_parsed_up_to_500_kib
                         ["/"], fetch={"max_body_bytes": 100_000})  # fmt: skip
     assert paths(log) == ["/robots.txt", "/", "/beyond"], paths(log)
     assert got == {"/": "fetched", "/private": "robots-denied", "/beyond": "fetched"}
+    # archived as read: its first 512 KiB, marked truncated for its length
+    (warc,) = (tmp_path / "out" / "warc").glob("*.warc.gz")
+    found = []
+    with warc.open("rb") as fh:
+        for record in ArchiveIterator(fh):
+            uri = record.rec_headers.get_header("WARC-Target-URI") or ""
+            if record.rec_type == "response" and uri.endswith("/robots.txt"):
+                found.append((record.rec_headers.get_header("WARC-Truncated"),
+                              record.content_stream().read()))  # fmt: skip
+    assert found == [("length", body[: 512 * 1024])]
 
 
 @pytest.mark.timeout(30)
