@@ -149,7 +149,8 @@ class PolitenessSection(_Section, frozen=True):
             "(kept in the disk cache across runs). A host that is still crawling then fetches "
             "it in its next request slot, spaced like a page, and goes on with the rules it "
             "has in its other slots until the answer, whose rules apply from then on. Values "
-            "above 86400 act as 86400: RFC 9309 2.4 allows a cached copy for 24 hours at most."
+            "above 86400 act as 86400 (a warning in the report): RFC 9309 2.4 allows a "
+            "cached copy for 24 hours at most."
         ),
     ] = 86_400.0
     robots_stale_s: Annotated[

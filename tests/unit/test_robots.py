@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from frontier_crawl.config import parse
 from frontier_crawl.config.settings import PolitenessSection
 from frontier_crawl.frontier import HostState
 from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, Rules, select_groups
+from frontier_crawl.output import config_warnings
 from tests.unit.test_frontier import A, make
 
 DAY = 86_400.0
@@ -104,6 +106,11 @@ def test_robots_point_3_ttl_is_capped_at_24_hours(tmp_path: Path) -> None:
     assert again.robots
     f.close()
     assert MAX_ROBOTS_TTL_S == DAY
+    long = parse({"crawl": {"seeds": [f"{A}/"]}, "politeness": {"robots_ttl_s": 10 * DAY}})
+    assert config_warnings(long) == [
+        "politeness.robots_ttl_s = 864000 acts as 86400: robots.txt was fetched again at least "
+        "every 24 hours (RFC 9309 2.4)"
+    ]
 
 
 def test_robots_point_6_429_holds_the_host_for_its_retry_after(tmp_path: Path) -> None:
