@@ -39,6 +39,7 @@ from frontier_crawl.fetch import CacheUnusable, ErrorKind, Fetcher, FetchRequest
 from frontier_crawl.frontier import DamagedState, Failure, Frontier, StateMismatch, Ticket
 from frontier_crawl.frontier.mailbox import Link
 from frontier_crawl.frontier.politeness import parse_retry_after, retry_delay
+from frontier_crawl.frontier.robots import MAX_ROBOTS_BYTES
 from frontier_crawl.output import (
     ArchiveRecord,
     CrawlLog,
@@ -600,22 +601,18 @@ class Engine:
         return min(longest, max(0.0, wake - now))
 
     def _request(self, ticket: Ticket) -> FetchRequest:
-        return FetchRequest(
-            ticket.url, token=ticket, follow_redirects=ROBOTS_REDIRECTS if ticket.robots else 0
-        )
+        if ticket.robots:  # RFC 9309: five hops followed; the first 500 KiB parsed, whatever
+            return FetchRequest(  # the page cap (the rest is not read)
+                ticket.url, token=ticket, follow_redirects=ROBOTS_REDIRECTS,
+                keep_bytes=MAX_ROBOTS_BYTES,
+            )  # fmt: skip
+        return FetchRequest(ticket.url, token=ticket)
 
     # ----------------------------------------------------------------------------- results
 
     def _handle(self, r: FetchResult) -> None:
         ticket = r.request.token
         assert isinstance(ticket, Ticket)
-        if ticket.robots:
-            self.frontier.robots_done(
-                ticket, r.finished, r.status if r.error is None else 0, r.body, r.duration_s, r.ip
-            )
-            self._warc_needed = self._archive(r) or self._warc_needed
-            self._record(ticket, r, Outcome.ROBOTS_TXT)
-            return
         f = self.settings.fetch
         after = (
             parse_retry_after(r.header("retry-after"), time.time())
@@ -623,6 +620,15 @@ class Engine:
             else None
         )
         hold = min(after, f.max_retry_delay_s) if after is not None else 0.0
+        if ticket.robots:
+            # a chain of more than ROBOTS_REDIRECTS hops ends at a 3xx: "unavailable" (RFC
+            # 9309 2.3.1.2); any other failure is "unreachable"
+            answered = r.error is None or r.error is ErrorKind.REDIRECTS
+            self.frontier.robots_done(ticket, r.finished, r.status if answered else 0, r.body,
+                                      r.duration_s, r.ip, hold_s=hold)  # fmt: skip
+            self._warc_needed = self._archive(r) or self._warc_needed
+            self._record(ticket, r, Outcome.ROBOTS_TXT)
+            return
         if self._should_retry(ticket, r, after):
             return
         archived = self._archive(r)  # a failure whose response had begun: as truncated
@@ -693,7 +699,10 @@ class Engine:
                 request_bytes=r.request_bytes,
                 header_bytes=r.header_bytes,
                 payload=r.raw_body,
-                truncated=truncation_reason(r.error.value) if r.error is not None else None,
+                truncated=(
+                    truncation_reason(r.error.value) if r.error is not None
+                    else "length" if r.cut else None
+                ),
                 revisit_of=Revisit(seen.url, seen.fetched_at) if seen is not None else None,
             )
         )

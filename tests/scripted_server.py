@@ -6,6 +6,7 @@ before the first response byte), so the same politeness checks apply.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import Counter
@@ -37,6 +38,13 @@ def page(*links: str) -> Answer:
 NOT_FOUND = Answer(404, b"not found")
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that stopped reading (robots.txt cut at 512 KiB) resets: not an error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class ScriptedServer:
     """Threaded HTTP/1.1 server answering from a script; bind 127.0.0.1 port 0."""
 
@@ -45,7 +53,7 @@ class ScriptedServer:
         self._lock = threading.Lock()
         self._log: list[RequestLogEntry] = []
         self._counts: Counter[tuple[str, str]] = Counter()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd = _Server(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -94,8 +102,11 @@ class ScriptedServer:
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(answer.body)))
                 self.end_headers()
-                self.wfile.write(answer.body)
-                self.wfile.flush()
+                try:
+                    self.wfile.write(answer.body)
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):  # the client stopped reading
+                    self.close_connection = True
                 entry = RequestLogEntry(
                     host=host,
                     path=self.path,

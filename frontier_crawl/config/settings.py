@@ -22,6 +22,8 @@ PosFloat = Annotated[float, Meta(gt=0)]
 NonNegInt = Annotated[int, Meta(ge=0)]
 PosInt = Annotated[int, Meta(ge=1)]
 
+#: RFC 9309 2.2.1: a product token is letters, "_" and "-"
+_PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]+")
 _RESOLVE_RE = re.compile(r"^(?P<host>[^:\s]+):(?P<port>\d{1,5}):(?P<addr>\S+)$")
 
 
@@ -124,23 +126,63 @@ class PolitenessSection(_Section, frozen=True):
         bool, Meta(description="Fetch robots.txt first and obey it, Crawl-delay included.")
     ] = True
     user_agent: Annotated[
-        str, Meta(description="User-Agent header, also the name matched in robots.txt.")
+        str,
+        Meta(
+            description="User-Agent header. Its product token (the text before the first '/' "
+            "or space) also names our group in robots.txt, unless robots_token is set."
+        ),
     ] = "frontier-crawl/0.1 (+https://github.com/frontier-crawl/frontier-crawl)"
+    robots_token: Annotated[
+        str,
+        Meta(
+            description="Product token matched against robots.txt User-agent lines (letters, "
+            "'_' and '-' only, RFC 9309 2.2.1); empty: user_agent's product token. A group "
+            "applies when the token of one of its User-agent lines (its value up to the first "
+            "other character) equals this one, case-insensitively; else the '*' group; else "
+            "none (allow all)."
+        ),
+    ] = ""
     robots_ttl_s: Annotated[
-        NonNegFloat, Meta(description="How long a fetched robots.txt stays valid (disk cache).")
+        PosFloat,
+        Meta(
+            description="How long a fetched robots.txt is used before it is fetched again "
+            "(kept in the disk cache across runs). A host that is still crawling then fetches "
+            "it in its next request slot, spaced like a page, and goes on with the rules it "
+            "has in its other slots until the answer, whose rules apply from then on. Values "
+            "above 86400 act as 86400 (a warning in the report): RFC 9309 2.4 allows a "
+            "cached copy for 24 hours at most."
+        ),
     ] = 86_400.0
+    robots_stale_s: Annotated[
+        NonNegFloat,
+        Meta(
+            description="While robots.txt is unreachable (429, 5xx, or no complete answer: "
+            "timeout, connection or TLS failure; RFC 9309 2.4), the copy fetched last (also one "
+            "in the disk cache from an earlier run) is used until its age passes robots_ttl_s "
+            "(capped at 86400) plus this many seconds, and the fetch is retried after "
+            "robots_retry_s, doubling; the host crawls on with it and is not retired meanwhile. "
+            "With no such copy the host fetches nothing until robots.txt answers, and is "
+            "retired once robots_attempts fetches in a row (those made while the copy was used "
+            "included) found it unreachable. 0: no out-of-date copy is used."
+        ),
+    ] = 2_592_000.0
     robots_retry_s: Annotated[
         PosFloat,
         Meta(
-            description="First wait before refetching a robots.txt that failed with 5xx or no "
-            "answer (doubles each time; the host is disallowed meanwhile)."
+            description="First wait before fetching again a robots.txt that was unreachable "
+            "(doubles with each failure in a row). A 429 or 503 answer's Retry-After, capped "
+            "by fetch.max_retry_delay_s, holds the whole host that long, and the fetch waits "
+            "at least that long. With no usable copy (robots_stale_s) the host fetches "
+            "nothing meanwhile."
         ),
     ] = 30.0
     robots_attempts: Annotated[
         PosInt,
         Meta(
-            description="robots.txt fetches (5xx / unreachable) before the host is retired "
-            "and its URLs recorded as robots-unavailable."
+            description="Fetches in a row that found robots.txt unreachable (429, 5xx, no "
+            "complete answer) after which a host with no usable copy (robots_stale_s) is "
+            "retired and its URLs recorded as robots-unavailable. A 4xx other than 429, or a "
+            "redirect chain longer than five hops, is not unreachable: it allows everything."
         ),
     ] = 4
     delay_factor: Annotated[
@@ -207,6 +249,23 @@ class PolitenessSection(_Section, frozen=True):
     def __post_init__(self) -> None:
         if not self.user_agent.strip() or "\n" in self.user_agent or "\r" in self.user_agent:
             raise ValueError("user_agent: must be a non-empty single line")
+        if self.robots_token and not _PRODUCT_TOKEN.fullmatch(self.robots_token):
+            raise ValueError(
+                f"robots_token: {self.robots_token!r} is not a product token (letters, '_' "
+                "and '-' only, RFC 9309 2.2.1)"
+            )
+        if not self.robots_token and not _PRODUCT_TOKEN.fullmatch(self.product_token):
+            raise ValueError(
+                f"user_agent: its product token {self.product_token!r} has characters a "
+                "robots.txt product token cannot have (letters, '_' and '-' only, RFC 9309 "
+                "2.2.1): set politeness.robots_token to the name robots.txt files know us by"
+            )
+
+    @property
+    def product_token(self) -> str:
+        """The name matched against robots.txt groups: robots_token, or the User-Agent's
+        product token (its text before the first '/' or space)."""
+        return self.robots_token or re.split(r"[/\s]", self.user_agent.strip(), maxsplit=1)[0]
 
 
 class FetchSection(_Section, frozen=True):
@@ -232,7 +291,12 @@ class FetchSection(_Section, frozen=True):
         ),
     ] = 15
     max_body_bytes: Annotated[
-        PosInt, Meta(description="Cap on a body's size after decompression; larger is too-large.")
+        PosInt,
+        Meta(
+            description="Cap on a body's size after decompression; larger is too-large. "
+            "robots.txt is exempt: its first 512 KiB are read and parsed whatever this cap, "
+            "the rest is not read (RFC 9309 2.5)."
+        ),
     ] = 10_485_760
     max_redirects: Annotated[
         NonNegInt, Meta(description="Redirect hops followed from one URL.")

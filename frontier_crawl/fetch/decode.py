@@ -83,6 +83,11 @@ class BodyDecoder:
         chunks, self._chunks = self._chunks, []
         return b"".join(chunks)
 
+    def head(self) -> bytes:
+        """The first ``limit`` decoded bytes (of a body cut short on purpose: no end check)."""
+        chunks, self._chunks = self._chunks, []
+        return b"".join(chunks)[: self.limit]
+
     def _drain(self, decoder: zlib._Decompress, data: bytes) -> None:
         while True:
             room = min(self.limit + 1 - self._size, _STEP)
@@ -90,8 +95,7 @@ class BodyDecoder:
             if out:
                 self._chunks.append(out)
                 self._size += len(out)
-                if self._size > self.limit:
-                    self._chunks.clear()
+                if self._size > self.limit:  # the chunks stay for head(); callers drop us
                     raise DecodedTooLarge(f"decoded body exceeds {self.limit} bytes")
             if decoder.eof:
                 return

@@ -68,9 +68,10 @@ HTTP2_STREAM (92)                         PROTOCOL
 HTTP3 (95)                                PROTOCOL
 COULDNT_RESOLVE_PROXY (5)                 PROXY
 PROXY (97)                                PROXY
+TOO_MANY_REDIRECTS (47)                   REDIRECTS             past MAXREDIRS (only requests
+                                                                that follow redirects)
 anything else (URL_MALFORMAT,             OTHER
-TOO_MANY_REDIRECTS, ABORTED_BY_CALLBACK,
-OUT_OF_MEMORY, ...)
+ABORTED_BY_CALLBACK, OUT_OF_MEMORY, ...)
 ========================================  ====================  ==================================
 
 A decoding failure detected by the fetcher itself (corrupt gzip/deflate stream) is reported as
@@ -95,6 +96,7 @@ CURLE_PARTIAL_FILE = 18
 CURLE_WRITE_ERROR = 23
 CURLE_OPERATION_TIMEDOUT = 28
 CURLE_SSL_CONNECT_ERROR = 35
+CURLE_TOO_MANY_REDIRECTS = 47
 CURLE_GOT_NOTHING = 52
 CURLE_SSL_ENGINE_NOTFOUND = 53
 CURLE_SSL_ENGINE_SETFAILED = 54
@@ -149,6 +151,7 @@ _TABLE: dict[int, ErrorKind] = {
     CURLE_SEND_ERROR: ErrorKind.TRUNCATED,
     CURLE_GOT_NOTHING: ErrorKind.TRUNCATED,
     CURLE_FILESIZE_EXCEEDED: ErrorKind.TOO_LARGE,
+    CURLE_TOO_MANY_REDIRECTS: ErrorKind.REDIRECTS,
     CURLE_TOO_LARGE: ErrorKind.TOO_LARGE,
     CURLE_WRITE_ERROR: ErrorKind.OTHER,
     CURLE_UNSUPPORTED_PROTOCOL: ErrorKind.FORBIDDEN_SCHEME,

@@ -13,7 +13,10 @@ The fetcher keeps a ``dict[pycurl.Curl, Transfer]``; the handle's ``WRITEFUNCTIO
   both only when it is asked to capture requests).
 * Body: :meth:`Transfer.on_write` keeps the raw bytes and decodes them incrementally
   (``fetch/decode.py``); past ``max_body_bytes`` raw or decoded bytes it aborts the transfer
-  by returning 0, and records that it did, so ``CURLE_WRITE_ERROR`` maps to TOO_LARGE.
+  by returning 0, and records that it did, so ``CURLE_WRITE_ERROR`` maps to TOO_LARGE. A
+  request with ``keep_bytes`` (robots.txt) is cut instead: past ``keep_bytes`` raw or decoded
+  bytes the transfer is stopped the same way, and the result is the first ``keep_bytes`` bytes
+  of the body with no error (``FetchResult.cut``).
 """
 
 from __future__ import annotations
@@ -59,6 +62,12 @@ class Transfer:
     decoder: BodyDecoder | None = None
     decode_error: str = ""
     too_large: bool = False
+    cut: bool = False  #: stopped at ``request.keep_bytes`` on purpose
+    head: bytes | None = None  #: the decoded body kept when ``cut`` (None: not encoded)
+
+    def __post_init__(self) -> None:
+        if self.request.keep_bytes > 0:  # the body limit is the request's, whatever the page cap
+            self.max_body_bytes = self.request.keep_bytes
 
     # -- libcurl callbacks -----------------------------------------------------------------
 
@@ -85,8 +94,11 @@ class Transfer:
         if not self.body_started:
             self._start_body()
         self.raw_size += len(data)
-        if self.raw_size > self.max_body_bytes:
+        over = self.raw_size > self.max_body_bytes
+        if over and not self.request.keep_bytes:
             return self._abort_too_large()
+        if over:
+            data = data[: len(data) - (self.raw_size - self.max_body_bytes)]
         self.raw_chunks.append(data)
         if self.decoder is not None:
             try:
@@ -96,7 +108,7 @@ class Transfer:
             except DecodeError as exc:
                 self.decode_error = str(exc)
                 self.decoder = None  # keep receiving the raw bytes for the archive
-        return None
+        return self._cut() if over else None
 
     def request_sent(self, handle: pycurl.Curl) -> bool:
         """Whether request headers went out on ``handle`` (so the connection was up, TLS
@@ -120,7 +132,17 @@ class Transfer:
         self.parsed = (lines, len(lines), headers)
         return headers
 
+    def _cut(self) -> int:
+        """Stop reading a ``keep_bytes`` request's body: what was read so far is the result."""
+        self.cut = True
+        if self.decoder is not None:
+            self.head = self.decoder.head()
+            self.decoder = None
+        return 0
+
     def _abort_too_large(self) -> int:
+        if self.request.keep_bytes:
+            return self._cut()
         self.too_large = True
         self.raw_chunks = []
         self.decoder = None
@@ -151,6 +173,7 @@ class Transfer:
             started_at=self.started_at,
             finished=finished,
             duration_s=finished - self.started_mono,
+            cut=self.cut,
         )
 
     def _body_and_error(
@@ -162,6 +185,10 @@ class Transfer:
             return b"", b"", ErrorKind.TOO_LARGE, detail
         raw = b"".join(self.raw_chunks)
         self.raw_chunks = []
+        if self.cut:  # stopped on purpose (CURLE_WRITE_ERROR): the body read so far
+            if self.decode_error:
+                return raw, b"", ErrorKind.PROTOCOL, self.decode_error
+            return raw, raw if self.head is None else self.head, None, ""
         if code != 0:
             message = message or f"libcurl error {code}"
             kind = map_curl_error(code, message, self._phase(handle, status))

@@ -22,6 +22,8 @@ class ErrorKind(StrEnum):
     TRUNCATED = "truncated"  #: connection closed before the announced end of the body
     PROTOCOL = "protocol-error"  #: malformed HTTP, bad chunking, undecodable content
     PROXY = "proxy-error"  #: the proxy refused or failed
+    #: more redirects than ``FetchRequest.follow_redirects`` (status: the last 3xx)
+    REDIRECTS = "too-many-redirects"
     FORBIDDEN_SCHEME = "forbidden-scheme"  #: not http or https; never sent
     OTHER = "other-error"  #: anything else libcurl reports
 
@@ -46,6 +48,10 @@ class FetchRequest:
     #: redirects libcurl may follow itself (0 for crawl pages: hops go through the frontier;
     #: robots.txt uses 5 as RFC 9309 asks). Redirect targets are http/https only.
     follow_redirects: int = 0
+    #: 0: a body over the fetcher's ``max_body_bytes`` is an error (TOO_LARGE). Else the first
+    #: ``keep_bytes`` bytes of the body (decoded) are kept and the rest is not read, whatever
+    #: ``max_body_bytes``: the result is no error, and ``FetchResult.cut`` says it was cut.
+    keep_bytes: int = 0
 
 
 @dataclass(slots=True, frozen=True)
@@ -84,6 +90,8 @@ class FetchResult:
     duration_s: float  #: submit -> completion
     #: set when a 304 confirmed a stored response (``body`` is then that response's body)
     not_modified: NotModified | None = None
+    #: the body was cut at ``request.keep_bytes`` (``raw_body`` holds what was read)
+    cut: bool = False
 
     def header(self, name: str) -> str | None:
         """Last value of a response header (case-insensitive), or None."""

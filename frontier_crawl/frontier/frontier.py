@@ -27,7 +27,12 @@ Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
 * A URL that failed transiently waits for its own retry time in its host's ``retries`` heap,
   behind the host's other queued URLs: one bad URL never holds its host's healthy ones.
 * robots.txt is the first request to every host (a robots :class:`Ticket`), unless a fresh copy is
-  in the disk cache. Until it is known the host issues nothing else.
+  in the disk cache. Until it is known the host issues nothing else. Once its rules are
+  ``robots_ttl_s`` old (24 h at most, RFC 9309 2.4) they are refreshed: robots.txt takes the
+  host's next request slot and its other slots go on with the old rules until the answer.
+  While robots.txt is unreachable (429, 5xx, no answer) the copy at hand, or an out-of-date
+  one from the disk cache, stands in for up to ``robots_stale_s`` past its TTL, and the fetch
+  is retried (``robots_done``).
 * ``identity.json`` in the state directory pins what a crawl cannot change between runs (layout
   version, seen-set sizing); tunables may change freely.
 """
@@ -40,6 +45,7 @@ import logging
 import os
 import re
 import struct
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -55,7 +61,7 @@ import msgspec
 from frontier_crawl.frontier.damage import DamagedState
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Link, decode_links, encode_links
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for, host_backoff
-from frontier_crawl.frontier.robots import RobotsCache, Rules
+from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, RobotsCache, Rules, product_token
 from frontier_crawl.frontier.seen import SeenSet
 from frontier_crawl.frontier.store import (
     QueueEntry,
@@ -185,8 +191,10 @@ class HostQueue:
     #: None when empty.
     retries: list[tuple[float, int, bytes, QueueEntry, int]] | None = None
     rules: Rules | None = None  #: robots.txt rules, None while unknown (or dropped when idle)
+    #: a robots.txt fetch the host waits for (its rules unknown) is in flight; a refresh, which
+    #: the host does not wait for, is not flagged here but counted in ``in_flight``
     robots_in_flight: bool = False
-    robots_attempts: int = 0
+    robots_attempts: int = 0  #: robots.txt fetches in a row that found it unreachable
     errors: int = 0  #: consecutive 429/5xx/connection failures
     conn_errors: int = 0  #: consecutive DNS/connection failures
     failing: set[bytes] | None = None  #: distinct URLs failed in a row (Failure.URL)
@@ -241,7 +249,11 @@ class Frontier:
         worker: int = 0,
         on_foreign: Callable[[int, Link], None] | None = None,
         settled_links: int = SETTLED_LINKS,
+        robots_token: str = "",
+        robots_stale_s: float = 0.0,
     ) -> None:
+        """``robots_token`` names our group in robots.txt (default: ``user_agent``'s product
+        token); ``robots_ttl_s`` is capped at 24 hours (RFC 9309 2.4)."""
         state_dir.mkdir(parents=True, exist_ok=True)
         self._state_dir = state_dir
         self._check_identity(seen_capacity, seen_error_rate)
@@ -261,6 +273,11 @@ class Frontier:
         self._cph = connections_per_host
         self._obey_robots = obey_robots
         self._robots_retry_s = robots_retry_s
+        self._robots_ttl_s = min(robots_ttl_s, MAX_ROBOTS_TTL_S)
+        self._robots_stale_s = robots_stale_s
+        #: hosts whose robots.txt is being fetched with only an out-of-date copy at hand: that
+        #: copy, used if the fetch finds robots.txt unreachable (robots_done)
+        self._stale: dict[str, Rules] = {}
         self._robots_attempts = robots_attempts
         self._max_host_errors = max_host_errors
         self._host_error_urls = host_error_urls
@@ -289,7 +306,12 @@ class Frontier:
         inbox = None
         try:
             inbox = Inbox(state_dir / INBOX_ENV, map_size) if route is not None else None
-            robots = RobotsCache(state_dir / "robots", user_agent, robots_ttl_s)
+            robots = RobotsCache(
+                state_dir / "robots",
+                robots_token or product_token(user_agent),
+                self._robots_ttl_s,
+                robots_stale_s,
+            )
         except DamagedState:
             if inbox is not None:
                 inbox.close()
@@ -348,7 +370,9 @@ class Frontier:
             connections_per_host=p.connections_per_host,
             obey_robots=p.obey_robots,
             user_agent=p.user_agent,
+            robots_token=p.product_token,
             robots_ttl_s=p.robots_ttl_s,
+            robots_stale_s=p.robots_stale_s,
             robots_retry_s=p.robots_retry_s,
             robots_attempts=p.robots_attempts,
             max_host_errors=p.max_host_errors,
@@ -750,8 +774,9 @@ class Frontier:
                 group = host.group
                 if group is not None:
                     group.in_flight += 1
-                if not ticket.robots:  # the delay is a rate: it spaces request starts
-                    host.starts += 1
+                if not ticket.robots or host.rules is not None:
+                    # a page or a refresh of robots.txt: the delay is a rate, it spaces starts
+                    host.starts += not ticket.robots
                     host.last_start = now
                     host.next_at = max(host.next_at, now + self._spacing(host))
                     if group is not None:
@@ -784,9 +809,13 @@ class Frontier:
         """The host's next ticket: robots.txt first, then a retry that is due, then its queue;
         robots-denied URLs are recorded and skipped."""
         if host.rules is None:
-            host.rules = self._robots.get(host.origin) if self._obey_robots else _ALLOW_ALL
-        if host.rules is None:
+            host.rules = self._cached_rules(host, now) if self._obey_robots else _ALLOW_ALL
+        if host.rules is None:  # nothing else until robots.txt is known
             host.robots_in_flight = True
+            return Ticket(b"", host.origin, host.origin + "/robots.txt", 0, robots=True)
+        if host.rules.refresh_at <= now:  # fetched again in this request slot; the host's
+            host.rules.refresh_at = float("inf")  # other slots go on with these rules meanwhile
+            host.in_flight += 1
             return Ticket(b"", host.origin, host.origin + "/robots.txt", 0, robots=True)
         while (item := self._pop(host, now)) is not None:
             key, entry = item
@@ -801,6 +830,26 @@ class Frontier:
             with self._write():
                 self._store.done(key)
         return None
+
+    def _cached_rules(self, host: HostQueue, now: float) -> Rules | None:
+        """The host's rules from the disk cache if they are fresh; None if robots.txt must be
+        fetched first (an out-of-date copy is kept in ``_stale`` as that fetch's fallback)."""
+        hit = self._robots.get(host.origin)
+        if hit is None:
+            return None
+        rules, age = hit
+        self._time_rules(rules, now - age)
+        if age < self._robots_ttl_s:
+            return rules
+        if rules.usable_until > now:
+            self._stale[host.origin] = rules
+        return None
+
+    def _time_rules(self, rules: Rules, fetched: float) -> None:
+        """Set when rules fetched at (monotonic) ``fetched`` are due again, and until when
+        they may stand in for an unreachable robots.txt."""
+        rules.refresh_at = fetched + self._robots_ttl_s
+        rules.usable_until = rules.refresh_at + self._robots_stale_s
 
     def _pop(self, host: HostQueue, now: float) -> tuple[bytes, QueueEntry] | None:
         """The host's next entry in memory (a due retry first), refilled from LMDB if need be."""
@@ -972,25 +1021,47 @@ class Frontier:
         body: bytes,
         fetch_s: float = 0.0,
         ip: str = "",
+        *,
+        hold_s: float = 0.0,
     ) -> None:
-        """Record a robots.txt fetch: rules known, retry later, or retire the host."""
+        """Record a robots.txt fetch (``status`` 0: no response; ``hold_s``: a 429/503
+        Retry-After, already capped): new rules, or, robots.txt being unreachable, the copy at
+        hand while it is usable (robots_stale_s), else a retry later, or the host retired.
+
+        The fetch was either the host's first (nothing else was issued meanwhile) or a refresh
+        (it took one of the host's request slots; the others went on with the old rules).
+        """
         host = self._hosts[ticket.origin]
+        refresh = not host.robots_in_flight
         host.robots_in_flight = False
+        fallback = host.rules if refresh else self._stale.pop(host.origin, None)
         rules = self._robots.store(host.origin, status, body) if self._obey_robots else None
+        mine = ticket if refresh else None  # a refresh counted in the host's in_flight
         if rules is not None:
+            host.robots_attempts = 0
+            self._time_rules(rules, now)
             host.rules = rules
-            delay = delay_for(fetch_s, rules.crawl_delay_s, self._policy)
-            retry = 0.0
+            delay, retry = delay_for(fetch_s, rules.crawl_delay_s, self._policy), 0.0
         else:
             host.robots_attempts += 1
-            if host.robots_attempts >= self._robots_attempts:
-                log.warning("robots.txt of %s unavailable: host retired", host.origin)
-                self._release(host, None, now, 0.0, 0.0, 0.0, ip)
-                self._retire(host, ROBOTS_UNAVAILABLE)
-                return
-            delay = delay_for(fetch_s, None, self._policy)
-            retry = self._robots_retry_s * 2 ** (host.robots_attempts - 1)
-        self._release(host, None, now, delay, retry, 0.0, ip)
+            retry = max(self._robots_retry_s * 2 ** (host.robots_attempts - 1), hold_s)
+            if fallback is not None and fallback.usable_until > now:
+                # RFC 9309 2.4: crawl on with the copy fetched earlier, fetch again later
+                fallback.refresh_at = now + retry
+                if host.rules is not fallback:
+                    log.warning("robots.txt of %s unreachable: using the copy fetched %.0f s "
+                                "ago", host.origin, time.time() - fallback.fetched_at)  # fmt: skip
+                host.rules = fallback
+                delay, retry = delay_for(fetch_s, fallback.crawl_delay_s, self._policy), hold_s
+            else:
+                host.rules = None  # no usable copy: nothing is fetched until robots.txt answers
+                if host.robots_attempts >= self._robots_attempts:
+                    log.warning("robots.txt of %s unavailable: host retired", host.origin)
+                    self._release(host, mine, now, 0.0, 0.0, 0.0, ip)
+                    self._retire(host, ROBOTS_UNAVAILABLE)
+                    return
+                delay = delay_for(fetch_s, None, self._policy)
+        self._release(host, mine, now, delay, retry, 0.0, ip)
 
     def _release(
         self,

@@ -1,13 +1,30 @@
 """robots.txt rules per origin, parsed with protego and cached on disk with diskcache.
 
-RFC 9309 status handling lives here: 2xx -> the parsed rules; 3xx past the followed hops and
-4xx -> allow all; 5xx or no answer
--> not cached, the caller retries later and treats the host as disallow-all meanwhile.
+RFC 9309, as this module and the frontier apply it:
+
+* Status (:meth:`RobotsCache.store`): 2xx -> the parsed rules; 3xx past the five hops libcurl
+  follows, and 4xx but 429 -> "unavailable": allow all; 429, 5xx or no answer -> "unreachable":
+  ``None``, the caller retries later (2.3.1.3, 2.3.1.4; 429 as Google treats it).
+* Body: at most :data:`MAX_ROBOTS_BYTES` are parsed (2.5), decoded as UTF-8 with a leading
+  byte order mark dropped (as Google's parser does), invalid bytes replaced.
+* Groups (2.2.1): a group applies when the product token of one of its ``User-agent`` lines
+  (the value up to the first character that is not a letter, ``_`` or ``-``) equals ours,
+  case-insensitively; else the ``*`` group; else none (allow all). protego matches a
+  group name anywhere in the name it is given, at a token boundary (so ``example`` would
+  match ``fc-eval/1.0 (+http://example.org/bot)``, and ``fc`` the token ``fc-eval``):
+  :func:`select_groups` therefore rewrites each ``User-agent`` value, before protego parses
+  the text, to our token when it matches and to a name no token can contain when it does
+  not, and protego is asked with our token alone. Everything else (rule matching, wildcards,
+  percent-encoding, longest match) is protego's.
+* Caching (2.4): a body is stored with its fetch time; :meth:`RobotsCache.get` returns it
+  with its age for as long as it may serve as the fallback of an unreachable robots.txt
+  (``ttl_s + stale_s``); the frontier decides whether it is fresh (``age < ttl_s``).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -21,24 +38,84 @@ log = logging.getLogger(__name__)
 
 #: RFC 9309 asks crawlers to parse at least 500 KiB; anything beyond is ignored.
 MAX_ROBOTS_BYTES = 512 * 1024
+#: RFC 9309 2.4: a cached robots.txt is not used for more than 24 hours (unless unreachable).
+MAX_ROBOTS_TTL_S = 86_400.0
+
+_AGENT_FIELDS = frozenset({"user-agent", "useragent", "user agent"})
+#: a product token as RFC 9309 2.2.1 defines it (Google's ExtractUserAgent)
+_TOKEN = re.compile(r"[A-Za-z_-]*")
+#: the User-agent value given to groups that are not ours: '(' and ')' are in no product
+#: token, so protego never finds it in ours
+_NOT_US = "(not-us)"
+
+
+def product_token(user_agent: str) -> str:
+    """The product token of a User-Agent header: its text before the first ``/`` or space
+    (``PolitenessSection.product_token`` checks it is one)."""
+    return re.split(r"[/\s]", user_agent.strip(), maxsplit=1)[0]
+
+
+def _agent_value(line: str) -> str | None:
+    """The value of a ``User-agent`` line as protego reads one, or None for other lines."""
+    text = line.split("#", 1)[0].strip()
+    if ":" in text:
+        field, raw = text.split(":", 1)
+        if field.strip().lower() in _AGENT_FIELDS:
+            return raw.strip()
+        if not raw or raw[0].isspace():
+            return None  # "<field>: value" of some other field
+    words = text.split()
+    for n in (1, 2):
+        if " ".join(words[:n]).lower() in _AGENT_FIELDS:
+            return " ".join(words[n:])
+    return None
+
+
+def select_groups(text: str, token: str) -> str:
+    """``text`` with every User-agent value rewritten: ``*`` (also ``* anything``, as Google
+    reads it) stays ``*``, a value whose product token equals ``token`` (case-insensitively)
+    becomes ``token``, any other value becomes a name that matches nothing. Other lines are
+    kept as they are (line breaks become ``\\n``, as protego splits lines)."""
+    lines = text.splitlines()
+    mine = token.lower()
+    for i, line in enumerate(lines):
+        value = _agent_value(line)
+        if not value:
+            continue  # not a User-agent line, or one without a value (protego skips it)
+        if value[0] == "*" and (len(value) == 1 or value[1].isspace()):
+            name = "*"
+        else:
+            match = _TOKEN.match(value)
+            name = token if match and match.group().lower() == mine else _NOT_US
+        lines[i] = f"User-agent: {name}"
+    return "\n".join(lines)
 
 
 class Rules:
-    """The robots.txt rules that apply to one origin for our user agent."""
+    """The robots.txt rules that apply to one origin for our product token.
 
-    __slots__ = ("_parser", "allow_all", "crawl_delay_s", "user_agent")
+    ``refresh_at`` and ``usable_until`` are set by the frontier (monotonic clock): when the
+    rules are due to be fetched again, and until when they may stand in for a robots.txt that
+    cannot be fetched. ``fetched_at`` (wall clock) is when the body was fetched.
+    """
 
-    def __init__(self, user_agent: str, body: bytes | None) -> None:
-        self.user_agent = user_agent
+    __slots__ = ("_parser", "allow_all", "crawl_delay_s", "fetched_at", "refresh_at", "token",
+                 "usable_until")  # fmt: skip
+
+    def __init__(self, token: str, body: bytes | None, fetched_at: float = 0.0) -> None:
+        self.token = token
+        self.fetched_at = fetched_at
+        self.refresh_at = float("inf")
+        self.usable_until = float("inf")
         self._parser: Protego | None = None
         self.allow_all = body is None
         self.crawl_delay_s: float | None = None
         if body is None:
             return
-        text = body[:MAX_ROBOTS_BYTES].decode("utf-8", errors="replace")
+        text = body[:MAX_ROBOTS_BYTES].decode("utf-8-sig", errors="replace")
         try:
-            self._parser = Protego.parse(text)
-            delay = self._parser.crawl_delay(user_agent)
+            self._parser = Protego.parse(select_groups(text, token))
+            delay = self._parser.crawl_delay(token)
             self.crawl_delay_s = float(delay) if delay is not None else None
         except Exception:  # protego on hostile input: treat as no robots.txt
             log.warning("unparsable robots.txt treated as allow-all", exc_info=True)
@@ -50,15 +127,15 @@ class Rules:
         if self._parser is None:
             return True
         try:
-            return bool(self._parser.can_fetch(url, self.user_agent))
+            return bool(self._parser.can_fetch(url, self.token))
         except Exception:  # a URL protego cannot handle: be conservative
             return False
 
 
 class RobotsCache:
-    """robots.txt bodies by origin on disk, valid for ``ttl_s`` seconds."""
+    """robots.txt bodies by origin on disk, kept ``ttl_s + stale_s`` seconds."""
 
-    def __init__(self, directory: Path, user_agent: str, ttl_s: float) -> None:
+    def __init__(self, directory: Path, token: str, ttl_s: float, stale_s: float = 0.0) -> None:
         try:
             self._cache = diskcache.Cache(str(directory))
             self._cache.get("")  # a read, so a damaged SQLite file shows itself now
@@ -71,14 +148,12 @@ class RobotsCache:
                 f"the robots.txt cache cannot be opened ({exc})",
                 "robots.txt is fetched again from every host (it is only a cache).",
             ) from exc
-        self._user_agent = user_agent
-        self._ttl_s = ttl_s
+        self._token = token
+        self._keep_s = ttl_s + stale_s
         self._store_failed = False  #: a write to the cache failed (warned about once)
 
-    def get(self, origin: str) -> Rules | None:
-        """Cached rules for an origin, or None when it must be fetched."""
-        if self._ttl_s <= 0:
-            return None
+    def get(self, origin: str) -> tuple[Rules, float] | None:
+        """Cached rules for an origin and their age in seconds, None if none is kept."""
         try:
             hit = self._cache.get(origin)
         except Exception:  # a damaged cache entry is a miss
@@ -86,26 +161,27 @@ class RobotsCache:
         if not isinstance(hit, tuple) or len(hit) != 2:
             return None
         fetched_at, body = hit
-        if time.time() - float(fetched_at) > self._ttl_s:
+        age = max(0.0, time.time() - float(fetched_at))
+        if age > self._keep_s:
             return None
-        return Rules(self._user_agent, body)
+        return Rules(self._token, body, float(fetched_at)), age
 
     def store(self, origin: str, status: int, body: bytes) -> Rules | None:
-        """Rules from a fetched robots.txt; None for 5xx / no response (retry later)."""
+        """Rules from a fetched robots.txt; None when unreachable (429, 5xx, no response)."""
         if 200 <= status < 300:
             rules_body: bytes | None = body[:MAX_ROBOTS_BYTES]
-        elif 300 <= status < 500:
+        elif 300 <= status < 500 and status != 429:
             rules_body = None  # "unavailable" (or a redirect chain past 5 hops): allow all
         else:
             return None
-        if self._ttl_s > 0:
-            try:
-                self._cache.set(origin, (time.time(), rules_body), expire=self._ttl_s)
-            except (OSError, sqlite3.Error, diskcache.Timeout) as exc:  # full disk: only a cache
-                if not self._store_failed:
-                    log.warning("robots.txt cache not written (%s): fetched again next run", exc)
-                self._store_failed = True
-        return Rules(self._user_agent, rules_body)
+        now = time.time()
+        try:
+            self._cache.set(origin, (now, rules_body), expire=self._keep_s)
+        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:  # full disk: only a cache
+            if not self._store_failed:
+                log.warning("robots.txt cache not written (%s): fetched again next run", exc)
+            self._store_failed = True
+        return Rules(self._token, rules_body, now)
 
     def close(self) -> None:
         """Close the underlying cache."""

@@ -140,6 +140,11 @@ def config_warnings(settings: CrawlSettings) -> list[str]:
             "fetch.verify_tls = false: TLS certificates were not verified, "
             "https responses are not authenticated"
         )
+    if settings.politeness.robots_ttl_s > 86_400:
+        warnings.append(
+            f"politeness.robots_ttl_s = {settings.politeness.robots_ttl_s:g} acts as 86400: "
+            "robots.txt was fetched again at least every 24 hours (RFC 9309 2.4)"
+        )
     return warnings
 
 

@@ -452,6 +452,26 @@ def test_body_exactly_at_the_cap_is_fine(make_fetcher: Callable[..., Fetcher], b
     assert result.error is ErrorKind.TOO_LARGE
 
 
+@pytest.mark.parametrize("path", ["/big", "/big-chunked", "/bomb"])
+def test_keep_bytes_cuts_the_body_whatever_the_cap(
+    make_fetcher: Callable[..., Fetcher], base: str, path: str
+) -> None:
+    """robots.txt (RFC 9309 2.5): the first keep_bytes of the decoded body, no error, even
+    past max_body_bytes (an announced length, none, a gzip bomb)."""
+    gzip_bomb()
+    (result,) = fetch_all(
+        make_fetcher(max_body_bytes=1000), [FetchRequest(base + path, keep_bytes=100_000)]
+    )
+    assert (result.status, result.error, result.cut) == (200, None, True)
+    assert result.body == bytes(100_000)
+    assert 0 < len(result.raw_body) <= 100_000
+    if path != "/bomb":
+        assert result.raw_body == result.body
+    small = fetch(make_fetcher(), f"{base}/gzip")
+    (whole,) = fetch_all(make_fetcher(), [FetchRequest(f"{base}/gzip", keep_bytes=len(PAGE))])
+    assert (whole.error, whole.cut, whole.body) == (None, False, small.body)
+
+
 # -- redirects and schemes ----------------------------------------------------------------
 
 
@@ -499,9 +519,10 @@ def test_a_reused_handle_carries_nothing_over(
 
 
 def test_too_many_redirects(make_fetcher: Callable[..., Fetcher], base: str) -> None:
-    result = fetch(make_fetcher(), f"{base}/r1", follow_redirects=1)
-    assert result.error is ErrorKind.OTHER
+    result = fetch(make_fetcher(), f"{base}/r1", follow_redirects=1)  # /r1 -> /r2 -> /final
+    assert result.error is ErrorKind.REDIRECTS
     assert "redirect" in result.error_detail.lower()
+    assert result.status == 301  # the last redirect, not followed
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "gopher://127.0.0.1:1/", "ftp://x/", "//x/"])

@@ -52,6 +52,9 @@ def _run_cli(tmp_path: Path, text: str, *extra: str) -> subprocess.CompletedProc
         ),
         ("[scope]\nexclude = ['(']\n", "scope.exclude: invalid regular expression"),
         ("[fetch]\nresolve = ['nope']\n", "fetch.resolve: expected 'host:port:address'"),
+        ('[politeness]\nrobots_token = "bot/1"\n', "politeness.robots_token: 'bot/1' is not"),
+        ('[politeness]\nuser_agent = "bot2/1"\n', "set politeness.robots_token"),
+        ("[politeness]\nrobots_ttl_s = 0\n", "politeness.robots_ttl_s: must be > 0.0, got 0"),
     ],
 )
 def test_bad_config_exits_2_naming_the_key(tmp_path: Path, snippet: str, expected: str) -> None:

@@ -47,7 +47,7 @@ pytestmark = pytest.mark.timeout(10)
         (pycurl.E_COULDNT_RESOLVE_PROXY, ErrorKind.PROXY),
         (97, ErrorKind.PROXY),  # CURLE_PROXY
         (100, ErrorKind.TOO_LARGE),  # CURLE_TOO_LARGE
-        (pycurl.E_TOO_MANY_REDIRECTS, ErrorKind.OTHER),
+        (pycurl.E_TOO_MANY_REDIRECTS, ErrorKind.REDIRECTS),
         (pycurl.E_URL_MALFORMAT, ErrorKind.OTHER),
         (9999, ErrorKind.OTHER),
     ],
