@@ -186,3 +186,19 @@ def _encode_run(text: str, encoding: str) -> str:
         except UnicodeEncodeError:
             out.append(f"%26%23{ord(char)}%3B")
     return "".join(out)
+
+
+_HIGH_BYTES = re.compile(r"[\x80-\xff]")
+
+
+def resolve_location(url: str, location: str) -> str | None:
+    """The http(s) URL a ``Location`` header value sends the response for ``url`` to, or None.
+
+    Header values reach us decoded as ISO-8859-1, one character per byte. A raw non-ASCII
+    byte is percent-encoded as it is, as libcurl and browsers request it (``/caf\\xC3\\xA9``
+    is ``/caf%C3%A9``), never encoded once more as UTF-8 (``/caf%C3%83%C2%A9``); the value
+    is then resolved against ``url`` like a link on a UTF-8 page.
+    """
+    if not location.isascii():
+        location = _HIGH_BYTES.sub(lambda byte: f"%{ord(byte.group()):02X}", location)
+    return resolve(Base.of(url), location)
