@@ -83,8 +83,8 @@ class Base:
         except (ValueError, TypeError):
             return cls("", None, encoding=encoding)
         href = _without_fragment(parsed.href)
-        if parsed.protocol not in _HTTP_PROTOCOLS:
-            return cls(href, parsed, encoding=encoding)
+        if parsed.protocol not in _HTTP_PROTOCOLS or parsed.has_credentials():
+            return cls(href, parsed, encoding=encoding)  # no fast paths (they drop userinfo)
         origin = parsed.origin
         path = parsed.pathname
         return cls(href, parsed, origin, origin + path[: path.rfind("/") + 1], encoding)
