@@ -47,7 +47,10 @@ _TAIL = rf"{_PATH}*(?:\?{_QUERY}*)?"
 # never read as an IPv4 address), no port, no userinfo.
 _CLEAN_ABSOLUTE = re.compile(rf"https?://(?:[a-z0-9_-]+\.)*[a-z][a-z0-9_-]*/{_TAIL}")
 _CLEAN_ROOTED = re.compile(rf"/(?![/\\]){_TAIL}")
-_CLEAN_RELATIVE = re.compile(rf"(?![./]){_PATH}+(?:\?{_QUERY}*)?")
+# A relative path: no ":" in its first segment (else it may start with a scheme).
+_CLEAN_RELATIVE = re.compile(
+    rf"(?![./])[A-Za-z0-9\-._~!$&'()*+,;=@\[\]%|^]+(?:/{_PATH}*)?(?:\?{_QUERY}*)?"
+)
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 # ASCII bytes the special-query percent-encode set holds (C0, space, '"', '#', "'", '<', '>').
 _QUERY_ENCODE = frozenset((*range(0x21), 0x22, 0x23, 0x27, 0x3C, 0x3E, 0x7F))
@@ -106,32 +109,22 @@ def _as_it_stands(base: Base, href: str) -> str | None:
     or directory. None when ``href`` is anything else (:func:`_whatwg` decides)."""
     first = href[:1]
     if first == "h" and _CLEAN_ABSOLUTE.fullmatch(href) is not None:
-        if "/." in href or "xn--" in href or _has_dot_escape(href):
+        joined = href
+        if "xn--" in href:
             return None
-        return href
-    if not base.directory:
+    elif not base.directory:
         return None
-    if first == "/":
+    elif first == "/":
         if _CLEAN_ROOTED.fullmatch(href) is None:
             return None
         joined = base.origin + href
-    elif _CLEAN_RELATIVE.fullmatch(href) is not None and _scheme_free(href):
+    elif _CLEAN_RELATIVE.fullmatch(href) is not None:
         joined = base.directory + href
     else:
         return None
-    if "/." in href or _has_dot_escape(href):
-        return None
+    if "/." in href or ("%2" in href and ("%2e" in href or "%2E" in href)):
+        return None  # a dot segment, perhaps escaped (the WHATWG parser reads %2e as ".")
     return joined
-
-
-def _scheme_free(href: str) -> bool:
-    """No ``:`` before the first ``/`` or ``?`` (else the href may start with a scheme)."""
-    return ":" not in href.partition("/")[0].partition("?")[0]
-
-
-def _has_dot_escape(href: str) -> bool:
-    """A ``%2e`` that may make a dot segment (the WHATWG parser reads it as ``.``)."""
-    return "%2" in href and ("%2e" in href or "%2E" in href)
 
 
 def _whatwg(base: Base, href: str) -> str | None:
