@@ -40,17 +40,17 @@ def bench_urls() -> None:
         ("canonicalize: canonical with escapes (fast path)", escaped),
         ("canonicalize: upper-case scheme/host", upper),
         ("canonicalize: messy (userinfo, dots, UTF-8, escapes, #)", messy),
-        ("canonicalize: IDN host (authority cached)", idn),
+        ("canonicalize: IDN host (host cached)", idn),
     ]:
         row(name, per_call(lambda u=u: canonicalize(u), 100_000))
     row(
         "  slow path forced on the canonical ASCII URL",
         per_call(lambda: urls._canonicalize_slow(canon), 50_000),
     )
-    urls._authority_cache.clear()
+    urls._host_cache.clear()
     row(
-        "  IDN host, authority cache cleared each call",
-        per_call(lambda: (urls._authority_cache.clear(), canonicalize(idn)), 20_000),
+        "  IDN host, host cache cleared each call",
+        per_call(lambda: (urls._host_cache.clear(), canonicalize(idn)), 20_000),
     )
     base = "https://www.example.org/articles/2024/05/index.html"
     for name, h in [

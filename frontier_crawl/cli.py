@@ -65,8 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.config is None:
         sys.stderr.write("frontier-crawl: --config crawl.toml is required (or a command: demo)\n")
         return EXIT_CONFIG
+    from frontier_crawl.frontier.scope import check_scope
+
     try:
         settings = load(args.config)
+        check_scope(settings)  # entries that cannot match, seeds outside the scope
     except ConfigError as exc:
         sys.stderr.write(f"frontier-crawl: config error: {exc}\n")
         return EXIT_CONFIG

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
-from urllib.parse import urljoin
 
 import msgspec
 
@@ -56,6 +55,7 @@ from frontier_crawl.output import (
 from frontier_crawl.output.recover import recover_lines, recover_warcs, set_aside
 from frontier_crawl.output.space import RESUME_MARGIN, LowSpace, SpaceMonitor, human_bytes
 from frontier_crawl.parse import LinkParser, Parser
+from frontier_crawl.parse.resolve import resolve_location
 
 log = logging.getLogger(__name__)
 
@@ -677,9 +677,8 @@ class Engine:
     def _redirect(self, ticket: Ticket, r: FetchResult) -> Outcome:
         if ticket.hops >= self.settings.fetch.max_redirects:
             return Outcome.TOO_MANY_REDIRECTS
-        try:
-            target = urljoin(r.url, r.header("location") or "")
-        except ValueError:
+        target = resolve_location(r.url, r.header("location") or "")
+        if target is None:
             return Outcome.REDIRECT
         self.frontier.add(
             [target], depth=ticket.depth, referrer=ticket.url, hops=ticket.hops + 1, now=r.finished

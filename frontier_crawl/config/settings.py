@@ -89,7 +89,13 @@ class CrawlSection(_Section, frozen=True):
 class ScopeSection(_Section, frozen=True):
     allow_domains: Annotated[
         tuple[str, ...],
-        Meta(description="Domains to crawl, subdomains included; empty: the seeds' hosts."),
+        Meta(
+            description="Host names to crawl, each with its subdomains; '*.example.com' is the "
+            "subdomains only. Written like hosts in URLs: IDNA (UTS-46) and case are "
+            "normalised ('München.de' is 'xn--mnchen-3ya.de'), IPv6 in brackets. A scheme, "
+            "port, path or other wildcard is refused, and so is a seed outside the scope "
+            "(config errors, exit 2). Empty: the seeds' hosts."
+        ),
     ] = ()
     exclude: Annotated[
         tuple[str, ...], Meta(description="Regular expressions; a URL matching any is skipped.")

@@ -9,10 +9,11 @@ stopped after ``limit + 1`` decoded bytes whatever its expanded size.
 * ``gzip`` / ``x-gzip``: zlib with ``wbits = 32 + 15`` (gzip or zlib header, auto-detected).
 * ``deflate``: RFC 9110 says zlib-wrapped, but some servers send a raw deflate stream; the
   first two bytes decide (a valid zlib header, else raw ``wbits = -15``).
-* ``identity`` or no header: no decoder; the body is the raw body (same object).
-* Anything else (``br``, ``zstd``, stacked encodings such as ``gzip, gzip``): no decoder; the
-  body is left encoded and the result carries ``body is raw_body``; callers can see the
-  encoding in the ``content-encoding`` header.
+* ``identity`` or no header: no decoder; the body is the raw body (same object). An
+  ``identity`` (or empty) member of a list means nothing: ``gzip, identity`` is ``gzip``.
+* Anything else (``br``, ``zstd``, two real encodings stacked such as ``gzip, gzip``): no
+  decoder; the body is left encoded and the result carries ``body is raw_body``; callers can
+  see the encoding in the ``content-encoding`` header.
 
 Data after the end of the first compressed member is ignored. A stream that is corrupt, or
 that ends before its end marker, raises :class:`DecodeError` (reported as PROTOCOL).
@@ -118,7 +119,11 @@ def decoder_for(content_encoding: str | None, limit: int) -> BodyDecoder | None:
     """A decoder for a Content-Encoding header value, or None when the body is used as is."""
     if content_encoding is None:
         return None
-    coding = content_encoding.strip().lower()
+    codings = [c.strip() for c in content_encoding.lower().split(",")]
+    codings = [c for c in codings if c and c != "identity"]
+    if len(codings) != 1:
+        return None  # identity only, or stacked encodings
+    coding = codings[0]
     if coding in ("gzip", "x-gzip"):
         return BodyDecoder(_GZIP_WBITS, limit)
     if coding == "deflate":

@@ -64,7 +64,17 @@ UNSUPPORTED_PROTOCOL (1)                  FORBIDDEN_SCHEME /    FORBIDDEN_SCHEME
 WEIRD_SERVER_REPLY (8)                    PROTOCOL
 HTTP2 (16)                                PROTOCOL
 BAD_CONTENT_ENCODING (61)                 PROTOCOL
-HTTP2_STREAM (92)                         PROTOCOL
+HTTP2_STREAM (92)                         TRUNCATED / PROTOCOL  a stream reset: REFUSED_STREAM (the
+                                                                server did not process it), a
+                                                                GOAWAY or a connection that ended
+                                                                under the stream, CANCEL,
+                                                                INTERNAL_ERROR, ENHANCE_YOUR_CALM
+                                                                are transient (TRUNCATED);
+                                                                PROTOCOL only if the message names
+                                                                PROTOCOL_ERROR, FRAME_SIZE_ERROR,
+                                                                COMPRESSION_ERROR,
+                                                                FLOW_CONTROL_ERROR or
+                                                                HTTP_1_1_REQUIRED
 HTTP3 (95)                                PROTOCOL
 COULDNT_RESOLVE_PROXY (5)                 PROXY
 PROXY (97)                                PROXY
@@ -80,6 +90,7 @@ A decoding failure detected by the fetcher itself (corrupt gzip/deflate stream) 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from frontier_crawl.fetch.types import ErrorKind
@@ -158,11 +169,16 @@ _TABLE: dict[int, ErrorKind] = {
     CURLE_WEIRD_SERVER_REPLY: ErrorKind.PROTOCOL,
     CURLE_HTTP2: ErrorKind.PROTOCOL,
     CURLE_BAD_CONTENT_ENCODING: ErrorKind.PROTOCOL,
-    CURLE_HTTP2_STREAM: ErrorKind.PROTOCOL,
     CURLE_HTTP3: ErrorKind.PROTOCOL,
     CURLE_COULDNT_RESOLVE_PROXY: ErrorKind.PROXY,
     CURLE_PROXY: ErrorKind.PROXY,
 }
+
+
+#: HTTP/2 stream reset codes that say the exchange itself was malformed (retrying won't help)
+_H2_MALFORMED = re.compile(
+    r"PROTOCOL_ERROR|FRAME_SIZE_ERROR|COMPRESSION_ERROR|FLOW_CONTROL_ERROR|HTTP_1_1_REQUIRED"
+)
 
 
 @dataclass(slots=True, frozen=True)
@@ -199,6 +215,8 @@ def map_curl_error(code: int, message: str, phase: Phase = _NO_EVIDENCE) -> Erro
         return ErrorKind.PROTOCOL
     if code == CURLE_UNSUPPORTED_PROTOCOL and not _is_scheme_refusal(message):
         return ErrorKind.PROTOCOL
+    if code == CURLE_HTTP2_STREAM:
+        return ErrorKind.PROTOCOL if _H2_MALFORMED.search(message) else ErrorKind.TRUNCATED
     return _TABLE.get(code, ErrorKind.OTHER)
 
 

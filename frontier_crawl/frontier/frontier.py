@@ -62,6 +62,7 @@ from frontier_crawl.frontier.damage import DamagedState
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Link, decode_links, encode_links
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for, host_backoff
 from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, RobotsCache, Rules, product_token
+from frontier_crawl.frontier.scope import check_scope, domain_allowed, domain_table
 from frontier_crawl.frontier.seen import SeenSet
 from frontier_crawl.frontier.store import (
     QueueEntry,
@@ -257,8 +258,8 @@ class Frontier:
         state_dir.mkdir(parents=True, exist_ok=True)
         self._state_dir = state_dir
         self._check_identity(seen_capacity, seen_error_rate)
-        self._domains = tuple(d.lower().strip(".") for d in allow_domains)
-        self._domain_set = frozenset(self._domains)
+        #: allowed domain -> whether the domain itself is allowed (False: "*." subdomains only)
+        self._domain_set = domain_table(allow_domains)
         #: origin -> owning worker or OUT_OF_SCOPE (bounded; see _owner_of)
         self._owners: dict[str, int] = {}
         #: links settled by committed transactions, two generations (see add)
@@ -352,9 +353,7 @@ class Frontier:
         on_foreign: Callable[[int, Link], None] | None = None,
     ) -> Frontier:
         """Build a frontier from the crawl settings (the only place that reads them)."""
-        domains = s.scope.allow_domains or tuple(
-            h for h in (host_of(c) for c in map(canonicalize, s.crawl.seeds) if c) if h
-        )
+        domains = check_scope(s)  # ConfigError if an entry cannot match or a seed is outside
         known_ips = {}
         for entry in s.fetch.resolve:  # "host:port:addr", as curl --resolve
             host, _port, addr = entry.split(":", 2)
@@ -462,17 +461,8 @@ class Frontier:
         return self._exclude is None or self._exclude.search(url) is None
 
     def _domain_allowed(self, host: str) -> bool:
-        """Is ``host`` one of the allowed domains or a subdomain of one? Looks up the host and
-        each suffix after a dot in a set, instead of one ``endswith`` per allowed domain."""
-        allowed = self._domain_set
-        if host in allowed:
-            return True
-        dot = host.find(".")
-        while dot >= 0:
-            if host[dot + 1 :] in allowed:
-                return True
-            dot = host.find(".", dot + 1)
-        return False
+        """Is ``host`` one of the allowed domains or a subdomain of one (scope.domain_allowed)?"""
+        return domain_allowed(self._domain_set, host)
 
     def _owner_of(self, host_key: str) -> int:
         """The worker that admits URLs of origin ``host_key``; ``OUT_OF_SCOPE`` when its host is

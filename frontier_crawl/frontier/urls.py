@@ -1,31 +1,30 @@
 """URL canonicalisation, joining, host keys and URL digests.
 
 ``canonicalize(url)`` returns the one spelling of a crawlable URL that the frontier dedupes,
-queues and fetches, or ``None`` when the URL is not crawlable. The rules, in order:
+queues and fetches, or ``None`` when the URL is not crawlable. A URL is read as browsers read
+it: by the WHATWG URL Standard's parser (Ada, through ``can_ada``), and our rules on top:
 
-1. Surrounding C0 controls and spaces are stripped and tab, CR and LF are removed anywhere
-   (what browsers do with ``href`` values).
-2. The URL is split as in RFC 3986 appendix B. The scheme must be ``http`` or ``https`` (any
-   case; written lower-case) and an authority with a host is required.
-3. Authority: userinfo (``user:password@``) is dropped: a crawler must not send credentials it
-   found in a link, and dropping them merges duplicates. An authority containing a backslash is
-   refused (browsers read ``\\`` as ``/`` there, other parsers as part of userinfo or host).
-   The host is percent-decoded, IDNA-encoded when it is not ASCII (stdlib IDNA 2003),
-   lower-cased and loses one trailing dot. It must then be a DNS name of labels
+1. The scheme must be ``http`` or ``https`` (any case). Everything the WHATWG parser does for
+   these "special" schemes applies: surrounding C0 controls and spaces stripped, tab, CR and
+   LF removed anywhere, ``\\`` read as ``/`` before the query (``http:\\\\h\\a`` is
+   ``http://h/a``), a missing ``//`` supplied (``http:h/a``), the host percent-decoded and put
+   through IDNA UTS-46 non-transitional processing (``faß.de`` is ``xn--fa-hia.de``, not
+   ``fass.de``), IPv4 in any of its forms written as a dotted quad (``0x7f.1`` is
+   ``127.0.0.1``), IPv6 compressed, a default port dropped, ``.`` / ``..`` segments (also
+   ``%2e``) resolved, and characters outside its percent-encode sets encoded as UTF-8.
+2. Userinfo (``user:password@``) is dropped: a crawler must not send credentials it found in a
+   link, and dropping them merges duplicates. The fragment is dropped.
+3. The host, after IDNA, loses one trailing dot and must be a DNS name of labels
    ``[a-z0-9_-]{1,63}`` (253 characters at most; ``xn--`` labels must decode as punycode), a
-   dotted-quad IPv4 address without leading zeros (a host whose last label is numeric must be
-   one), or a bracketed IPv6 address (written in its RFC 5952 compressed form; zone ids and
-   IPvFuture are refused). The port must be decimal in 1..65535; an empty or default port
-   (80 for http, 443 for https) is dropped.
+   dotted-quad IPv4 address or a bracketed IPv6 address. Port 0 is refused.
 4. Path and query are percent-normalised: escapes of unreserved characters
    (``A-Z a-z 0-9 - . _ ~``) are decoded, other escapes get upper-case hex digits, a ``%`` that
    does not start an escape becomes ``%25``, and every character that is neither unreserved
-   nor reserved (``/?#[]@!$&'()*+,;=:``; ``?`` only in the query) is percent-encoded as UTF-8:
-   space, controls, ``"<>\\^`{|}``, non-ASCII. A lone surrogate cannot be encoded: ``None``.
-5. Dot segments are removed (RFC 3986 5.2.4, never above the root); an empty path becomes
-   ``/``. The query keeps its order; an empty query (a bare ``?``) is dropped. The fragment is
-   dropped.
-6. A result longer than ``MAX_URL_LENGTH`` (8192) characters is ``None``.
+   nor reserved (``/?#[]@!$&'()*+,;=:``; ``?`` only in the query) is percent-encoded: what the
+   WHATWG parser leaves as is, such as ``|``, ``^``, or ``\\`` in the query. (The WHATWG
+   parser already encodes ``'`` in the query of http(s) URLs as ``%27``.) An empty query (a
+   bare ``?``) is dropped; an empty path is ``/``.
+5. A result longer than ``MAX_URL_LENGTH`` (8192) characters is ``None``.
 
 The result is ASCII and a fixed point: ``canonicalize(canonicalize(u)) == canonicalize(u)``.
 
@@ -34,27 +33,24 @@ and (by its first 4 bytes, a hash of the host) the worker partition.
 
 Cost: an already-canonical URL (lower-case scheme and host, allowed characters only, no dot
 segments, no escape that would change) is recognised by one regular expression and a set of
-known canonical origins, and returned as is. Parsed authorities are cached (bounded), so IDNA
-and IP parsing run once per host. ``join`` resolves the relative references ``/path``,
-``path``, ``?q``, ``#f`` and ``//host`` itself (RFC 3986 section 5.2) against a memoised base;
-when the base is canonical and the reference keeps it so, the concatenation is the answer.
-Other references go through ``urllib.parse.urljoin``.
-
-``join`` differs from ``urljoin`` where ``urljoin`` leaves RFC 3986: a bare ``?`` empties the
-query, empty path segments are kept and ``//`` alone (an empty authority) is not crawlable.
+known canonical origins, and returned as is. The general case is one ``can_ada.parse`` (about
+0.4 us) plus our rules; host checks are cached (bounded). ``join`` resolves the relative
+references ``/path``, ``path``, ``?q``, ``#f`` and ``//host`` itself against a memoised base
+when the WHATWG parser would only concatenate; other references go through ``can_ada``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import re
 from itertools import islice
 from typing import Any, NamedTuple
-from urllib.parse import unquote, urljoin
+
+import can_ada
 
 __all__ = [
     "MAX_URL_LENGTH",
+    "canonical_host",
     "canonicalize",
     "digest_partition",
     "host_hash",
@@ -69,25 +65,25 @@ MAX_URL_LENGTH = 8192
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _C0_OR_SPACE = "".join(chr(i) for i in range(0x21))
-_AUTHORITY_CACHE_MAX = 65_536
-_AUTHORITY_CACHE_KEY_MAX = 256
+_HOST_CACHE_MAX = 65_536
 
 _UNRESERVED = "A-Za-z0-9\\-._~"
 _PATH_OK = _UNRESERVED + "!$&'()*+,;=:@/\\[\\]"
 _QUERY_OK = _PATH_OK + "?"
+# What the fast paths accept in a query: no "'", which the WHATWG parser encodes there.
+_FAST_QUERY_OK = _UNRESERVED + "!$&()*+,;=:@/\\[\\]?"
 
 # The shape of a canonical URL and of a relative reference that keeps one canonical: only
 # allowed characters, a non-empty query. What it cannot see (a non-canonical authority, dot
 # segments, escapes to fix, the length) is checked after it.
 _FAST_RE = re.compile(
-    rf"(https?://[a-z0-9._-]+(?::[0-9]{{1,5}})?)/[{_PATH_OK}%]*(?:\?[{_QUERY_OK}%]+)?"
+    rf"(https?://[a-z0-9._-]+(?::[0-9]{{1,5}})?)/[{_PATH_OK}%]*(?:\?[{_FAST_QUERY_OK}%]+)?"
 )
-_FAST_HREF_RE = re.compile(rf"[{_PATH_OK}%]*(?:\?[{_QUERY_OK}%]+)?")
+_FAST_HREF_RE = re.compile(rf"[{_PATH_OK}%]*(?:\?[{_FAST_QUERY_OK}%]+)?")
 # An escape that is malformed, has lower-case hex digits or encodes an unreserved character.
 _ESCAPE_TO_FIX_RE = re.compile(
     r"%(?![0-9A-F]{2})|%(?:2[DE]|3[0-9]|4[1-9A-F]|5[0-9AF]|6[1-9A-F]|7[0-9AE])"
 )
-_SPLIT_RE = re.compile(r"(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?", re.DOTALL)
 _PATH_TO_FIX_RE = re.compile(f"[^{_PATH_OK}]")
 _QUERY_TO_FIX_RE = re.compile(f"[^{_QUERY_OK}]")
 _PATH_FIX_RE = re.compile(f"%[0-9A-Fa-f]{{2}}|%|[^{_PATH_OK}%]+")
@@ -95,7 +91,7 @@ _QUERY_FIX_RE = re.compile(f"%[0-9A-Fa-f]{{2}}|%|[^{_QUERY_OK}%]+")
 _HOST_RE = re.compile(r"[a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63})*")
 _IPV4_PART_RE = re.compile(r"0|[1-9][0-9]{0,2}")
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
-_BASE_RE = re.compile(r"(https?):(//[^/?#]*)([^?#]*)")
+_BASE_RE = re.compile(r"(https?):(//[^/?#\\]*)([^?#\\]*)")
 _CANONICAL_ORIGINS_MAX = 65_536
 
 _PCT = [f"%{b:02X}" for b in range(256)]
@@ -104,8 +100,8 @@ _UNRESERVED_ESCAPES = {
     for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
 }
 
-# authority -> (canonical host, port or 0), or None when not crawlable.
-_authority_cache: dict[str, tuple[str, int] | None] = {}
+# WHATWG host (as can_ada serialises it) -> canonical host, or None when not crawlable.
+_host_cache: dict[str, str | None] = {}
 # Origin -> host_hash(host of the origin), for url_digest.
 _host_hashes: dict[str, bytes] = {}
 _HOST_HASHES_MAX = 65_536
@@ -150,13 +146,26 @@ def canonicalize(url: str) -> str | None:
     return _canonicalize_slow(url)
 
 
+def canonical_host(host: str) -> str | None:
+    """The canonical form of a bare host name or address (``München.DE.`` ->
+    ``xn--mnchen-3ya.de``, ``[::1]`` -> ``::1``) as :func:`host_of` returns it for the URLs
+    of that host, or ``None`` when no crawlable URL has that host."""
+    bracketed = host.startswith("[")
+    if bracketed and not host.endswith("]"):
+        return None
+    if not host or (not bracketed and any(c in host for c in "/?#@\\:")):
+        return None
+    url = canonicalize(f"http://{host}/")
+    return None if url is None else host_of(url)
+
+
 def join(base: str, href: str) -> str | None:
-    """Resolve ``href`` against ``base`` (RFC 3986 section 5.2), then canonicalise it."""
+    """Resolve ``href`` against ``base`` as the WHATWG URL parser does, then canonicalise it."""
     href = _clean(href)
     if href.startswith(("http://", "https://")):
         return canonicalize(href)
     parts = _base_parts(base)
-    if parts is None or (":" in href and _SCHEME_RE.match(href) is not None):
+    if parts is None or "\\" in href or (":" in href and _SCHEME_RE.match(href) is not None):
         return _join_slow(base, href)
     if href.startswith("//"):
         return canonicalize(parts.scheme + ":" + href)
@@ -241,8 +250,8 @@ def _is_canonical_origin(origin: str) -> bool:
     """Tell whether ``scheme://netloc`` is canonical (a set of known ones answers first)."""
     if origin in _canonical_origins:
         return True
-    scheme, _, netloc = origin.partition("://")
-    if _canonical_netloc(scheme, netloc) != netloc:
+    root = origin + "/"
+    if _canonicalize_slow(root) != root:
         return False
     if len(_canonical_origins) >= _CANONICAL_ORIGINS_MAX:
         _evict_older_half(_canonical_origins)
@@ -262,26 +271,29 @@ def _href_keeps_canonical(href: str) -> bool:
 
 
 def _canonicalize_slow(url: str) -> str | None:
-    """The general case of ``canonicalize``."""
-    match = _SPLIT_RE.match(_clean(url))
-    if match is None:
-        return None
-    scheme, authority, path, query = match.group(1, 2, 3, 4)
-    if scheme is None or authority is None:
-        return None
-    scheme = scheme.lower()
+    """The general case of ``canonicalize``: the WHATWG parser, then our rules."""
+    text = _clean(url)
+    colon = text.find(":")
+    scheme = text[:colon].lower()
     if scheme not in _DEFAULT_PORTS:
         return None
-    netloc = _canonical_netloc(scheme, authority)
-    path = _normalize(path, _PATH_TO_FIX_RE, _PATH_FIX_RE)
-    if netloc is None or path is None:
+    try:
+        parsed = can_ada.parse(text)
+    except (ValueError, TypeError):  # not a URL; a lone surrogate (TypeError)
         return None
-    result = f"{scheme}://{netloc}{_remove_dot_segments(path)}"
-    if query:
-        query = _normalize(query, _QUERY_TO_FIX_RE, _QUERY_FIX_RE)
-        if query is None:
-            return None
-        result = f"{result}?{query}"
+    port = parsed.port
+    if port == "0":
+        return None
+    host = _canonical_whatwg_host(parsed.hostname)
+    if host is None:
+        return None
+    path = _normalize(parsed.pathname, _PATH_TO_FIX_RE, _PATH_FIX_RE)
+    result = f"{scheme}://{host}:{port}{path}" if port else f"{scheme}://{host}{path}"
+    if "/." in path:
+        result = result[: len(result) - len(path)] + _remove_dot_segments(path)
+    query = parsed.search
+    if len(query) > 1:
+        result = f"{result}?{_normalize(query[1:], _QUERY_TO_FIX_RE, _QUERY_FIX_RE)}"
     return result if len(result) <= MAX_URL_LENGTH else None
 
 
@@ -294,14 +306,11 @@ def _clean(text: str) -> str:
     return text
 
 
-def _normalize(text: str, to_fix: re.Pattern[str], fix: re.Pattern[str]) -> str | None:
-    """Percent-normalise a path or query (rule 4); ``None`` if it cannot be encoded."""
-    if to_fix.search(text) is None:
+def _normalize(text: str, to_fix: re.Pattern[str], fix: re.Pattern[str]) -> str:
+    """Percent-normalise a path or query (rule 4) of a WHATWG-serialised (ASCII) URL."""
+    if to_fix.search(text) is None and "%" not in text:
         return text
-    try:
-        return fix.sub(_fix_run, text)
-    except UnicodeEncodeError:
-        return None
+    return fix.sub(_fix_run, text)
 
 
 def _fix_run(match: re.Match[str]) -> str:
@@ -316,11 +325,8 @@ def _fix_run(match: re.Match[str]) -> str:
 
 
 def _remove_dot_segments(path: str) -> str:
-    """Resolve ``.`` and ``..`` segments of an absolute path; ``""`` becomes ``/``."""
-    if not path:
-        return "/"
-    if "/." not in path:
-        return path
+    """Resolve ``.`` and ``..`` segments of an absolute path (the WHATWG parser has resolved
+    them already; decoding ``%2E`` never makes new ones, so this is a safety net)."""
     segments = path.split("/")[1:]
     output: list[str] = []
     for segment in segments:
@@ -334,89 +340,24 @@ def _remove_dot_segments(path: str) -> str:
     return "/" + "/".join(output)
 
 
-# --- authority ------------------------------------------------------------------------------
+# --- host -----------------------------------------------------------------------------------
 
 
-def _canonical_netloc(scheme: str, authority: str) -> str | None:
-    """Return ``host[:port]`` without userinfo and default port, or ``None``."""
+def _canonical_whatwg_host(host: str) -> str | None:
+    """Our host rules (rule 3) over a host as the WHATWG parser serialised it (cached)."""
     try:
-        parsed = _authority_cache[authority]
+        return _host_cache[host]
     except KeyError:
-        parsed = _parse_authority(authority)
-        if len(authority) <= _AUTHORITY_CACHE_KEY_MAX:
-            if len(_authority_cache) >= _AUTHORITY_CACHE_MAX:
-                _evict_older_half(_authority_cache)
-            _authority_cache[authority] = parsed
-    if parsed is None:
-        return None
-    host, port = parsed
-    if port == 0 or port == _DEFAULT_PORTS[scheme]:
-        return host
-    return f"{host}:{port}"
-
-
-def _parse_authority(authority: str) -> tuple[str, int] | None:
-    """Split an authority into a canonical host and a port (0: none); ``None`` if invalid."""
-    if "\\" in authority:
-        return None
-    hostport = authority.rpartition("@")[2]
-    if hostport.startswith("["):
-        end = hostport.find("]")
-        if end < 0:
-            return None
-        host = _ipv6_host(hostport[1:end])
-        rest = hostport[end + 1 :]
-        if rest and not rest.startswith(":"):
-            return None
-        port_text = rest[1:]
-    else:
-        raw_host, _, port_text = hostport.partition(":")
-        host = _reg_name(raw_host)
-    port = _port(port_text)
-    if host is None or port is None:
-        return None
-    return host, port
-
-
-def _port(text: str) -> int | None:
-    """Parse a port: ``""`` is 0 (none), else a decimal in 1..65535."""
-    if not text:
-        return 0
-    if not (text.isascii() and text.isdigit()) or len(text) > 16:
-        return None
-    port = int(text)
-    return port if 1 <= port <= 65535 else None
-
-
-def _ipv6_host(text: str) -> str | None:
-    """Return ``[compressed address]`` for an IPv6 literal, or ``None``."""
-    if "%" in text:
-        return None
-    try:
-        return f"[{ipaddress.IPv6Address(text).compressed}]"
-    except ValueError:
-        return None
-
-
-def _reg_name(raw: str) -> str | None:
-    """Canonicalise a registered name or IPv4 address (rule 3), or return ``None``."""
-    if "%" in raw:
-        try:
-            raw = unquote(raw, errors="strict")
-        except UnicodeDecodeError:
-            return None
-    if raw.isascii():
-        host = raw.lower()
-    else:
-        try:
-            host = raw.encode("idna").decode("ascii").lower()
-        except UnicodeError:
-            return None
-    if host.endswith("."):
-        host = host[:-1]
-    if len(host) > 253 or _HOST_RE.fullmatch(host) is None:
-        return None
-    return host if _labels_valid(host) else None
+        pass
+    result: str | None = host
+    if not host.startswith("["):
+        name = host[:-1] if host.endswith(".") else host
+        valid = len(name) <= 253 and _HOST_RE.fullmatch(name) is not None
+        result = name if valid and _labels_valid(name) else None
+    if len(_host_cache) >= _HOST_CACHE_MAX:
+        _evict_older_half(_host_cache)
+    _host_cache[host] = result
+    return result
 
 
 def _labels_valid(host: str) -> bool:
@@ -452,20 +393,20 @@ def _base_parts(base: str) -> _Base | None:
     parts = _last_base
     if parts is not None and parts.url == base:
         return parts
-    match = _BASE_RE.match(base)
+    match = _BASE_RE.fullmatch(base.partition("?")[0].partition("#")[0])
     if match is None:
         return None
     scheme, authority, path = match.group(1, 2, 3)
     origin = f"{scheme}:{authority}"
-    directory = origin + (path[: path.rfind("/") + 1] or "/")  # RFC 3986 5.2.3 merge
+    directory = origin + (path[: path.rfind("/") + 1] or "/")
     parts = _Base(base, scheme, origin, path, directory, canonicalize(base) == base)
     _last_base = parts
     return parts
 
 
 def _join_slow(base: str, href: str) -> str | None:
-    """``urllib.parse.urljoin`` then canonicalise; ``None`` if the parser refuses."""
+    """The WHATWG parser's resolution, then canonicalise; ``None`` if it refuses."""
     try:
-        return canonicalize(urljoin(base, href))
-    except ValueError:
+        return canonicalize((can_ada.parse(base) + href).href)
+    except (ValueError, TypeError):
         return None

@@ -8,8 +8,13 @@ The order follows the HTML Standard's encoding sniffing, simplified:
    other encodings are decoded by Python with ``errors="replace"`` and the text handed over.
    Labels map as browsers map them (``iso-8859-1`` and ``us-ascii`` mean windows-1252, and so on).
 3. No usable header charset (absent, unknown, or something like ``utf-7`` or ``base64`` that
-   browsers refuse): lexbor's detection, i.e. ``<meta charset>`` within the first 1024 bytes,
-   else UTF-8.
+   browsers refuse): a ``<meta charset>`` or ``<meta http-equiv content="...; charset=...">``
+   within the first 1024 bytes (a simplified prescan: one regular expression; a meta that says
+   UTF-16 means UTF-8, as in the HTML Standard), else lexbor's own detection, else UTF-8.
+
+:func:`parse_document` also returns the encoding it chose (None for UTF-8, and for UTF-16,
+whose pages encode URLs as UTF-8): the query strings of the page's links are percent-encoded
+in it (:mod:`frontier_crawl.parse.resolve`).
 
 A wrong header therefore costs at most some U+FFFD in non-ASCII URLs; it never raises.
 """
@@ -17,11 +22,15 @@ A wrong header therefore costs at most some U+FFFD in non-ASCII URLs; it never r
 from __future__ import annotations
 
 import codecs
+import re
 from functools import lru_cache
 
 from selectolax.lexbor import LexborHTMLParser
 
 _BOMS = (b"\xef\xbb\xbf", b"\xfe\xff", b"\xff\xfe")
+_META_CHARSET = re.compile(rb"<meta[^>]*?charset\s*=\s*[\"']?\s*([A-Za-z0-9._:-]+)", re.IGNORECASE)
+_PRESCAN_BYTES = 1024
+_UTF16 = frozenset(("utf-16-le", "utf-16-be"))
 
 # WHATWG labels Python does not know, and Python codecs to replace by the WHATWG decoder.
 _LABEL_ALIASES = {
@@ -58,20 +67,42 @@ _SUPPORTED = frozenset(
 )  # fmt: skip
 
 
-def parse_document(body: bytes, content_type_header: str | None) -> LexborHTMLParser:
-    """Parse ``body`` as HTML, decoded as described in the module docstring."""
+def parse_document(
+    body: bytes, content_type_header: str | None
+) -> tuple[LexborHTMLParser, str | None]:
+    """Parse ``body`` as HTML, decoded as described in the module docstring; also return the
+    page's encoding for URLs (a Python codec name, None for UTF-8)."""
+    if body.startswith(_BOMS):
+        return LexborHTMLParser(body, encoding=True), None
     codec = header_codec(content_type_header) if content_type_header else None
-    if codec is None or body.startswith(_BOMS):
-        return LexborHTMLParser(body, encoding=True)
+    if codec is None:
+        codec = _meta_codec(body)
+        if codec is None:
+            return LexborHTMLParser(body, encoding=True), None
     if codec == "utf-8":
-        return LexborHTMLParser(body)
-    return LexborHTMLParser(body.decode(codec, "replace"))
+        return LexborHTMLParser(body), None
+    tree = LexborHTMLParser(body.decode(codec, "replace"))
+    return tree, None if codec in _UTF16 else codec
 
 
 @lru_cache(maxsize=256)
 def header_codec(content_type_header: str) -> str | None:
     """Python codec for the header's ``charset`` parameter; None if absent or unsupported."""
-    label = _charset_label(content_type_header)
+    return _label_codec(_charset_label(content_type_header))
+
+
+def _meta_codec(body: bytes) -> str | None:
+    """The codec a ``<meta>`` in the first 1024 bytes names (UTF-16 read as UTF-8), or None."""
+    match = _META_CHARSET.search(body, 0, _PRESCAN_BYTES)
+    if match is None:
+        return None
+    codec = _label_codec(match.group(1).decode("ascii").lower())
+    return "utf-8" if codec in _UTF16 else codec
+
+
+@lru_cache(maxsize=256)
+def _label_codec(label: str) -> str | None:
+    """Python codec for a lower-cased encoding label; None if empty or unsupported."""
     if not label:
         return None
     try:

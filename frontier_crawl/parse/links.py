@@ -6,9 +6,10 @@ content lists ``nofollow`` or ``none`` means no links at all. The first ``<base 
 (resolved against the page URL, http(s) only) is the base of every relative link, as in a
 browser.
 
-Each href is resolved by :func:`frontier_crawl.parse.resolve.resolve` (urljoin semantics,
-fragment dropped, http(s) only, at most 8192 characters), then duplicates are dropped keeping
-the first. Decoding is described in :mod:`frontier_crawl.parse.charset`.
+Each href is resolved by :func:`frontier_crawl.parse.resolve.resolve` (as browsers resolve it,
+by the WHATWG URL Standard, queries in the page's encoding; fragment dropped, http(s) only, at
+most 8192 characters), then duplicates are dropped keeping the first. Decoding is described in
+:mod:`frontier_crawl.parse.charset`.
 
 Order: all ``a``, then ``area``, then ``iframe``, then ``frame`` elements, each in document
 order. Four lexbor ``tags()`` walks cost about half of one CSS query for the four names
@@ -53,14 +54,15 @@ def extract_links(body: bytes, base_url: str, content_type_header: str | None = 
     Never raises: malformed markup, bad bytes and unparseable URLs just yield fewer links.
     """
     try:
-        return _extract(parse_document(body, content_type_header), base_url)
+        tree, encoding = parse_document(body, content_type_header)
+        return _extract(tree, base_url, encoding)
     except SelectolaxError:  # lexbor out of memory or similar: treat as a page without links
         return PageLinks((), False, base_url)
 
 
-def _extract(tree: LexborHTMLParser, base_url: str) -> PageLinks:
-    """The links of a parsed page."""
-    base = _document_base(tree, Base.of(base_url))
+def _extract(tree: LexborHTMLParser, base_url: str, encoding: str | None) -> PageLinks:
+    """The links of a parsed page whose encoding (for query strings) is ``encoding``."""
+    base = _document_base(tree, Base.of(base_url, encoding))
     effective = base.url or base_url
     if _meta_nofollow(tree):
         return PageLinks((), True, effective)
@@ -99,7 +101,7 @@ def _document_base(tree: LexborHTMLParser, page: Base) -> Base:
         attrs = node.attributes
         if "href" in attrs:
             url = resolve(page, attrs["href"] or "")
-            return page if url is None else Base.of(url)
+            return page if url is None else Base.of(url, page.encoding)
     return page
 
 

@@ -1,224 +1,197 @@
-"""Resolve an href against a document's base URL: ``urllib.parse.urljoin`` semantics, fast.
+"""Resolve an href against a document's base URL as browsers do (WHATWG URL Standard), fast.
 
-An href is first cleaned as the WHATWG URL parser does (leading and trailing C0 controls and
-spaces stripped, every tab, CR and LF removed) and its fragment dropped. It is then resolved:
+The parser is Ada (``can_ada``), which passes the web-platform-tests URL suite; the base is
+parsed once per page and each href resolved against it (``base + href``, about 0.5 us). What
+that means for http(s) links, among others: leading and trailing C0 controls and spaces are
+stripped and every tab, CR and LF removed; ``\\`` is read as ``/`` before the query
+(``..\\img\\a.html``); ``//host`` and ``http:path`` resolve as browsers resolve them; hosts go
+through IDNA UTS-46 non-transitional processing (``faß.de`` is ``xn--fa-hia.de``); ``.`` and
+``..`` segments (also ``%2e``) are resolved; characters outside the WHATWG percent-encode sets
+are encoded as UTF-8, except in the query of a link on a page whose encoding is not UTF-8
+(nor UTF-16): there non-ASCII characters are encoded in the page's encoding, a character that
+encoding lacks as the HTML numeric reference ``%26%23<code point>%3B``, as browsers (and w3lib)
+do: ``?q=привет`` on a windows-1251 page is ``?q=%EF%F0%E8%E2%E5%F2``. (Stateful encodings
+such as ISO-2022-JP are encoded one run of characters at a time, which browsers do not.)
 
-* **Fast paths** for the shapes that make up nearly all links: absolute ``http(s)://host/p``,
-  root-relative ``/p`` and relative ``p/q`` are a few ``str.find`` calls and one concatenation
-  (``urljoin`` costs about ten times more); ``../p`` and other dot segments use a copy of
-  urljoin's own merge (:func:`_merge_path`) on the base pre-split once per page. A fast path
-  only accepts hrefs for which it returns exactly what ``urljoin`` returns
-  (tests/unit/test_links.py checks this with hypothesis); whatever could make them differ
-  takes the slow path: ``;`` parameters, an empty ``?`` query, a query-only or
-  scheme-relative (``//host``) href, a colon before the query, a non-ASCII or bracketed host
-  (which ``urlsplit`` validates). Before them, one regular-expression match recognises the
-  same three shapes when the href is already clean (nothing to strip or drop: the usual
-  case) and answers without the cleaning and the ``find`` calls (:func:`_as_it_stands`).
-* **Drop path**: an href with a scheme other than http(s) (``javascript:``, ``mailto:``,
-  ``data:``...) can only resolve to that scheme, so it is dropped without calling urljoin.
-* **Slow path**: ``urljoin`` itself; the ``ValueError`` it raises for a broken IPv6 literal
-  such as ``http://[::1/`` means "skip this link".
+The fragment is dropped; only ``http`` and ``https`` results are kept (a ``javascript:``,
+``mailto:`` or ``data:`` href, or a relative one on such a base, is skipped), at most
+``MAX_URL_CHARS`` long. The frontier's canonicaliser then applies its own rules on top.
 
-Only ``http`` and ``https`` results with a non-empty host are kept, their scheme lower-cased.
-Anything else URL-shaped (host case, percent-encoding, default ports) is left to the
-frontier's canonicaliser: this module reproduces ``urljoin`` and does not normalise.
+**Fast paths**, exactly the WHATWG result (tests/unit/test_links.py checks this against Ada
+with hypothesis): one regular-expression match recognises an href that resolves by plain
+concatenation, as nearly all links do, and answers without calling the parser: an absolute
+``http(s)://host/path`` whose host is already in WHATWG form (lower-case ASCII labels, not
+an IPv4 address, no ``xn--``, no port), a root-relative ``/path``, or a relative
+``path/to/x``, each made of characters the parser leaves as they are, with no dot segment.
 """
 
 from __future__ import annotations
 
+import codecs
 import re
 from dataclasses import dataclass
-from urllib.parse import urljoin, urlparse, urlsplit
+
+import can_ada
 
 #: Resolved URLs longer than this are dropped (no server or archive handles them well).
 MAX_URL_CHARS = 8192
 
-_C0_OR_SPACE = "".join(chr(code) for code in range(0x21))
-_TAB_OR_NEWLINE = str.maketrans("", "", "\t\n\r")
-_HTTP_SCHEMES = frozenset(("http", "https"))
-_LOWER_PREFIXES = ("http://", "https://")
-_HTTP_PREFIXES = (*_LOWER_PREFIXES, "HTTP://", "HTTPS://", "Http://", "Https://")
-_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+\-.]*):")  # what urlsplit takes for a scheme
-# An absolute href that resolve() returns unchanged: nothing for clean_href to strip, remove
-# or drop (no C0 control or space, no "#"), a lower-case http(s) scheme, a non-empty ASCII
-# host without brackets, no ";" before the query, no bare "?" at the end. Exactly what the
-# absolute fast path (_absolute) accepts and returns as is, in one C-level match.
-_CLEAN_ABSOLUTE = re.compile(
-    r"https?://[^/?#;\[\]\x00-\x20\x80-\U0010ffff]+(?:/[^?#;\x00-\x20]*)?(?:\?[^#\x00-\x20]+)?"
+_HTTP_PROTOCOLS = frozenset(("http:", "https:"))
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+\-.]*):")
+# Characters the WHATWG parser leaves as they are in the path and the query of an http(s)
+# URL (its path and special-query percent-encode sets, less "\", a "/" in the path).
+_PATH = r"[A-Za-z0-9\-._~!$&'()*+,;=:@/\[\]%|^]"
+_QUERY = r"[A-Za-z0-9\-._~!$&()*+,;=:@/?\[\]%|^]"
+_TAIL = rf"{_PATH}*(?:\?{_QUERY}*)?"
+# An absolute URL in WHATWG form: lower-case labels, the last one starting with a letter (so
+# never read as an IPv4 address), no port, no userinfo.
+_CLEAN_ABSOLUTE = re.compile(rf"https?://(?:[a-z0-9_-]+\.)*[a-z][a-z0-9_-]*/{_TAIL}")
+_CLEAN_ROOTED = re.compile(rf"/(?![/\\]){_TAIL}")
+# A relative path: no ":" in its first segment (else it may start with a scheme).
+_CLEAN_RELATIVE = re.compile(
+    rf"(?![./])[A-Za-z0-9\-._~!$&'()*+,;=@\[\]%|^]+(?:/{_PATH}*)?(?:\?{_QUERY}*)?"
 )
-# The root-relative and relative hrefs that _fast answers by concatenation, as they stand (the
-# "/." and "//" checks follow the match, over the whole href: stricter than _fast, so safe).
-_CLEAN_ROOTED = re.compile(r"/(?!/)[^?#;\x00-\x20]*(?:\?[^#\x00-\x20]+)?")
-_CLEAN_RELATIVE = re.compile(r"[^/?#;:.\x00-\x20][^?#;:\x00-\x20]*(?:\?[^#\x00-\x20]+)?")
-# A cleaned base URL that urlparse would split into (lower-case http(s) scheme, this netloc,
-# this path, no params): origin, netloc and path. Brackets, userinfo, a backslash, ";" and a
-# non-ASCII netloc (checked after) take urlparse itself.
-_PLAIN_BASE = re.compile(r"(https?://([^/?#;@\[\]\\]+))(/[^?#;]*|)(?:\?|$)")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+# ASCII bytes the special-query percent-encode set holds (C0, space, '"', '#', "'", '<', '>').
+_QUERY_ENCODE = frozenset((*range(0x21), 0x22, 0x23, 0x27, 0x3C, 0x3E, 0x7F))
+_PCT = [f"%{b:02X}" if b >= 0x80 or b in _QUERY_ENCODE else chr(b) for b in range(256)]
+_UTF8_OUTPUT = frozenset(("utf-8", "utf-16-le", "utf-16-be", "utf-16"))
 
 
 @dataclass(slots=True, frozen=True)
 class Base:
-    """A document base URL, pre-split once per page for the fast paths.
+    """A document base URL, parsed once per page.
 
-    ``url`` is the cleaned, fragment-free base handed to ``urljoin`` ("" when it cannot be
-    parsed). For an http(s) base, ``origin`` is ``scheme://host``, ``segments`` the directory
-    segments urljoin merges relative paths into, and ``directory`` the origin plus the path up
-    to its last ``/`` when plain concatenation equals urljoin's result (no ``/.`` or ``//`` in
-    the base path). Empty strings and tuples disable the corresponding fast path.
+    ``url`` is its WHATWG serialisation without the fragment ("" when it cannot be parsed);
+    ``parsed`` the parsed URL (None then). For an http(s) base, ``origin`` is
+    ``scheme://host[:port]`` and ``directory`` the URL up to the last ``/`` of its path: the
+    fast paths append to them (empty strings disable them). ``encoding`` is the Python codec
+    of the page for query strings, None for UTF-8.
     """
 
     url: str
+    parsed: can_ada.URL | None = None
     origin: str = ""
     directory: str = ""
-    segments: tuple[str, ...] = ()
+    encoding: str | None = None
 
     @classmethod
-    def of(cls, url: str) -> Base:
-        """Split ``url`` (a page URL or a resolved ``<base href>``)."""
-        url = clean_href(url)
-        plain_url = _PLAIN_BASE.match(url)
-        if plain_url is not None and plain_url[2].isascii():  # a page URL: nearly always
-            origin, path = plain_url.group(1, 3)
-        else:
-            try:
-                parts = urlparse(url)  # as urljoin splits it: ";params" leave the last segment
-            except ValueError:
-                return cls("")
-            if parts.scheme not in _HTTP_SCHEMES or not parts.netloc:
-                return cls(url)
-            origin = f"{parts.scheme}://{parts.netloc}"
-            path = parts.path
-        segments = path.split("/")
-        if segments[-1]:
-            del segments[-1]
-        plain = "/." not in path and "//" not in path
-        directory = origin + path[: path.rfind("/") + 1] if path else origin + "/"
-        return cls(url, origin, directory if plain else "", tuple(segments))
-
-
-def clean_href(href: str) -> str:
-    """Strip C0 controls and spaces at both ends, remove tab/CR/LF, drop the fragment."""
-    href = href.strip(_C0_OR_SPACE)
-    if "\t" in href or "\n" in href or "\r" in href:
-        href = href.translate(_TAB_OR_NEWLINE)
-    hash_at = href.find("#")
-    return href if hash_at < 0 else href[:hash_at]
+    def of(cls, url: str, encoding: str | None = None) -> Base:
+        """Parse ``url`` (a page URL or a resolved ``<base href>``); ``encoding`` is the
+        page's Python codec name (None, UTF-8 and UTF-16 all mean UTF-8)."""
+        if encoding is not None and codecs.lookup(encoding).name in _UTF8_OUTPUT:
+            encoding = None
+        try:
+            parsed = can_ada.parse(url)
+        except (ValueError, TypeError):
+            return cls("", None, encoding=encoding)
+        href = _without_fragment(parsed.href)
+        if parsed.protocol not in _HTTP_PROTOCOLS or parsed.has_credentials():
+            return cls(href, parsed, encoding=encoding)  # no fast paths (they drop userinfo)
+        origin = parsed.origin
+        path = parsed.pathname
+        return cls(href, parsed, origin, origin + path[: path.rfind("/") + 1], encoding)
 
 
 def resolve(base: Base, href: str) -> str | None:
     """Absolute http(s) URL for ``href`` on a page with ``base``, or None to skip the link."""
     url = _as_it_stands(base, href)
     if url is None:
-        href = clean_href(href)
-        url = _fast(base, href) if href else None
-        if url is None:
-            url = _slow(base, href)
+        url = _whatwg(base, href)
     if url is None or len(url) > MAX_URL_CHARS:
         return None
     return url
 
 
 def _as_it_stands(base: Base, href: str) -> str | None:
-    """The commonest shapes, already clean, in one regular-expression match: an absolute URL
-    returned unchanged, a root-relative or relative path appended to the origin or directory.
-    None when ``href`` is anything else (:func:`_fast` and :func:`_slow` decide)."""
-    if _CLEAN_ABSOLUTE.fullmatch(href) is not None:
-        return href
-    if href[:1] == "/":
-        if base.origin and _CLEAN_ROOTED.fullmatch(href) is not None and "/." not in href:
-            return base.origin + href
-    elif (
-        base.directory
-        and _CLEAN_RELATIVE.fullmatch(href) is not None
-        and "/." not in href
-        and "//" not in href
-    ):
-        return base.directory + href
-    return None
-
-
-def _fast(base: Base, href: str) -> str | None:
-    """The urljoin result when ``href`` has a common shape, None to take the slow path.
-
-    Plain ``str.find`` calls rather than a regular expression: about twice as fast here.
-    """
-    path_end = href.find("?")
-    if path_end < 0:
-        path_end = len(href)
-    elif path_end == len(href) - 1:  # a bare "?", which urljoin drops
+    """The commonest shapes, already in WHATWG form, in one regular-expression match: an
+    absolute URL returned unchanged, a root-relative or relative path appended to the origin
+    or directory. None when ``href`` is anything else (:func:`_whatwg` decides)."""
+    first = href[:1]
+    if first == "h" and _CLEAN_ABSOLUTE.fullmatch(href) is not None:
+        joined = href
+        if "xn--" in href:
+            return None
+    elif not base.directory:
         return None
-    if href.find(";", 0, path_end) >= 0:
-        return None
-    if href.startswith(_HTTP_PREFIXES):
-        return _absolute(href, path_end)
-    if not base.origin or href[0] == "?" or href.startswith("//"):
-        return None
-    path = href[:path_end]
-    if href[0] == "/":
-        if "/." not in path:
-            return base.origin + href
-        return base.origin + _merge_path(None, path) + href[path_end:]
-    if ":" in path:  # perhaps a scheme
-        return None
-    if base.directory and href[0] != "." and "/." not in path and "//" not in path:
-        return base.directory + href
-    return base.origin + _merge_path(base.segments, path) + href[path_end:]
-
-
-def _merge_path(base_segments: tuple[str, ...] | None, path: str) -> str:
-    """urljoin's path merge and dot-segment removal (CPython 3.11), quirks included.
-
-    ``base_segments`` is None for an absolute ``path``. Relative paths collapse empty
-    segments, as urljoin does (``a//b`` becomes ``a/b``).
-    """
-    if base_segments is None:
-        segments = path.split("/")
+    elif first == "/":
+        if _CLEAN_ROOTED.fullmatch(href) is None:
+            return None
+        joined = base.origin + href
+    elif _CLEAN_RELATIVE.fullmatch(href) is not None:
+        joined = base.directory + href
     else:
-        segments = [*base_segments, *path.split("/")]
-        segments[1:-1] = filter(None, segments[1:-1])
-    resolved: list[str] = []
-    for segment in segments:
-        if segment == "..":
-            if resolved:
-                resolved.pop()
-        elif segment != ".":
-            resolved.append(segment)
-    if segments[-1] in (".", ".."):
-        resolved.append("")
-    merged = "/".join(resolved) or "/"
-    return merged if merged.startswith("/") else "/" + merged
-
-
-def _absolute(href: str, path_end: int) -> str | None:
-    """``href`` with a lower-case scheme when urlsplit would accept its host unchanged."""
-    start = 7 if href[4] == ":" else 8  # past "http://" or "https://", in any case
-    host_end = href.find("/", start, path_end)
-    host = href[start : path_end if host_end < 0 else host_end]
-    if not host or not host.isascii() or "[" in host or "]" in host:
         return None
-    if href.startswith(_LOWER_PREFIXES):  # nearly always: no copy
-        return href
-    return href[:start].lower() + href[start:]
+    if "/." in href or ("%2" in href and ("%2e" in href or "%2E" in href)):
+        return None  # a dot segment, perhaps escaped (the WHATWG parser reads %2e as ".")
+    return joined
 
 
-def _slow(base: Base, href: str) -> str | None:
-    """Resolve with urljoin; None when it raises or the result is not http(s)."""
+def _whatwg(base: Base, href: str) -> str | None:
+    """Resolve with the WHATWG parser; None when it fails or the result is not http(s)."""
     scheme = _SCHEME.match(href)
-    if scheme is not None and scheme[1].lower() not in _HTTP_SCHEMES:
-        return None
+    if scheme is not None and scheme[1].lower() not in ("http", "https"):
+        return None  # javascript:, mailto:, data:, ...: never an http(s) URL
+    if base.encoding is not None and not href.isascii():
+        href = _encode_query(href, base.encoding)
     try:
-        if not base.url:  # urljoin returns href unparsed: validate it ourselves
-            urlsplit(href)
-        joined = urljoin(base.url, href)
-    except ValueError:
+        url = can_ada.parse(href) if base.parsed is None else base.parsed + href
+    except (ValueError, TypeError):  # not a URL; a lone surrogate (TypeError)
         return None
-    return _http_only(joined)
+    if url.protocol not in _HTTP_PROTOCOLS:
+        return None
+    return _without_fragment(url.href)
 
 
-def _http_only(url: str) -> str | None:
-    """``url`` with its scheme lower-cased if it is http(s) with a host, else None."""
-    scheme, _, rest = url.partition(":")
-    scheme = scheme.lower()
-    if scheme not in _HTTP_SCHEMES or not rest.startswith("//") or rest[2:3] in ("", "/", "?"):
-        return None
-    return f"{scheme}:{rest}"
+def _without_fragment(href: str) -> str:
+    """A serialised URL without its fragment (a ``#`` in it can only start the fragment)."""
+    hash_at = href.find("#")
+    return href if hash_at < 0 else href[:hash_at]
+
+
+def _encode_query(href: str, encoding: str) -> str:
+    """``href`` with the non-ASCII characters of its query percent-encoded in ``encoding``."""
+    end = href.find("#")
+    if end < 0:
+        end = len(href)
+    start = href.find("?", 0, end)
+    if start < 0:
+        return href
+    query = href[start:end]
+    if query.isascii():
+        return href
+    encoded = _NON_ASCII.sub(lambda run: _encode_run(run.group(), encoding), query)
+    return href[:start] + encoded + href[end:]
+
+
+def _encode_run(text: str, encoding: str) -> str:
+    """Percent-encode a run of non-ASCII characters in ``encoding``; a character it lacks
+    becomes ``%26%23<code point>%3B`` (the WHATWG URL Standard's "percent-encode after
+    encoding")."""
+    try:
+        return "".join([_PCT[b] for b in text.encode(encoding)])
+    except UnicodeEncodeError:
+        pass
+    out: list[str] = []
+    for char in text:
+        try:
+            out += [_PCT[b] for b in char.encode(encoding)]
+        except UnicodeEncodeError:
+            out.append(f"%26%23{ord(char)}%3B")
+    return "".join(out)
+
+
+_HIGH_BYTES = re.compile(r"[\x80-\xff]")
+
+
+def resolve_location(url: str, location: str) -> str | None:
+    """The http(s) URL a ``Location`` header value sends the response for ``url`` to, or None.
+
+    Header values reach us decoded as ISO-8859-1, one character per byte. A raw non-ASCII
+    byte is percent-encoded as it is, as libcurl and browsers request it (``/caf\\xC3\\xA9``
+    is ``/caf%C3%A9``), never encoded once more as UTF-8 (``/caf%C3%83%C2%A9``); the value
+    is then resolved against ``url`` like a link on a UTF-8 page.
+    """
+    if not location.isascii():
+        location = _HIGH_BYTES.sub(lambda byte: f"%{ord(byte.group()):02X}", location)
+    return resolve(Base.of(url), location)

@@ -43,7 +43,7 @@ pytestmark = pytest.mark.timeout(10)
         (pycurl.E_BAD_CONTENT_ENCODING, ErrorKind.PROTOCOL),
         (pycurl.E_HTTP2, ErrorKind.PROTOCOL),
         (8, ErrorKind.PROTOCOL),  # WEIRD_SERVER_REPLY
-        (92, ErrorKind.PROTOCOL),  # HTTP2_STREAM
+        (92, ErrorKind.TRUNCATED),  # HTTP2_STREAM: a stream reset (see test_url_standards.py)
         (pycurl.E_COULDNT_RESOLVE_PROXY, ErrorKind.PROXY),
         (97, ErrorKind.PROXY),  # CURLE_PROXY
         (100, ErrorKind.TOO_LARGE),  # CURLE_TOO_LARGE

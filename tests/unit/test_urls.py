@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
-from urllib.parse import urljoin
 
+import can_ada
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from frontier_crawl.frontier import urls
@@ -109,15 +109,17 @@ def test_dot_segments(url: str, expected: str) -> None:
         ("http://a.demo/%%41", "http://a.demo/%25A"),
         # characters not allowed in the component are encoded (UTF-8)
         ("http://a.demo/a b", "http://a.demo/a%20b"),
-        ('http://a.demo/"<>\\^`{|}', "http://a.demo/%22%3C%3E%5C%5E%60%7B%7C%7D"),
+        ('http://a.demo/"<>^`{|}', "http://a.demo/%22%3C%3E%5E%60%7B%7C%7D"),
+        ('http://a.demo/?"<>\\^`{|}', "http://a.demo/?%22%3C%3E%5C%5E%60%7B%7C%7D"),
         ("http://a.demo/caf\u00e9", "http://a.demo/caf%C3%A9"),
         ("http://a.demo/\u65e5\u672c", "http://a.demo/%E6%97%A5%E6%9C%AC"),
         ("http://a.demo/a\x00b\x7f", "http://a.demo/a%00b%7F"),
         ("http://a.demo/?q=caf\u00e9 1", "http://a.demo/?q=caf%C3%A9%201"),
-        # reserved characters left alone; '?' allowed in the query
+        # reserved characters left alone; '?' allowed in the query; "'" in the query is
+        # encoded by the WHATWG parser (the query percent-encode set of http and https)
         (
             "http://a.demo/!$&'()*+,;=:@[]/x?a=?/:@!$'()*+,;[]",
-            "http://a.demo/!$&'()*+,;=:@[]/x?a=?/:@!$'()*+,;[]",
+            "http://a.demo/!$&'()*+,;=:@[]/x?a=?/:@!$%27()*+,;[]",
         ),
     ],
 )
@@ -158,9 +160,6 @@ def test_hosts(url: str, expected: str) -> None:
         "//example.com/",
         "/relative/path",
         "",
-        "http:example.com",
-        "http:/example.com/",
-        "http:///path",
         "http://",
         "http://:80/",
         "http://user@/",
@@ -190,7 +189,6 @@ def test_not_crawlable(url: str) -> None:
         "http://example..com/",
         "http://.example.com/",
         "http://example.com../",
-        "http://a.demo\\@evil.com/",
         "http://ex%2Fample.com/",
         "http://ex%zzample.com/",
         "http://ex%ffample.com/",
@@ -199,9 +197,7 @@ def test_not_crawlable(url: str) -> None:
         "http://xn--zz.example/",
         "http://\u00e9" + "a" * 70 + ".example/",
         "http://a\uff0fb.example/",
-        "http://01.2.3.4/",
         "http://256.1.1.1/",
-        "http://1.2.3/",
         "http://example.123/",
         "http://a.demo/\ud800",
         "http://a.demo/?q=\udfff",
@@ -209,6 +205,28 @@ def test_not_crawlable(url: str) -> None:
 )
 def test_invalid_host_port_or_encoding(url: str) -> None:
     assert _both_paths(url) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        # the WHATWG parser supplies the "//" of http(s) and skips extra slashes
+        ("http:example.com", "http://example.com/"),
+        ("http:/example.com/", "http://example.com/"),
+        ("http:///path", "http://path/"),
+        # a backslash is a slash before the query (so not part of the userinfo here)
+        ("http://a.demo\\@evil.com/", "http://a.demo/@evil.com/"),
+        ("http:\\\\a.demo\\b", "http://a.demo/b"),
+        # IPv4 in its other forms, as browsers read them
+        ("http://01.2.3.4/", "http://1.2.3.4/"),
+        ("http://1.2.3/", "http://1.2.0.3/"),
+        ("http://0x7f.1/", "http://127.0.0.1/"),
+        # RFC 5952: a single zero group is not compressed
+        ("http://[1:0:1:1:1:1:1:1]/", "http://[1:0:1:1:1:1:1:1]/"),
+    ],
+)
+def test_read_as_browsers_do(url: str, expected: str) -> None:
+    assert _both_paths(url) == expected
 
 
 def test_length_limit() -> None:
@@ -378,16 +396,16 @@ _BASES = st.builds(
 
 @HYPOTHESIS
 @given(_BASES, _REL)
-def test_join_agrees_with_urljoin(base: str, href: str) -> None:
-    # No empty segment and no empty authority ("//" alone), where urljoin leaves RFC 3986 (it
-    # drops empty segments and ignores an empty authority; join follows the RFC and browsers).
-    rest = href[4:] if href.startswith("//h.") else href
-    assume("//" not in rest)
-    assert join(base, href) == canonicalize(urljoin(base, href))
+def test_join_agrees_with_whatwg(base: str, href: str) -> None:
+    try:
+        expected = canonicalize((can_ada.parse(base) + href).href)
+    except ValueError:  # "//" alone: an empty host
+        expected = None
+    assert join(base, href) == expected
 
 
 _HREF_CHARS = st.sampled_from(
-    [*"/.?#%aZ0-_~:@ \\\u00e9", "..", "../", "./", "%41", "%2e", "%zz", "%c3%a9", "//x.demo"]
+    [*"/.?#%aZ0-_~:@ \\\u00e9'|", "..", "../", "./", "%41", "%2e", "%zz", "%c3%a9", "//x.demo"]
 )
 
 
