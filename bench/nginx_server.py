@@ -76,6 +76,14 @@ class LogEntry:
     def start(self) -> float:
         return self.end - self.duration
 
+    @classmethod
+    def parse(cls, line: str) -> LogEntry | None:
+        """One line of LOG_FORMAT, None if it is not one."""
+        parts = line.split(" ", 5)
+        if len(parts) != 6:
+            return None
+        return cls(float(parts[0]), float(parts[1]), parts[2], int(parts[3]), int(parts[4]), parts[5])
+
 
 class Nginx:
     """Start, stop and read the access log of one nginx serving ``site_root``."""
@@ -188,19 +196,4 @@ http {{
         with self.access_log.open("rb") as f:
             f.seek(offset)
             data = f.read().decode("utf-8", "replace")
-        out = []
-        for line in data.splitlines():
-            parts = line.split(" ", 5)
-            if len(parts) != 6:
-                continue
-            out.append(
-                LogEntry(
-                    float(parts[0]),
-                    float(parts[1]),
-                    parts[2],
-                    int(parts[3]),
-                    int(parts[4]),
-                    parts[5],
-                )
-            )
-        return out
+        return [e for e in map(LogEntry.parse, data.splitlines()) if e is not None]

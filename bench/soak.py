@@ -175,16 +175,8 @@ class LogTail:
         self.offset += end
         entries: list[LogEntry] = []
         for line in data[:end].decode("utf-8", "replace").splitlines():
-            parts = line.split(" ", 5)
-            if len(parts) == 6:
-                e = LogEntry(
-                    float(parts[0]),
-                    float(parts[1]),
-                    parts[2],
-                    int(parts[3]),
-                    int(parts[4]),
-                    parts[5],
-                )
+            e = LogEntry.parse(line)
+            if e is not None:
                 entries.append(e)
                 self.pages += e.status == 200 and e.uri != "/robots.txt"
         return entries

@@ -13,8 +13,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+from frontier_crawl.config import CrawlSettings, parse
 from frontier_crawl.demo.server import RequestLogEntry
 
 
@@ -124,3 +126,34 @@ class ScriptedServer:
                 pass
 
         return Handler
+
+
+def crawl_settings(
+    tmp_path: Path, seeds: list[str], resolve: list[str], **sections: Any
+) -> CrawlSettings:
+    """Settings for a crawl of a scripted server: the defaults, but for these (each test may
+    set more, and says why):
+
+    * ``min_delay_s`` 1.0 -> 0.01 and ``retry_backoff_s`` 2.0 -> 0.05: the policies are checked
+      from gaps between requests; at the defaults each test would take minutes;
+    * ``delay_factor`` 2.0 -> 0: the fixed delay, so each gap is the policy under test alone;
+    * ``robots_retry_s`` 30 -> 0.1: a robots.txt retry in seconds, not minutes;
+    * ``connect_timeout_s`` 10 -> 2, ``timeout_s`` 30 -> 5: nothing here should hang, and a
+      mistake fails the test fast;
+    * ``seen_capacity`` 10^8 -> 10^4: a Bloom filter for a few dozen URLs, not ~400 MB.
+    """
+    raw: dict[str, dict[str, Any]] = {
+        "crawl": {"seeds": seeds, "output_dir": str(tmp_path / "out")},
+        "politeness": {"min_delay_s": 0.01, "delay_factor": 0.0, "robots_retry_s": 0.1},
+        "fetch": {
+            "resolve": resolve,
+            "connect_timeout_s": 2.0,
+            "timeout_s": 5.0,
+            "retry_backoff_s": 0.05,
+        },
+        "frontier": {"seen_capacity": 10_000},
+        "output": {"progress_interval_s": 0.0},
+    }
+    for name, values in sections.items():
+        raw.setdefault(name, {}).update(values)
+    return parse(raw)

@@ -22,6 +22,8 @@ from typing import Self
 
 import msgspec
 
+from frontier_crawl.output.fsync import fsync_directory
+
 _FLUSH_BYTES = 1 << 16
 # U+0085, U+2028, U+2029 in UTF-8. These byte sequences only ever occur inside JSON strings.
 _LINE_BREAKS = (
@@ -76,7 +78,7 @@ class CrawlLog:
         created = not path.exists()
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if created:  # the new name itself must survive a power cut, not only the lines
-            _fsync_directory(path.parent)
+            fsync_directory(path.parent)
         self._flush_bytes = flush_bytes
         self._buffer = bytearray()
         self._encoder = msgspec.json.Encoder()
@@ -160,15 +162,3 @@ def _escaped(entry: LogEntry) -> LogEntry:
         if isinstance(value := getattr(entry, name), str)
     }
     return msgspec.structs.replace(entry, **changes)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make a new name in ``directory`` durable (no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -69,6 +69,7 @@ from warcio.warcwriter import WARCWriter
 from zlib_ng import zlib_ng
 
 from frontier_crawl import __version__
+from frontier_crawl.output.fsync import fsync_directory
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -324,7 +325,7 @@ class _Files:
         self._serial += 1
         self._file = open(self.directory / f"{self._name}.open", "xb")  # noqa: SIM115
         if self.durable:  # the name must survive a power cut too
-            _fsync_directory(self.directory)
+            fsync_directory(self.directory)
         serializer = _Serializer()
         info = serializer.create_warcinfo_record(self._name, self.info)
         self._file.write(_gzip_member(serializer.serialize(info), self.level, self.compressor))
@@ -338,7 +339,7 @@ class _Files:
         self._file = None
         final = self.directory / self._name
         os.replace(self.directory / f"{self._name}.open", final)
-        _fsync_directory(self.directory)
+        fsync_directory(self.directory)
         self.synced = self.appended
         self.paths.append(final)
 
@@ -788,15 +789,3 @@ def _check_prefix(prefix: str) -> None:
     """A prefix is a plain file-name part: files must stay inside the directory."""
     if not prefix or prefix in (".", "..") or any(c in prefix for c in "/\\\x00"):
         raise ValueError(f"warc prefix must be a plain file name part, got {prefix!r}")
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make a rename durable (no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -7,45 +7,18 @@ import itertools
 import json
 import socket
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from frontier_crawl.config import parse
 from frontier_crawl.demo.server import CLOCK_TOLERANCE_S, RequestLogEntry
 from frontier_crawl.engine import Engine
 from tests.scripted_server import NOT_FOUND, Answer, ScriptedServer, page
+from tests.scripted_server import crawl_settings as settings
 
 SLOW_S = 0.1
 BACKOFF_S = 2.0  # well above any adaptive delay here, even on a loaded machine
 
 
-def settings(tmp_path: Path, seeds: list[str], resolve: list[str], **sections: Any) -> Any:
-    """The defaults, but for these (each test may set more, and says why):
-
-    * ``min_delay_s`` 1.0 -> 0.01 and ``retry_backoff_s`` 2.0 -> 0.05: the policies are checked
-      from gaps between requests; at the defaults each test would take minutes;
-    * ``delay_factor`` 2.0 -> 0: the fixed delay, so each gap is the policy under test alone;
-    * ``robots_retry_s`` 30 -> 0.1: a robots.txt retry in seconds, not minutes;
-    * ``connect_timeout_s`` 10 -> 2, ``timeout_s`` 30 -> 5: nothing here should hang, and a
-      mistake fails the test fast;
-    * ``seen_capacity`` 10^8 -> 10^4: a Bloom filter for a few dozen URLs, not ~400 MB.
-    """
-    raw: dict[str, dict[str, Any]] = {
-        "crawl": {"seeds": seeds, "output_dir": str(tmp_path / "out")},
-        "politeness": {"min_delay_s": 0.01, "delay_factor": 0.0, "robots_retry_s": 0.1},
-        "fetch": {
-            "resolve": resolve,
-            "connect_timeout_s": 2.0,
-            "timeout_s": 5.0,
-            "retry_backoff_s": 0.05,
-        },
-        "frontier": {"seen_capacity": 10_000},
-        "output": {"progress_interval_s": 0.0},
-    }
-    for name, values in sections.items():
-        raw.setdefault(name, {}).update(values)
-    return parse(raw)
 
 
 def gaps(log: list[RequestLogEntry], host: str) -> list[tuple[str, float]]:

@@ -11,31 +11,25 @@ from typing import Any
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from frontier_crawl.config import parse
 from frontier_crawl.demo.server import CLOCK_TOLERANCE_S, RequestLogEntry
 from frontier_crawl.engine import Engine
-from tests.scripted_server import NOT_FOUND, Answer, Script, ScriptedServer, page
+from tests.scripted_server import (
+    NOT_FOUND,
+    Answer,
+    Script,
+    ScriptedServer,
+    crawl_settings,
+    page,
+)
 
 HOST = "r.test"
 TEXT = (("Content-Type", "text/plain"),)
 
 
 def settings(tmp_path: Path, srv: ScriptedServer, seeds: list[str], **sections: Any) -> Any:
-    raw: dict[str, dict[str, Any]] = {
-        "crawl": {"seeds": [srv.url(HOST, s) for s in seeds], "output_dir": str(tmp_path / "out")},
-        "politeness": {"min_delay_s": 0.01, "delay_factor": 0.0, "robots_retry_s": 0.1},
-        "fetch": {
-            "resolve": srv.resolve(HOST),
-            "connect_timeout_s": 2.0,
-            "timeout_s": 5.0,
-            "retry_backoff_s": 0.05,
-        },
-        "frontier": {"seen_capacity": 10_000},
-        "output": {"progress_interval_s": 0.0},
-    }
-    for name, values in sections.items():
-        raw.setdefault(name, {}).update(values)
-    return parse(raw)
+    return crawl_settings(
+        tmp_path, [srv.url(HOST, s) for s in seeds], srv.resolve(HOST), **sections
+    )
 
 
 def crawl(tmp_path: Path, script: Script, seeds: list[str], **sections: Any) -> tuple[
