@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -113,3 +115,21 @@ def running(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+#: the crawler's default free-space floor (output.min_free_bytes), plus room for the tests' files
+_FREE_NEEDED = (1 << 30) + (512 << 20)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Stop at once, saying why, where the temporary directory's filesystem has less room than
+    the crawler's default free-space floor: every test crawl would pause (as it should) and the
+    tests would time out instead of failing clearly."""
+    st = os.statvfs(tempfile.gettempdir())
+    free = st.f_bavail * st.f_frsize
+    if free < _FREE_NEEDED:
+        pytest.exit(
+            f"{tempfile.gettempdir()} has {free >> 20} MiB free; the tests need "
+            f"{_FREE_NEEDED >> 20} MiB (the crawls' default output.min_free_bytes is 1 GiB)",
+            returncode=3,
+        )
