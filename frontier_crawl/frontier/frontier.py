@@ -12,7 +12,8 @@ Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
   LMDB queue. One global budget (``memory_urls``) caps the hot entries of all hosts together;
   past it, new URLs stay only in LMDB (``unloaded``) and are read back in batches when the host's
   deque runs dry (``loaded_upto`` remembers where the in-memory prefix ends). A host with nothing
-  queued keeps no deque and no parsed robots.txt, so idle hosts cost ~200 bytes each.
+  queued keeps no deque and no parsed robots.txt, so an idle host costs ~280 bytes (its
+  HostQueue is 216, its origin string and dict entry the rest).
 * A host is in exactly one :class:`HostState`. READY hosts wait in a FIFO, SNOOZED hosts in a heap
   ordered by wake time, BUSY hosts (all connections used, or robots.txt in flight) in neither, so
   a waiting host never holds a fetch slot. :meth:`Frontier._settle` is the one transition.
