@@ -51,6 +51,7 @@ from frontier_crawl.output import (
     iso_time,
     truncation_reason,
     write_report,
+    write_report_html,
 )
 from frontier_crawl.output.recover import recover_lines, recover_warcs, set_aside
 from frontier_crawl.output.space import RESUME_MARGIN, LowSpace, SpaceMonitor, human_bytes
@@ -158,6 +159,10 @@ class Layout:
     @property
     def report(self) -> Path:
         return self.root / "report.json"
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / "report.html"
 
 
 class PeersLike(Protocol):
@@ -382,6 +387,7 @@ class Engine:
         exception aborts the open group commit and propagates."""
         s = self.settings
         previous = self._install_signals()
+        self.stats.begin_run(time.time())  # the report's pages over time: when it ran
         try:
             # in the first group: a seed's crawl-log line (a rejected one) is synced with it
             self._open_group(time.monotonic())
@@ -720,6 +726,9 @@ class Engine:
         self._dirty = True
         if held_s > 0:
             self.stats.record_hold(ticket.url, held_s)
+        if not ticket.robots:  # the report's slowest and most failing hosts
+            failed = outcome is Outcome.FAILED or r.status >= 500
+            self.stats.record_host(ticket.origin, r.duration_s, failed)
         error = r.error.value if r.error is not None else None
         nbytes = len(r.body) if r.not_modified is None else 0  # a 304 brought no payload
         counted = (outcome.value, r.status, error, nbytes)
@@ -832,6 +841,7 @@ class Engine:
         report["write_error"] = self._write_error or None
         try:
             write_report(self.layout.report, report)
+            write_report_html(self.layout.report_html, report)
         except OSError as exc:
             self._failed(OSError(exc.errno, f"writing {self.layout.report}: {exc}"))
             report["write_error"] = self._write_error

@@ -38,7 +38,7 @@ from frontier_crawl.config import CrawlSettings
 from frontier_crawl.engine import Engine, set_aside_state
 from frontier_crawl.frontier import DamagedState, StateMismatch
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox, owner_of
-from frontier_crawl.output import write_report
+from frontier_crawl.output import merge_rate_buckets, write_report, write_report_html
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +210,7 @@ class Coordinator:
             report["complete"] = False
             report["failed_workers"] = failed
         write_report(self.root / "report.json", report)
+        write_report_html(self.root / "report.html", report)
         return report
 
     def _snapshot(self) -> tuple[int, ...]:
@@ -258,6 +259,13 @@ def merge_reports(reports: list[Mapping[str, Any]]) -> dict[str, Any]:
     merged["stopped_by_signal"] = any(r.get("stopped_by_signal") for r in reports)
     merged["stopped_for_low_space"] = any(r.get("stopped_for_low_space") for r in reports)
     merged["write_error"] = next((r["write_error"] for r in reports if r.get("write_error")), None)
+    # each worker's pages over time, on the coarsest bucket width of them all, summed
+    merged["rate_bucket_s"], merged["pages_over_time"] = merge_rate_buckets(
+        [(float(r.get("rate_bucket_s", 60.0)), r.get("pages_over_time", [])) for r in reports]
+    )
+    for key, order in (("slowest_hosts", "mean_fetch_s"), ("failing_hosts", "failures")):
+        rows = [row for r in reports for row in r.get(key, [])]  # hosts are partitioned
+        merged[key] = sorted(rows, key=lambda row: -row.get(order, 0))[:10]
     return merged
 
 

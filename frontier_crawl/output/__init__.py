@@ -1,8 +1,16 @@
-"""Output: WARC files, the JSONL crawl log and the final report (imports only config)."""
+"""Output: WARC files, the JSONL crawl log and the final report, as JSON and HTML (imports only
+config)."""
 
 from frontier_crawl.output.crawllog import CrawlLog, LogEntry, iso_time
 from frontier_crawl.output.outcomes import Outcome
-from frontier_crawl.output.report import CrawlStats, config_warnings, render_report, write_report
+from frontier_crawl.output.report import (
+    CrawlStats,
+    config_warnings,
+    merge_rate_buckets,
+    render_report,
+    write_report,
+)
+from frontier_crawl.output.report_html import report_html, write_report_html
 from frontier_crawl.output.warc import ArchiveRecord, Revisit, WarcWriter, truncation_reason
 
 __all__ = [
@@ -15,7 +23,10 @@ __all__ = [
     "WarcWriter",
     "config_warnings",
     "iso_time",
+    "merge_rate_buckets",
     "render_report",
+    "report_html",
     "truncation_reason",
     "write_report",
+    "write_report_html",
 ]

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,10 +30,27 @@ if TYPE_CHECKING:
 _STATUS_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
 HOLDS_KEPT = 20  #: the URLs that held their hosts longest, kept for the report
 _TIMEOUT = "timeout"
+RATE_BUCKET_S = 60.0  #: width of a pages-over-time bucket at first (doubled as they merge)
+MAX_RATE_BUCKETS = 1000  #: past this many buckets, neighbours are merged pairwise
+MAX_RUNS = 1000  #: runs remembered (for the rate of each bucket); the oldest merge past this
+#: hosts tallied for the report's slowest and most failing hosts; past twice this many, the
+#: table is cut back to the HOSTS_KEPT most failing and HOSTS_KEPT slowest (a bounded sketch:
+#: a host cut early and failing later is counted from then on)
+HOSTS_KEPT = 200
+HOSTS_SHOWN = 10  #: hosts listed in the report, per list
 
 
 def _zero_classes() -> dict[str, int]:
     return dict.fromkeys(_STATUS_CLASSES, 0)
+
+
+@dataclass(slots=True)
+class HostTally:
+    """One host's counts, for the slowest and most failing hosts of the report."""
+
+    pages: int = 0  #: final results (any outcome but robots.txt fetches)
+    failures: int = 0  #: final results that failed (transfer error or HTTP status >= 500)
+    fetch_s: float = 0.0  #: transfer time of those results, summed
 
 
 @dataclass(slots=True)
@@ -58,6 +76,72 @@ class CrawlStats:
     #: URL -> seconds it held its host beyond the politeness delay (the longest HOLDS_KEPT)
     holds: dict[str, float] = field(default_factory=dict)
     held_s: float = 0.0  #: all such holds, summed
+    #: pages fetched over the crawl's whole life (every run): ``[bucket start (unix s), pages]``
+    #: in time order, each bucket ``rate_bucket_s`` wide (bounded: see ``record_page_at``)
+    rate_buckets: list[list[float]] = field(default_factory=list)
+    rate_bucket_s: float = RATE_BUCKET_S
+    #: ``[start, last page]`` (unix s) of each run, so a bucket's rate divides by the time the
+    #: crawl was running in it, not its width (the oldest merge past MAX_RUNS)
+    runs: list[list[float]] = field(default_factory=list)
+    hosts: dict[str, HostTally] = field(default_factory=dict)  #: bounded: HOSTS_KEPT
+
+    def begin_run(self, now: float) -> None:
+        """A run (this process's part of the crawl) starts at unix time ``now``."""
+        self.runs.append([now, now])
+        if len(self.runs) > MAX_RUNS:
+            first, second = self.runs[0], self.runs.pop(1)
+            first[1] = second[1]
+
+    def record_page_at(self, when: float) -> None:
+        """One page fetched at unix time ``when`` (its bucket of the pages-over-time series).
+
+        At most MAX_RATE_BUCKETS buckets: past that, the width doubles and neighbours merge,
+        so a crawl of any length keeps its whole life at a coarser grain."""
+        if not self.runs:
+            self.runs.append([when, when])
+        run = self.runs[-1]
+        run[1] = max(run[1], when)
+        width = self.rate_bucket_s
+        start = when - when % width
+        buckets = self.rate_buckets
+        if buckets and buckets[-1][0] >= start:  # this bucket (or the clock went back)
+            buckets[-1][1] += 1
+            return
+        buckets.append([start, 1])
+        if len(buckets) > MAX_RATE_BUCKETS:
+            self._coarsen()
+
+    def _coarsen(self) -> None:
+        """Double the bucket width, merging the buckets that fall into one."""
+        self.rate_bucket_s, self.rate_buckets = _rebucket(self.rate_buckets, self.rate_bucket_s * 2)
+
+    def pages_over_time(self) -> list[list[float]]:
+        """``[bucket start, pages, seconds the crawl ran in it]`` per bucket (for the report)."""
+        width, runs = self.rate_bucket_s, self.runs
+        out: list[list[float]] = []
+        for start, pages in self.rate_buckets:
+            end = start + width
+            ran = sum(max(0.0, min(end, b) - max(start, a)) for a, b in runs)
+            out.append([int(start), int(pages), round(ran, 3)])
+        return out
+
+    def record_host(self, host: str, fetch_s: float, failed: bool) -> None:
+        """One final result of ``host`` (for the slowest and most failing hosts)."""
+        tally = self.hosts.get(host)
+        if tally is None:
+            tally = self.hosts[host] = HostTally()
+            if len(self.hosts) > 2 * HOSTS_KEPT:
+                self._prune_hosts()
+        tally.pages += 1
+        tally.failures += failed
+        tally.fetch_s += fetch_s
+
+    def _prune_hosts(self) -> None:
+        """Keep the HOSTS_KEPT most failing and the HOSTS_KEPT slowest hosts."""
+        hosts = self.hosts
+        keep = set(sorted(hosts, key=lambda h: -hosts[h].failures)[:HOSTS_KEPT])
+        keep.update(sorted(hosts, key=lambda h: -_mean_s(hosts[h]))[:HOSTS_KEPT])
+        self.hosts = {h: t for h, t in hosts.items() if h in keep}
 
     def record_hold(self, url: str, seconds: float) -> None:
         """A URL whose responses held its host (Retry-After, backoff) for ``seconds``."""
@@ -87,6 +171,7 @@ class CrawlStats:
         """Bump the counter of ``outcome`` (unknown outcomes are ignored)."""
         if outcome == Outcome.FETCHED:
             self.pages += 1
+            self.record_page_at(time.time())
         elif outcome == Outcome.NOT_MODIFIED:
             self.not_modified += 1
         elif outcome == Outcome.HTTP_ERROR:
@@ -129,7 +214,62 @@ class CrawlStats:
                 {"url": url, "held_s": round(held, 3)}
                 for url, held in sorted(self.holds.items(), key=lambda kv: -kv[1])
             ],
+            "rate_bucket_s": self.rate_bucket_s,
+            "pages_over_time": self.pages_over_time(),
+            "runs": len(self.runs),
+            "slowest_hosts": self._host_rows(lambda t: (_mean_s(t), t.pages)),
+            "failing_hosts": self._host_rows(lambda t: (t.failures, t.pages), failing=True),
         }
+
+    def _host_rows(
+        self, key: Callable[[HostTally], tuple[float, int]], failing: bool = False
+    ) -> list[dict[str, object]]:
+        """The HOSTS_SHOWN hosts first by ``key``, as report rows."""
+        rows = sorted(self.hosts.items(), key=lambda kv: key(kv[1]), reverse=True)
+        return [
+            {
+                "host": host,
+                "pages": t.pages,
+                "failures": t.failures,
+                "mean_fetch_s": round(_mean_s(t), 4),
+            }
+            for host, t in rows[:HOSTS_SHOWN]
+            if not failing or t.failures
+        ]
+
+
+def _rebucket(buckets: list[list[float]], width: float) -> tuple[float, list[list[float]]]:
+    """``[start, pages]`` buckets (in time order) regrouped ``width`` wide."""
+    merged: list[list[float]] = []
+    for start, pages in buckets:
+        start = start - start % width
+        if merged and merged[-1][0] == start:
+            merged[-1][1] += pages
+        else:
+            merged.append([start, pages])
+    return width, merged
+
+
+def merge_rate_buckets(series: list[tuple[float, object]]) -> tuple[float, list[list[float]]]:
+    """Several reports' ``(rate_bucket_s, pages_over_time)`` as one (worker processes): on
+    the widest bucket width of them, pages summed, the running time the longest of them."""
+    width = max((w for w, _ in series if w > 0), default=RATE_BUCKET_S)
+    while True:
+        merged: dict[int, list[float]] = {}
+        for _, points in series:
+            for point in points if isinstance(points, list) else ():
+                if isinstance(point, list | tuple) and len(point) == 3:
+                    start = int(point[0] - point[0] % width)
+                    slot = merged.setdefault(start, [0.0, 0.0])
+                    slot[0] += point[1]
+                    slot[1] = max(slot[1], point[2])
+        if len(merged) <= MAX_RATE_BUCKETS:
+            return width, [[t, int(n), ran] for t, (n, ran) in sorted(merged.items())]
+        width *= 2
+
+
+def _mean_s(t: HostTally) -> float:
+    return t.fetch_s / t.pages if t.pages else 0.0
 
 
 def config_warnings(settings: CrawlSettings) -> list[str]:

@@ -1,0 +1,354 @@
+"""``report.html``: the final report as one self-contained page to look at.
+
+Written beside ``report.json`` from the same dict (:func:`write_report_html`), at the end of a
+crawl and on ``ctl status --html``. Everything is inline: CSS in a ``<style>``, the charts as
+SVG drawn here, no script, no font, no image, nothing loaded from anywhere (the page carries a
+``Content-Security-Policy`` that forbids it, so a browser opening it from disk fetches nothing).
+Every string that came from the crawl (host names, URLs, error kinds, warnings) is escaped:
+they are chosen by the sites crawled.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+#: the chart's drawing area, in SVG user units (it scales to the page width)
+_W, _H, _PAD_L, _PAD_B, _PAD_T = 900, 240, 56, 28, 12
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+def write_report_html(path: Path, report: Mapping[str, object]) -> None:
+    """Write ``report`` as a self-contained HTML page at ``path``, atomically."""
+    text = report_html(report)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _e(value: object) -> str:
+    """``value`` as escaped HTML text (quotes too: also safe inside attributes)."""
+    return html.escape(str(value), quote=True)
+
+
+def _num(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def _bytes(n: object) -> str:
+    if not isinstance(n, int | float):
+        return str(n)
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if size < 1000 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} TB"  # pragma: no cover
+
+
+def _duration(seconds: object) -> str:
+    if not isinstance(seconds, int | float):
+        return str(seconds)
+    s = int(seconds)
+    if s < 120:
+        return f"{float(seconds):.1f} s"
+    h, rem = divmod(s, 3600)
+    return f"{h} h {rem // 60} min" if h else f"{rem // 60} min {rem % 60} s"
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _rows(value: object) -> list[Mapping[str, object]]:
+    return [r for r in value if isinstance(r, Mapping)] if isinstance(value, list) else []
+
+
+def report_html(report: Mapping[str, object]) -> str:
+    """The page for ``report`` (a ``report.json`` dict; missing keys show as absent)."""
+    get = report.get
+    complete = get("complete")
+    state = (
+        "complete" if complete
+        else "stopped by a signal" if get("stopped_by_signal")
+        else "stopped: write failed" if get("write_error")
+        else "stopped for low disk space" if get("stopped_for_low_space")
+        else "incomplete"
+    )  # fmt: skip
+    cards = [
+        ("pages fetched", _num(get("fetched", 0))),
+        ("pages / s (whole crawl)", _num(get("pages_per_s", 0.0))),
+        ("crawl time", _duration(get("elapsed_s", 0.0))),
+        ("downloaded", _bytes(get("bytes", 0))),
+        ("hosts held (Retry-After, backoff)", _duration(get("host_held_s", 0.0))),
+    ]
+    parts = [
+        _head(f"frontier-crawl report: {get('output_dir', '')}"),
+        "<header><h1>frontier-crawl report</h1>",
+        f'<p class="sub"><span class="badge {"ok" if complete else "warn"}">{_e(state)}</span>'
+        f" {_e(get('output_dir', ''))}</p></header>",
+        '<section class="cards">',
+        *(f'<div class="card"><div class="v">{_e(v)}</div><div class="k">{_e(k)}</div></div>'
+          for k, v in cards),
+        "</section>",
+        _warnings(get("warnings"), get("write_error")),
+        '<section><h2>Pages per second over the crawl\'s life</h2>',
+        _rate_chart(get("pages_over_time"), get("rate_bucket_s")),
+        "</section>",
+        '<section class="two">',
+        _bars("Outcomes", _mapping(get("outcomes")), "outcome"),
+        _bars("Errors by kind", _mapping(get("errors_by_kind")), "error"),
+        "</section>",
+        '<section class="two">',
+        _bars("HTTP status classes", _mapping(get("status_classes")), "status"),
+        _time_went(report),
+        "</section>",
+        '<section class="two">',
+        _host_table("Slowest hosts (mean fetch time)", _rows(get("slowest_hosts")),
+                    ("host", "pages", "mean_fetch_s", "failures")),
+        _host_table("Most failing hosts", _rows(get("failing_hosts")),
+                    ("host", "failures", "pages", "mean_fetch_s")),
+        "</section>",
+        _host_table("URLs that held their hosts longest (Retry-After, backoff)",
+                    _rows(get("held_by")), ("url", "held_s")),
+        _details(report),
+        "</body></html>\n",
+    ]  # fmt: skip
+    return "\n".join(p for p in parts if p)
+
+
+def _head(title: str) -> str:
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{_CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{_e(title)}</title>
+<style>
+:root {{ --bg:#f6f7f9; --fg:#1d2330; --mute:#6b7280; --card:#fff; --line:#e3e6eb;
+        --acc:#2563eb; --bad:#dc2626; --ok:#15803d; --warn:#b45309; }}
+* {{ box-sizing: border-box; }}
+body {{ margin: 0 auto; max-width: 1100px; padding: 24px; background: var(--bg); color: var(--fg);
+       font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; }}
+h1 {{ margin: 0; font-size: 24px; }} h2 {{ font-size: 15px; margin: 0 0 10px; }}
+.sub {{ color: var(--mute); margin: 4px 0 18px; word-break: break-all; }}
+.badge {{ display: inline-block; padding: 1px 8px; border-radius: 10px; color: #fff;
+         font-weight: 600; }}
+.badge.ok {{ background: var(--ok); }} .badge.warn {{ background: var(--warn); }}
+section {{ background: var(--card); border: 1px solid var(--line); border-radius: 8px;
+          padding: 14px 16px; margin: 0 0 14px; }}
+section.cards, section.two {{ background: none; border: 0; padding: 0; display: grid; gap: 14px; }}
+section.cards {{ grid-template-columns: repeat(auto-fit, minmax(160px, 1fr)); }}
+section.two {{ grid-template-columns: repeat(auto-fit, minmax(380px, 1fr)); }}
+section.two > div {{ background: var(--card); border: 1px solid var(--line); border-radius: 8px;
+                    padding: 14px 16px; }}
+.card {{ background: var(--card); border: 1px solid var(--line); border-radius: 8px;
+        padding: 12px 14px; }}
+.card .v {{ font-size: 22px; font-weight: 650; }} .card .k {{ color: var(--mute); }}
+table {{ border-collapse: collapse; width: 100%; }}
+td, th {{ padding: 3px 6px; border-bottom: 1px solid var(--line); text-align: left;
+         vertical-align: top; }}
+th {{ color: var(--mute); font-weight: 600; }}
+td.n {{ text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }}
+td.h {{ word-break: break-all; }}
+.bar {{ height: 10px; background: var(--acc); border-radius: 3px; min-width: 1px; }}
+.bar.error {{ background: var(--bad); }}
+.empty {{ color: var(--mute); }}
+.warnings {{ border-color: #f1c27d; background: #fff8eb; }}
+.warnings li {{ word-break: break-word; }}
+svg text {{ fill: var(--mute); font-size: 11px; }}
+svg .grid {{ stroke: var(--line); }}
+svg .line {{ fill: none; stroke: var(--acc); stroke-width: 2; }}
+svg .area {{ fill: var(--acc); opacity: .12; }}
+</style></head><body>"""
+
+
+def _warnings(warnings: object, write_error: object) -> str:
+    items = [str(w) for w in warnings] if isinstance(warnings, list) else []
+    if write_error:
+        items.insert(0, f"write failed: {write_error}")
+    if not items:
+        return ""
+    lis = "".join(f"<li>{_e(w)}</li>" for w in items)
+    return f'<section class="warnings"><h2>Warnings</h2><ul>{lis}</ul></section>'
+
+
+def _rate_chart(points: object, bucket_s: object) -> str:
+    """pages/s per bucket as an SVG line; a gap between runs breaks the line."""
+    width = float(bucket_s) if isinstance(bucket_s, int | float) and bucket_s > 0 else 60.0
+    series: list[tuple[float, float]] = []
+    if isinstance(points, list):
+        for p in points:
+            if isinstance(p, list | tuple) and len(p) == 3:
+                t, n, ran = p
+                if all(isinstance(v, int | float) for v in p):
+                    # divided by the time the crawl ran in the bucket (a second at least)
+                    series.append((float(t), float(n) / max(float(ran), min(1.0, width))))
+    if not series:
+        return '<p class="empty">No page was fetched.</p>'
+    series.sort()
+    t0, t1 = series[0][0], series[-1][0] + width
+    top = _nice_ceiling(max(r for _, r in series))
+    plot_w, plot_h = _W - _PAD_L - 8, _H - _PAD_B - _PAD_T
+
+    def x(t: float) -> float:
+        return _PAD_L + (t - t0) / (t1 - t0) * plot_w
+
+    def y(rate: float) -> float:
+        return _PAD_T + plot_h - rate / top * plot_h
+
+    out = [f'<svg viewBox="0 0 {_W} {_H}" width="100%" role="img" '
+           f'aria-label="pages per second over time">']  # fmt: skip
+    for i in range(5):
+        value = top * i / 4
+        yy = y(value)
+        out.append(f'<line class="grid" x1="{_PAD_L}" x2="{_W - 8}" y1="{yy:.1f}" y2="{yy:.1f}"/>')
+        out.append(f'<text x="{_PAD_L - 6}" y="{yy + 4:.1f}" text-anchor="end">{value:g}</text>')
+    for t in _time_ticks(t0, t1):
+        out.append(f'<text x="{x(t):.1f}" y="{_H - 8}" text-anchor="middle">'
+                   f"{_e(_clock(t, t1 - t0))}</text>")  # fmt: skip
+    for run in _runs(series, width):
+        # each bucket drawn as a step across its width, so one bucket is still visible
+        pts: list[tuple[float, float]] = []
+        for t, rate in run:
+            pts += [(x(t), y(rate)), (x(t + width), y(rate))]
+        line = " ".join(f"{a:.1f},{b:.1f}" for a, b in pts)
+        base = y(0)
+        area = f"{pts[0][0]:.1f},{base:.1f} {line} {pts[-1][0]:.1f},{base:.1f}"
+        out.append(f'<polygon class="area" points="{area}"/>')
+        out.append(f'<polyline class="line" points="{line}"/>')
+    out.append("</svg>")
+    peak = max(r for _, r in series)
+    out.append(
+        f'<p class="empty">{len(series)} bucket(s) of {_duration(width)}, '
+        f"peak {peak:.3g} pages/s; gaps are times the crawl was not running.</p>"
+    )
+    return "".join(out)
+
+
+def _runs(series: Sequence[tuple[float, float]], width: float) -> list[list[tuple[float, float]]]:
+    """Split the series where buckets are missing (the crawl was not running)."""
+    runs: list[list[tuple[float, float]]] = []
+    for t, rate in series:
+        if runs and t - runs[-1][-1][0] <= width * 1.5:
+            runs[-1].append((t, rate))
+        else:
+            runs.append([(t, rate)])
+    return runs
+
+
+def _nice_ceiling(value: float) -> float:
+    """1, 2 or 5 times a power of ten, at least ``value``."""
+    if value <= 0:
+        return 1.0
+    base = 10.0 ** math.floor(math.log10(value))
+    return next(m * base for m in (1, 2, 5, 10) if m * base >= value * 0.999999)
+
+
+def _time_ticks(t0: float, t1: float) -> list[float]:
+    span = t1 - t0
+    return [t0 + span * i / 5 for i in range(6)]
+
+
+def _clock(t: float, span: float) -> str:
+    """A tick label in UTC: the time of day (seconds for a short span, the date for a long one)."""
+    stamp = dt.datetime.fromtimestamp(t, tz=dt.UTC)
+    fmt = "%m-%d %H:%M" if span > 86_400 else "%H:%M" if span > 600 else "%H:%M:%S"
+    return stamp.strftime(fmt)
+
+
+def _bars(title: str, counts: Mapping[str, object], kind: str) -> str:
+    items = [(str(k), int(v)) for k, v in counts.items() if isinstance(v, int) and v > 0]
+    items.sort(key=lambda kv: -kv[1])
+    if not items:
+        return f'<div><h2>{_e(title)}</h2><p class="empty">none</p></div>'
+    top = items[0][1]
+    rows = "".join(
+        f'<tr><td class="h">{_e(k)}</td><td class="n">{v:,}</td>'
+        f'<td style="width:45%"><div class="bar {"error" if kind == "error" else ""}" '
+        f'style="width:{100 * v / top:.1f}%"></div></td></tr>'
+        for k, v in items
+    )
+    return f'<div><h2>{_e(title)}</h2><table>{rows}</table></div>'
+
+
+def _time_went(report: Mapping[str, object]) -> str:
+    """Where time went: the loop's CPU shares (when the report has them), else the waits."""
+    cpu = _mapping(report.get("cpu"))
+    shares = _mapping(cpu.get("shares"))
+    rows: dict[str, object] = {}
+    if shares:
+        busy = cpu.get("loop_busy")
+        title = "Where time went (share of the loop's CPU time)"
+        rows = {str(k): v for k, v in shares.items()}
+        note = (f'<p class="empty">loop busy {float(busy) * 100:.0f}% of the time</p>'
+                if isinstance(busy, int | float) else "")  # fmt: skip
+        items = [(k, float(v)) for k, v in rows.items() if isinstance(v, int | float)]
+        items.sort(key=lambda kv: -kv[1])
+        body = "".join(
+            f'<tr><td>{_e(k)}</td><td class="n">{v * 100:.1f}%</td>'
+            f'<td style="width:45%"><div class="bar" style="width:{v * 100:.1f}%"></div></td></tr>'
+            for k, v in items
+        )
+        return f"<div><h2>{_e(title)}</h2><table>{body}</table>{note}</div>"
+    elapsed = report.get("elapsed_s", 0.0)
+    waits = {
+        "crawl time": _duration(elapsed),
+        "hosts held (Retry-After, backoff)": _duration(report.get("host_held_s", 0.0)),
+        "paused for disk space": _duration(report.get("disk_space_paused_s", 0.0)),
+    }
+    body = "".join(f'<tr><td>{_e(k)}</td><td class="n">{_e(v)}</td></tr>' for k, v in waits.items())
+    return f"<div><h2>Where time went</h2><table>{body}</table></div>"
+
+
+def _host_table(title: str, rows: Iterable[Mapping[str, object]], cols: Sequence[str]) -> str:
+    rows = list(rows)
+    if not rows:
+        return f'<section><h2>{_e(title)}</h2><p class="empty">none</p></section>'
+    head = "".join(f"<th>{_e(c.replace('_', ' '))}</th>" for c in cols)
+    body = "".join(
+        "<tr>" + "".join(
+            f'<td class="{"h" if c in ("host", "url") else "n"}">{_e(_num(r.get(c, "")))}</td>'
+            for c in cols
+        ) + "</tr>"
+        for r in rows
+    )  # fmt: skip
+    return f"<section><h2>{_e(title)}</h2><table><tr>{head}</tr>{body}</table></section>"
+
+
+def _details(report: Mapping[str, object]) -> str:
+    """Every other scalar of the report, for completeness."""
+    shown = {"fetched", "pages_per_s", "elapsed_s", "bytes", "host_held_s", "warnings",
+             "output_dir", "outcomes", "errors_by_kind", "status_classes", "slowest_hosts",
+             "failing_hosts", "held_by", "pages_over_time", "rate_bucket_s", "cpu"}  # fmt: skip
+    rows = []
+    for key, value in report.items():
+        if key in shown:
+            continue
+        if isinstance(value, Mapping):
+            value = ", ".join(f"{k} {_num(v)}" for k, v in value.items())
+        elif isinstance(value, list):
+            value = ", ".join(str(v) for v in value) or "none"
+        elif value is None:
+            value = "none"
+        else:
+            value = _num(value)
+        rows.append(f'<tr><td>{_e(key.replace("_", " "))}</td><td class="h">{_e(value)}</td></tr>')
+    return f"<section><h2>All figures</h2><table>{''.join(rows)}</table></section>"
