@@ -567,9 +567,14 @@ BLOOM = {
 
 def test_report_for_a_known_sequence() -> None:
     stats = CrawlStats()
+    before = time.time()
     for outcome, status, error, nbytes in SEQUENCE:
         stats.record(outcome, status, error, nbytes)
-    assert stats.report(4.0, BLOOM) == {
+    report = stats.report(4.0, BLOOM)
+    # the two fetched pages, in the minute they were counted (tested in test_report_html.py)
+    [[start, pages, _ran]] = report.pop("pages_over_time")  # type: ignore[misc]
+    assert pages == 2 and before - 60 < start <= time.time()
+    assert report == {
         "fetched": 2,
         "status_classes": {"1xx": 0, "2xx": 3, "3xx": 2, "4xx": 2, "5xx": 1},
         "not_found_404": 2,
@@ -599,6 +604,10 @@ def test_report_for_a_known_sequence() -> None:
         "bloom": BLOOM,
         "host_held_s": 0.0,
         "held_by": [],
+        "rate_bucket_s": 60.0,
+        "runs": 1,
+        "slowest_hosts": [],
+        "failing_hosts": [],
     }
 
 
@@ -676,9 +685,12 @@ def test_exported_members() -> None:
         "WarcWriter",
         "config_warnings",
         "iso_time",
+        "merge_rate_buckets",
         "render_report",
+        "report_html",
         "truncation_reason",
         "write_report",
+        "write_report_html",
     }
 
 
