@@ -27,6 +27,7 @@ own timeouts, not by the system resolver's.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from bisect import bisect_left
@@ -180,7 +181,44 @@ class Fetcher:
     @property
     def free_slots(self) -> int:
         """How many more requests submit() accepts now."""
-        return self._concurrency - self.in_flight
+        return max(0, self._concurrency - self.in_flight)
+
+    @property
+    def concurrency(self) -> int:
+        """The most requests in flight at once."""
+        return self._concurrency
+
+    def wake_on(self, fd: int) -> None:
+        """Make :meth:`poll` return at once when ``fd`` becomes readable (the engine's
+        command wakeup; its owner drains it)."""
+        self._loop.wake_on(fd)
+
+    def reconfigure(self, fetch: FetchSection, politeness: PolitenessSection) -> None:
+        """Apply changed tunables of a reloaded config: ``concurrency`` at once (lowered: no
+        new request until fewer are in flight), timeouts, low-speed cutoff, body cap and user
+        agent for transfers started from now on. The rest (resolve, proxy, TLS, DNS cache,
+        HTTP/2, cache) is fixed at start: ``engine.reload`` refuses changes to it."""
+        self._concurrency = fetch.concurrency
+        self._pool.capacity = max(self._pool.capacity, fetch.concurrency)
+        self._max_body_bytes = fetch.max_body_bytes
+        self._options = dataclasses.replace(
+            self._options,
+            user_agent=politeness.user_agent,
+            connect_timeout_s=fetch.connect_timeout_s,
+            timeout_s=fetch.timeout_s,
+            low_speed_bytes_s=fetch.low_speed_bytes_s,
+            low_speed_time_s=fetch.low_speed_time_s,
+            max_body_bytes=fetch.max_body_bytes,
+        )
+        self._pool.reconfigure(self._options.apply, self._options.reapply)
+
+    def set_concurrency(self, value: int) -> None:
+        """Change the most requests in flight at once (lowered: none is cut; no new one
+        starts until fewer are in flight)."""
+        if value < 1:
+            raise ValueError(f"concurrency must be >= 1, got {value}")
+        self._concurrency = value
+        self._pool.capacity = max(self._pool.capacity, value)
 
     @property
     def waited_s(self) -> float:
