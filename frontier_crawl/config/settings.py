@@ -493,6 +493,36 @@ class WorkersSection(_Section, frozen=True):
     ] = 1
 
 
+_LISTEN_RE = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):(?P<port>\d{1,5})$")
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+
+
+class ControlSection(_Section, frozen=True):
+    listen: Annotated[
+        str,
+        Meta(
+            description="Address of the control API and dashboard, host:port (e.g. "
+            '"127.0.0.1:8740"; port 0: any free port, written to output_dir/control.addr). '
+            'Empty: off. A host other than loopback (127.0.0.1, localhost, [::1]) must be '
+            "given explicitly and exposes the API (token-protected, plain HTTP) to the network."
+        ),
+    ] = ""
+
+    def __post_init__(self) -> None:
+        if self.listen:
+            m = _LISTEN_RE.match(self.listen)
+            if m is None or int(m["port"]) > 65535:
+                raise ValueError(
+                    f'listen: expected "host:port" (e.g. "127.0.0.1:8740"), got {self.listen!r}'
+                )
+
+    @property
+    def loopback(self) -> bool:
+        """Whether the API listens on a loopback address only."""
+        host = self.listen.rpartition(":")[0]
+        return host in _LOOPBACK_NAMES or host.startswith("127.")
+
+
 class CrawlSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The whole crawl.toml."""
 
@@ -503,6 +533,7 @@ class CrawlSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     frontier: FrontierSection = FrontierSection()
     output: OutputSection = OutputSection()
     workers: WorkersSection = WorkersSection()
+    control: ControlSection = ControlSection()
 
 
 SECTIONS: dict[str, type[_Section]] = {
@@ -513,4 +544,5 @@ SECTIONS: dict[str, type[_Section]] = {
     "frontier": FrontierSection,
     "output": OutputSection,
     "workers": WorkersSection,
+    "control": ControlSection,
 }

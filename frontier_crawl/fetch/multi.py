@@ -51,6 +51,10 @@ class MultiLoop:
         self._timer_at: float | None = None  # monotonic time curl wants to be called back
         self._handles = 0
         self._closed = False
+        #: seconds spent blocked waiting for sockets or curl's timer (the loop's idle time)
+        self.waited_s = 0.0
+        self._wake_fd: int | None = None  #: readable: return from run() at once (wake_on)
+        self._woken = False
         self._multi = pycurl.CurlMulti()
         self._multi.setopt(pycurl.M_SOCKETFUNCTION, self._on_socket)
         self._multi.setopt(pycurl.M_TIMERFUNCTION, self._on_timer)
@@ -62,6 +66,12 @@ class MultiLoop:
     def handles(self) -> int:
         """Easy handles currently added."""
         return self._handles
+
+    def wake_on(self, fd: int) -> None:
+        """Return from :meth:`run` as soon as ``fd`` is readable (a wakeup pipe or socketpair
+        whose owner drains it before the next run: a readable fd ends every wait at once)."""
+        self._selector.register(fd, selectors.EVENT_READ)
+        self._wake_fd = fd
 
     def add(self, handle: pycurl.Curl) -> None:
         """Start a configured transfer (curl arms its timer; the next run() kicks it off)."""
@@ -79,10 +89,11 @@ class MultiLoop:
         Finished handles are removed from the multi before they are returned.
         """
         deadline = time.monotonic() + max(0.0, timeout_s)
+        self._woken = False
         while True:
             self._wait_and_act(deadline)
             done = self._read_completions()
-            if done or time.monotonic() >= deadline:
+            if done or self._woken or time.monotonic() >= deadline:
                 return done
 
     def close(self) -> None:
@@ -103,12 +114,18 @@ class MultiLoop:
         wait = max(0.0, deadline - now)
         if self._timer_at is not None:
             wait = min(wait, max(0.0, self._timer_at - now))
-        if self._watched:
-            for key, mask in self._selector.select(wait):
+        if self._watched or self._wake_fd is not None:
+            t0 = time.perf_counter()
+            events = self._selector.select(wait)
+            self.waited_s += time.perf_counter() - t0
+            for key, mask in events:
                 if key.fd in self._watched:
                     self._act(key.fd, _curl_bits(mask))
+                elif key.fd == self._wake_fd:
+                    self._woken = True
         elif wait > 0:
             time.sleep(wait)  # no socket to wait on: only a deadline (curl's or the caller's)
+            self.waited_s += wait
         if self._timer_at is not None and time.monotonic() >= self._timer_at:
             self._timer_at = None
             self._act(pycurl.SOCKET_TIMEOUT, 0)

@@ -155,6 +155,16 @@ class HandlePool:
         self._reconfigure(handle)
         self._free.append(handle)
 
+    def reconfigure(
+        self, configure: Callable[[pycurl.Curl], None], reconfigure: Callable[[pycurl.Curl], None]
+    ) -> None:
+        """Configure handles from now on with new options; free handles get them at once (a
+        handle in use gets them when it is released, so a running transfer keeps its own)."""
+        self._configure, self._reconfigure = configure, reconfigure
+        for handle in self._free:
+            handle.reset()
+            reconfigure(handle)
+
     def close(self) -> None:
         """Close every handle (the caller removed them from the multi first)."""
         for handle in self._all:

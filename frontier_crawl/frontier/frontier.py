@@ -90,6 +90,10 @@ OWNERS_MAX = 16_384  #: origins whose scope and owner are remembered
 OUT_OF_SCOPE = -1  #: owner of an origin outside the allowed domains
 _ADMITTED_KEY = b"admitted"  #: blobs: URLs admitted by the crawl, all runs (u64)
 _ADMITTED_PREFIX = b"admitted:"  #: blobs: + origin -> its admitted URLs, with max_pages_per_host
+#: blobs: the operator's crawl-state commands (control API), JSON: blocked host names, and
+#: host name -> delay (seconds). Written in the transaction open when they are applied.
+_BLOCKED_KEY = b"control:blocked"
+_HOST_DELAYS_KEY = b"control:host-delays"
 #: 2: url_digest = blake2b(host) + blake2b(url); compact queue values
 #: 3: a worker's inbox in its own environment, state/inbox.lmdb (frontier/mailbox.py)
 #: 4: queue blocks under host ids with done masks (store.py); seen keyed by host hash with
@@ -128,7 +132,26 @@ class HostState(Enum):
     READY = "ready"  #: queued work, politeness slot open: in the ready FIFO
     SNOOZED = "snoozed"  #: queued work, waiting for its wake time: in the heap
     BUSY = "busy"  #: queued work, every connection in use (or robots.txt in flight)
+    BLOCKED = "blocked"  #: queued work held by an operator's block (``block``): in neither
     RETIRED = "retired"  #: given up; URLs recorded as failed, new ones refused
+
+
+@dataclass(slots=True, frozen=True)
+class HostSignals:
+    """Hosts by state for the status (``Frontier.host_signals``)."""
+
+    total: int  #: hosts with work queued or in flight (ready, snoozed, busy)
+    ready: int  #: due now, waiting for a fetch slot
+    waiting: int  #: snoozed on their politeness delay, Crawl-delay or a URL's retry time
+    backoff: int  #: snoozed beyond that by Retry-After or error backoff
+    robots: int  #: waiting for their robots.txt
+    blocked: int  #: queued work held by an operator's block
+    retired: int  #: given up (unreachable)
+    #: the hosts held longest: (origin, "retry-after" or "backoff", seconds still held)
+    worst: tuple[tuple[str, str, float], ...]
+    #: the snoozed host due first: (origin, "delay", "crawl-delay", "retry", "retry-after" or
+    #: "backoff", seconds until due); None if none is snoozed
+    next_due: tuple[str, str, float] | None
 
 
 class Failure(Enum):
@@ -327,6 +350,12 @@ class Frontier:
         self._ready: deque[HostQueue] = deque()
         self._snoozed: list[tuple[float, int, HostQueue]] = []
         self._heap_seq = 0
+        #: hosts in each state, kept by every transition (the status counts without a scan)
+        self._state_counts: dict[HostState, int] = dict.fromkeys(HostState, 0)
+        #: hosts whose latest response held them beyond their politeness delay: origin ->
+        #: (host, "retry-after" or "backoff"); pruned once they are due (``host_signals``)
+        self._holding: dict[str, tuple[HostQueue, str]] = {}
+        self.robots_waiting = 0  #: hosts waiting for their robots.txt (nothing else issued)
         self.queued = 0  #: URLs admitted and not yet complete, in flight excluded
         self.in_flight = 0
         self.hot_total = 0
@@ -336,6 +365,11 @@ class Frontier:
         self.refilled = 0  #: URLs read back from LMDB into memory
         self.peak_hot = 0
         self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
+        #: host names blocked by the operator (``block``), and their hosts holding queued work
+        self._blocked: set[str] = set()
+        self._parked: dict[str, HostQueue] = {}
+        #: host name -> (delay, policy) set by the operator (``set_host_delay``)
+        self._host_delays: dict[str, tuple[float, DelayPolicy]] = {}
         try:
             self._resume()
         except _STATE_ERRORS as exc:  # pages of the queue or seen-set unreadable
@@ -630,6 +664,7 @@ class Frontier:
 
     def _new_host(self, host_key: str) -> HostQueue:
         host = HostQueue(host_key)
+        self._state_counts[HostState.EMPTY] += 1
         if self._per_ip:
             ip = self._known_ips.get(host_of(host_key))
             if ip is not None:
@@ -716,6 +751,15 @@ class Frontier:
         else:
             wake = host.due()
             new = HostState.READY if wake <= now else HostState.SNOOZED
+            if self._blocked and host_of(host.origin) in self._blocked:
+                new = HostState.BLOCKED
+                self._parked[host.origin] = host
+        if host.state is HostState.BLOCKED and new is not HostState.BLOCKED:
+            self._parked.pop(host.origin, None)
+        if new is not host.state:
+            counts = self._state_counts
+            counts[host.state] -= 1
+            counts[new] += 1
         if new is HostState.READY and host.state is not HostState.READY:
             self._ready.append(host)
         elif new is HostState.SNOOZED:
@@ -756,6 +800,8 @@ class Frontier:
             if host.state is not HostState.READY:
                 continue  # stale: it moved on since it was queued here
             host.state = HostState.BUSY  # out of the FIFO; _settle puts it back where it belongs
+            self._state_counts[HostState.READY] -= 1
+            self._state_counts[HostState.BUSY] += 1
             if host.group is not None and self._group_holds(host, now):
                 continue
             ticket = self._take(host, now)
@@ -777,9 +823,21 @@ class Frontier:
 
     def _spacing(self, host: HostQueue) -> float:
         """The least time from this request's start to the host's next one: the delay of its
-        latest response, never below min_delay_s and the Crawl-delay."""
+        latest response, never below min_delay_s and the Crawl-delay (an operator's delay for
+        the host replaces min_delay_s and the adaptive delay, never the Crawl-delay)."""
         crawl_delay = host.rules.crawl_delay_s if host.rules is not None else None
+        if self._host_delays:
+            own = self._host_delays.get(host_of(host.origin))
+            if own is not None:
+                return delay_for(0.0, crawl_delay, own[1])
         return max(host.delay_s, delay_for(0.0, crawl_delay, self._policy))
+
+    def _policy_of(self, host: HostQueue) -> DelayPolicy:
+        if self._host_delays:
+            own = self._host_delays.get(host_of(host.origin))
+            if own is not None:
+                return own[1]
+        return self._policy
 
     def _group_holds(self, host: HostQueue, now: float) -> bool:
         """Per-IP politeness: park or snooze a host whose IP group is busy or not yet due."""
@@ -803,6 +861,7 @@ class Frontier:
             host.rules = self._cached_rules(host, now) if self._obey_robots else _ALLOW_ALL
         if host.rules is None:  # nothing else until robots.txt is known
             host.robots_in_flight = True
+            self.robots_waiting += 1
             return Ticket(b"", host.origin, host.origin + "/robots.txt", 0, robots=True)
         if host.rules.refresh_at <= now:  # fetched again in this request slot; the host's
             host.rules.refresh_at = float("inf")  # other slots go on with these rules meanwhile
@@ -845,9 +904,13 @@ class Frontier:
     def _pop(self, host: HostQueue, now: float) -> tuple[bytes, QueueEntry] | None:
         """The host's next entry in memory (a due retry first), refilled from LMDB if need be."""
         retries = host.retries
-        if retries and retries[0][0] <= now and (
-            (host.starts >= retries[0][4] and not host.took_retry)
-            or not (host.hot or host.unloaded)
+        if (
+            retries
+            and retries[0][0] <= now
+            and (
+                (host.starts >= retries[0][4] and not host.took_retry)
+                or not (host.hot or host.unloaded)
+            )
         ):
             key, entry = heapq.heappop(retries)[2:4]
             if not retries:
@@ -990,7 +1053,7 @@ class Frontier:
             host.errors += 1
             host.conn_errors = host.conn_errors + 1 if failure is Failure.CONNECTION else 0
         crawl_delay = host.rules.crawl_delay_s if host.rules is not None else None
-        polite = delay_for(fetch_s, crawl_delay, self._policy)
+        polite = delay_for(fetch_s, crawl_delay, self._policy_of(host))
         return polite, host_backoff(host.errors, self._policy) if host_wide else 0.0
 
     def _maybe_retire(self, host: HostQueue, failure: Failure) -> None:
@@ -1025,6 +1088,7 @@ class Frontier:
         host = self._hosts[ticket.origin]
         refresh = not host.robots_in_flight
         host.robots_in_flight = False
+        self.robots_waiting -= not refresh
         fallback = host.rules if refresh else self._stale.pop(host.origin, None)
         rules = self._robots.store(host.origin, status, body) if self._obey_robots else None
         mine = ticket if refresh else None  # a refresh counted in the host's in_flight
@@ -1093,12 +1157,20 @@ class Frontier:
             host.group.next_at = max(host.group.next_at, host.next_at)
         if host.state is not HostState.READY:
             self._settle(host, now)
-        return host.next_at - polite
+        held = host.next_at - polite
+        if held > 0:
+            self._holding[host.origin] = (host, "retry-after" if hold > backoff else "backoff")
+        elif self._holding:
+            self._holding.pop(host.origin, None)
+        return held
 
     def _retire(self, host: HostQueue, reason: str) -> None:
         """Give up on a host: every queued URL is recorded as failed with ``reason``."""
+        self._state_counts[host.state] -= 1
+        self._state_counts[HostState.RETIRED] += 1
         host.state = HostState.RETIRED
         host.retired = reason
+        self._holding.pop(host.origin, None)
         with self.batch(), self._write() as txn:
             while host.hot or host.unloaded:
                 if not host.hot:
@@ -1130,6 +1202,152 @@ class Frontier:
         self._on_reject(ticket, reason)
         self._store.done(key)
 
+    # ----------------------------------------------------------------------------- operator
+
+    @property
+    def blocked_hosts(self) -> list[str]:
+        """Host names the operator blocked (``block``), sorted."""
+        return sorted(self._blocked)
+
+    @property
+    def host_delays(self) -> dict[str, float]:
+        """Host name -> the delay the operator set for it (``set_host_delay``)."""
+        return {name: delay for name, (delay, _p) in sorted(self._host_delays.items())}
+
+    @property
+    def held_by_blocks(self) -> int:
+        """URLs queued for blocked hosts (not handed out until unblocked)."""
+        return sum(host.queued for host in self._parked.values())
+
+    @property
+    def blocked_queues(self) -> int:
+        """Hosts with queued work held by a block."""
+        return len(self._parked)
+
+    def _matching(self, name: str) -> list[HostQueue]:
+        """Every known host (origin) whose host name is ``name``: O(hosts), for commands."""
+        return [host for key, host in self._hosts.items() if host_of(key) == name]
+
+    def block(self, name: str, now: float) -> int:
+        """Hand out no more URLs of host name ``name`` (every scheme and port) until
+        :meth:`unblock`: its queued and newly admitted URLs are kept (in LMDB, as always),
+        requests in flight finish. Durable with the open transaction. Returns the URLs held."""
+        self._blocked.add(name)
+        self._save_control()
+        held = 0
+        for host in self._matching(name):
+            if host.state in (HostState.READY, HostState.SNOOZED):
+                self._state_counts[host.state] -= 1
+                self._state_counts[HostState.BLOCKED] += 1
+                host.state = HostState.BLOCKED  # its FIFO or heap entry is stale from now on
+                self._parked[host.origin] = host
+            held += host.queued
+        return held
+
+    def unblock(self, name: str, now: float) -> int:
+        """Undo :meth:`block`; the host's URLs are handed out again. Returns how many are
+        queued (0 and no change if ``name`` was not blocked)."""
+        if name not in self._blocked:
+            return 0
+        self._blocked.discard(name)
+        self._save_control()
+        released = 0
+        for host in [h for h in self._parked.values() if host_of(h.origin) == name]:
+            released += host.queued
+            self._settle(host, now)
+        return released
+
+    def set_host_delay(self, name: str, delay_s: float | None, now: float) -> int:
+        """Space requests to host name ``name`` by ``delay_s`` (None: back to the configured
+        delay), in place of min_delay_s and the adaptive delay but never below its robots.txt
+        Crawl-delay. Applies at once: the host's next request moves by the difference (a
+        backoff it is serving stays). Durable with the open transaction. Returns the hosts
+        (origins) it applies to now."""
+        if delay_s is None:
+            self._host_delays.pop(name, None)
+        else:
+            own = DelayPolicy(
+                min_delay_s=delay_s,
+                max_delay_s=delay_s,
+                delay_factor=0.0,
+                max_crawl_delay_s=self._policy.max_crawl_delay_s,
+                backoff_s=self._policy.backoff_s,
+                max_backoff_s=self._policy.max_backoff_s,
+            )
+            self._host_delays[name] = (delay_s, own)
+        self._save_control()
+        hosts = self._matching(name)
+        for host in hosts:
+            self._respace(host, now)
+        return len(hosts)
+
+    def _respace(self, host: HostQueue, now: float) -> None:
+        """Move a host's next request by the change of its spacing (not while backing off)."""
+        if host.errors or host.state is HostState.RETIRED or not host.last_start:
+            return
+        crawl_delay = host.rules.crawl_delay_s if host.rules is not None else None
+        spacing = delay_for(0.0, crawl_delay, self._policy_of(host))  # adaptive: next response
+        host.next_at += spacing - host.delay_s
+        host.delay_s = spacing
+        if host.state is HostState.SNOOZED or (
+            host.state is HostState.READY and host.next_at > now
+        ):
+            self._state_counts[host.state] -= 1
+            self._state_counts[HostState.EMPTY] += 1
+            host.state = HostState.EMPTY  # its FIFO or heap entry is stale from now on
+            self._settle(host, now)
+
+    def reconfigure(self, s: CrawlSettings, now: float) -> None:
+        """Apply a reloaded config's tunables: politeness delays and limits, connections per
+        host, robots timings, host error limits, the scope and exclude patterns, the trap
+        limits, max_pages and memory_urls. Identity keys (seen-set sizing, the LMDB map size)
+        are refused before this is called (``engine.reload``). A changed scope applies to
+        links found from now on (links remembered as settled are forgotten)."""
+        p = s.politeness
+        domains = check_scope(s)
+        self._domain_set = domain_table(domains)
+        self._owners.clear()
+        self._settled, self._settled_old = set(), set()
+        exclude = s.scope.exclude
+        self._exclude = re.compile("|".join(f"(?:{x})" for x in exclude)) if exclude else None
+        self._limits = Limits.from_settings(s.crawl)
+        self._max_pages = s.crawl.max_pages
+        self._policy = DelayPolicy.from_settings(p)
+        self._cph = p.connections_per_host
+        self._obey_robots = p.obey_robots
+        self._robots_retry_s = p.robots_retry_s
+        self._robots_attempts = p.robots_attempts
+        self._max_host_errors = p.max_host_errors
+        self._host_error_urls = p.host_error_urls
+        self._memory_urls = s.frontier.memory_urls
+        for name, (delay, _own) in list(self._host_delays.items()):
+            self.set_host_delay(name, delay, now)  # their policies keep the new backoff
+        for host in list(self._hosts.values()):
+            self._respace(host, now)
+
+    def _save_control(self) -> None:
+        with self._write() as txn:
+            txn.put(_BLOCKED_KEY, json.dumps(sorted(self._blocked)).encode(), db=self._blobs)
+            delays = {name: delay for name, (delay, _p) in self._host_delays.items()}
+            txn.put(_HOST_DELAYS_KEY, json.dumps(delays, sort_keys=True).encode(), db=self._blobs)
+
+    def _load_control(self, txn: lmdb.Transaction[bytes]) -> None:
+        """The operator's blocks and host delays of earlier runs (see ``_save_control``)."""
+        blocked = txn.get(_BLOCKED_KEY, db=self._blobs)
+        delays = txn.get(_HOST_DELAYS_KEY, db=self._blobs)
+        try:
+            names = json.loads(bytes(blocked)) if blocked is not None else []
+            saved = json.loads(bytes(delays)) if delays is not None else {}
+            self._blocked = {str(n) for n in names}
+            pairs = {str(k): float(v) for k, v in saved.items()}
+        except (ValueError, TypeError, AttributeError) as exc:
+            log.warning("unreadable operator blocks or host delays, ignored: %r", exc)
+            self._blocked, pairs = set(), {}
+        for name, delay in pairs.items():
+            self._host_delays[name] = (delay, DelayPolicy(delay, delay, 0.0,
+                self._policy.max_crawl_delay_s, self._policy.backoff_s,
+                self._policy.max_backoff_s))  # fmt: skip
+
     # ----------------------------------------------------------------------------- lifecycle
 
     @property
@@ -1154,7 +1372,65 @@ class Frontier:
             "peak_hot": self.peak_hot,
             "spilled": self.spilled,
             "refilled": self.refilled,
+            "blocked_hosts": len(self._blocked),
+            "held_by_blocks": self.held_by_blocks,
         }
+
+    def host_signals(self, now: float, worst: int = 5) -> HostSignals:
+        """Hosts by state, the worst held ones and the next one due, for the status: O(held
+        hosts), no scan of all hosts (the counts are kept by every transition)."""
+        counts = self._state_counts
+        holding = self._holding
+        for origin_, (host, _reason) in list(holding.items()):
+            if host.next_at <= now or host.state is HostState.RETIRED:
+                del holding[origin_]
+        held = [
+            (origin_, reason, host.next_at - now)
+            for origin_, (host, reason) in holding.items()
+            if host.state is HostState.SNOOZED
+        ]
+        snoozed = counts[HostState.SNOOZED]
+        return HostSignals(
+            total=counts[HostState.READY]
+            + snoozed
+            + counts[HostState.BUSY]
+            + counts[HostState.BLOCKED],
+            ready=counts[HostState.READY],
+            waiting=max(0, snoozed - len(held)),
+            backoff=len(held),
+            robots=self.robots_waiting,
+            blocked=counts[HostState.BLOCKED],
+            retired=counts[HostState.RETIRED],
+            worst=tuple(heapq.nlargest(worst, held, key=lambda h: h[2])),
+            next_due=self._next_due(now),
+        )
+
+    def _next_due(self, now: float) -> tuple[str, str, float] | None:
+        """The snoozed host due first: (origin, why it waits, seconds until it is due)."""
+        if self.next_wake() is None:
+            return None
+        wake, _, host = self._snoozed[0]
+        held = self._holding.get(host.origin)
+        if held is not None:
+            reason = held[1]
+        elif host.due() > host.next_at:
+            reason = "retry"
+        elif (
+            host.rules is not None
+            and host.rules.crawl_delay_s is not None
+            and host.rules.crawl_delay_s >= host.delay_s
+            and host.rules.crawl_delay_s > self._policy.min_delay_s
+        ):
+            reason = "crawl-delay"
+        else:
+            reason = "delay"
+        return host.origin, reason, max(0.0, wake - now)
+
+    def busiest(self, n: int = 10) -> list[tuple[str, int, int]]:
+        """The ``n`` hosts with the most requests started this run: (origin, started, queued).
+        A scan of every host: callers space it out (the engine's status, every few seconds)."""
+        top = heapq.nlargest(n, self._hosts.values(), key=lambda h: (h.starts, h.queued))
+        return [(h.origin, h.starts, h.queued) for h in top if h.starts or h.queued]
 
     def seen_stats(self) -> dict[str, float | int]:
         """The seen-set's counters (Bloom filter size, estimated false positives...)."""
@@ -1222,6 +1498,7 @@ class Frontier:
                 key: self._stored_admitted(txn, key)
                 for key in (counts if self._limits.max_pages_per_host else ())
             }
+            self._load_control(txn)
         if seen_count and not self._seen.load_snapshot(snapshot, seen_count):
             log.warning("seen-set snapshot missing or stale: rebuilding the Bloom filter")
             with self._env.begin() as txn:

@@ -1,0 +1,21 @@
+"""Watching and steering a running crawl: status, metrics, the control API, the dashboard.
+
+This subsystem reads snapshots the engine's loop publishes (plain dicts and frozen records) and
+posts commands into a queue that the loop drains each tick; it never touches frontier state and
+holds no locks around it. It imports only ``config`` and third-party libraries
+(prometheus-client, rich), never frontier/, fetch/, parse/, output/, spider/ or cluster/.
+
+* ``status.py``: the bottleneck, named, from measured signals (a pure function), and the status
+  JSON's shape.
+* ``metrics.py``: the Prometheus text rendered from status snapshots (one label: ``worker``).
+"""
+
+from frontier_crawl.control.status import (
+    BOTTLENECKS,
+    Bottleneck,
+    HostHold,
+    Signals,
+    classify,
+)
+
+__all__ = ["BOTTLENECKS", "Bottleneck", "HostHold", "Signals", "classify"]

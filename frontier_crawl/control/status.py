@@ -1,0 +1,208 @@
+"""What limits the crawl now, named from measured signals: a pure function, unit-testable.
+
+The engine gathers :class:`Signals` cheaply (counters and time accumulators kept by its loop and
+the frontier, no per-link work) at most every half second, and :func:`classify` turns them into a
+:class:`Bottleneck`: one of :data:`BOTTLENECKS` and one human sentence saying why. The order of
+the checks is the order of precedence:
+
+1. ``idle`` once the crawl is finished; ``draining`` once a stop was requested (SIGTERM,
+   ``POST /api/stop``, low disk space with ``low_space_action = "stop"``); ``paused`` while an
+   operator pause or low disk space holds new requests.
+2. ``cpu`` when the loop is busy (not waiting in poll) most of the time: the sentence names the
+   largest shares (parse, callbacks, WARC, frontier, fetch, other).
+3. ``fetch`` when every fetch slot is in use (``dns`` instead when name lookups take most of the
+   transfers' time).
+4. Free slots and nothing to give them: the hosts that are not ready say why. The state holding
+   the most hosts names it: ``politeness`` (waiting on their delay or Crawl-delay), ``backoff``
+   (held by Retry-After or errors; the worst ones are named), ``robots`` (robots.txt in flight).
+   Hosts blocked by the operator count as ``paused`` if nothing else is left.
+5. When no request has gone out for :data:`STALL_S` and none is in flight, the sentence says why
+   and when the next one is due ("1 host left, next request in 600 s: its Crawl-delay").
+
+The status JSON the engine's ``status()`` returns and ``GET /api/status`` serves is described
+by :data:`STATUS_KEYS` (every key is always present).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+BottleneckName = Literal[
+    "politeness", "fetch", "cpu", "backoff", "robots", "dns", "draining", "paused", "idle"
+]
+BOTTLENECKS: Final[tuple[BottleneckName, ...]] = (
+    "politeness", "fetch", "cpu", "backoff", "robots", "dns", "draining", "paused", "idle",
+)  # fmt: skip
+
+CrawlState = Literal["starting", "running", "paused", "stopping", "finished"]
+
+#: the CPU shares, in the order the status lists them
+SHARES: Final[tuple[str, ...]] = ("parse", "callbacks", "warc", "frontier", "fetch", "other")
+
+#: the loop is the bottleneck when busy (not waiting in poll) at least this fraction of the time
+CPU_BUSY: Final = 0.85
+#: name lookups are the bottleneck when they take at least this fraction of the transfers' time
+DNS_SHARE: Final = 0.5
+#: no request for this long (and none in flight) is a stall that the sentence explains
+STALL_S: Final = 10.0
+
+#: the status JSON's top-level keys (``workers`` entries have all of them but ``history``)
+STATUS_KEYS: Final[tuple[str, ...]] = (
+    "state", "bottleneck", "elapsed_s", "pages", "pages_per_s", "queued", "queued_memory",
+    "queued_disk", "in_flight", "concurrency", "hosts", "outcomes", "busiest_hosts",
+    "failing_hosts", "cpu", "history", "paused", "blocked_hosts", "host_delays", "workers",
+)  # fmt: skip
+HOST_STATES: Final[tuple[str, ...]] = ("total", "ready", "waiting", "backoff", "robots", "blocked")
+
+
+@dataclass(slots=True, frozen=True)
+class HostHold:
+    """One host that is not ready: why, and for how long still."""
+
+    host: str
+    reason: Literal["delay", "crawl-delay", "retry-after", "backoff", "robots", "blocked"]
+    wait_s: float  #: seconds until it may send its next request (0 when unknown)
+
+
+@dataclass(slots=True, frozen=True)
+class Signals:
+    """What the loop measured over the last interval (a few seconds), and where things stand."""
+
+    state: CrawlState = "running"
+    stop_requested: bool = False
+    paused: bool = False  #: an operator pause
+    low_space: bool = False  #: fetching held for lack of disk space
+    in_flight: int = 0
+    concurrency: int = 1  #: fetch slots in all
+    queued: int = 0  #: URLs waiting in the frontier (memory and disk)
+    robots_in_flight: int = 0  #: of ``in_flight``, robots.txt fetches
+    hosts_total: int = 0  #: hosts with something queued or in flight
+    hosts_ready: int = 0
+    hosts_waiting: int = 0  #: snoozed on their politeness delay or Crawl-delay
+    hosts_backoff: int = 0  #: held by Retry-After or errors
+    hosts_robots: int = 0  #: waiting for their robots.txt
+    hosts_blocked: int = 0  #: blocked by the operator
+    loop_busy: float = 0.0  #: 0..1, time not spent waiting in poll
+    shares: dict[str, float] = field(default_factory=dict)  #: of the busy time, by ``SHARES``
+    dns_share: float = 0.0  #: name-lookup time / transfer time of the responses just handled
+    since_request_s: float = 0.0  #: seconds since the last request went out
+    #: the hosts that are not ready, soonest due first (a few, for the sentence)
+    holds: tuple[HostHold, ...] = ()
+    #: the hosts held longest by backoff or Retry-After (a few, worst first)
+    worst_backoff: tuple[HostHold, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class Bottleneck:
+    """What limits the crawl now, and one sentence saying why."""
+
+    name: BottleneckName
+    detail: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"name": self.name, "detail": self.detail}
+
+
+_REASONS: Final = {
+    "delay": "its politeness delay",
+    "crawl-delay": "its Crawl-delay",
+    "retry-after": "its Retry-After",
+    "backoff": "its error backoff",
+    "robots": "its robots.txt",
+    "blocked": "it is blocked",
+}
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _secs(s: float) -> str:
+    return f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
+
+
+def _cpu_detail(sig: Signals) -> str:
+    shares = sorted(((v, k) for k, v in sig.shares.items() if v > 0), reverse=True)
+    parts = ", ".join(f"{k} {v:.0%}" for v, k in shares[:3])
+    return f"the loop is busy {sig.loop_busy:.0%} of the time" + (f" ({parts})" if parts else "")
+
+
+def _stall_detail(sig: Signals) -> str:
+    """Why nothing went out for a while: how many hosts are left and when the next is due."""
+    hosts = _n(sig.hosts_total, "host") + " left"
+    if not sig.holds:
+        return f"no request for {_secs(sig.since_request_s)}: {hosts}, none due"
+    first = sig.holds[0]
+    if first.reason == "blocked":
+        return f"no request for {_secs(sig.since_request_s)}: {hosts}, all blocked"
+    if first.reason == "robots":
+        return f"{hosts}, waiting for robots.txt of {first.host}"
+    who = "its" if sig.hosts_total == 1 else f"{first.host}'s"
+    reason = _REASONS[first.reason].replace("its ", f"{who} ", 1)
+    return f"{hosts}, next request in {_secs(first.wait_s)}: {reason}"
+
+
+def _backoff_detail(sig: Signals) -> str:
+    kinds = {h.reason for h in sig.worst_backoff}
+    by = "Retry-After" if kinds == {"retry-after"} else "backoff"
+    text = f"{_n(sig.hosts_backoff, 'host')} held by {by}"
+    if sig.worst_backoff:
+        worst = sig.worst_backoff[0]
+        text += f", the worst {worst.host} for {_secs(worst.wait_s)}"
+    return text
+
+
+def classify(sig: Signals) -> Bottleneck:
+    """The bottleneck the signals show (see the module docstring for the order of the checks)."""
+    if sig.state == "finished":
+        return Bottleneck("idle", "the crawl is finished")
+    if sig.stop_requested:
+        return Bottleneck(
+            "draining", f"stop requested: draining {_n(sig.in_flight, 'transfer')} in flight"
+        )
+    if sig.paused or sig.low_space:
+        why = "paused by the operator" if sig.paused else "paused: low disk space"
+        return Bottleneck("paused", f"{why}, {_n(sig.in_flight, 'transfer')} finishing")
+    if sig.hosts_total == 0 and sig.in_flight == 0 and sig.queued == 0:
+        return Bottleneck("idle", "nothing queued and nothing in flight")
+    if sig.loop_busy >= CPU_BUSY:
+        return Bottleneck("cpu", _cpu_detail(sig))
+    free = sig.concurrency - sig.in_flight
+    if free <= 0:
+        if sig.dns_share >= DNS_SHARE:
+            return Bottleneck(
+                "dns", f"name lookups take {sig.dns_share:.0%} of the transfers' time"
+            )
+        return Bottleneck("fetch", f"all {_n(sig.concurrency, 'fetch slot')} busy")
+    stalled = sig.in_flight == 0 and sig.since_request_s >= STALL_S
+    counts: list[tuple[int, BottleneckName]] = [
+        (sig.hosts_waiting, "politeness"),
+        (sig.hosts_backoff, "backoff"),
+        (sig.hosts_robots + sig.robots_in_flight, "robots"),
+    ]
+    held, name = max(counts, key=lambda c: c[0])
+    if held == 0:
+        if sig.hosts_blocked and sig.hosts_blocked >= sig.hosts_total:
+            return Bottleneck("paused", f"all {_n(sig.hosts_blocked, 'host')} left are blocked")
+        if sig.dns_share >= DNS_SHARE:
+            return Bottleneck(
+                "dns", f"name lookups take {sig.dns_share:.0%} of the transfers' time"
+            )
+        if sig.in_flight:
+            return Bottleneck(
+                "fetch",
+                f"{_n(sig.in_flight, 'transfer')} in flight, {free} of "
+                f"{sig.concurrency} slots free, {_n(sig.hosts_ready, 'host')} ready",
+            )
+        return Bottleneck("idle", "nothing ready to fetch")
+    if name == "backoff":
+        detail = _backoff_detail(sig)
+        return Bottleneck(name, _stall_detail(sig) if stalled and not sig.worst_backoff else detail)
+    if stalled:
+        return Bottleneck(name, _stall_detail(sig))
+    if name == "robots":
+        return Bottleneck(name, f"{_n(held, 'host')} waiting for robots.txt, {free} slots free")
+    return Bottleneck(
+        name, f"{_n(held, 'host')} waiting on their delay, {free} of {sig.concurrency} slots free"
+    )
