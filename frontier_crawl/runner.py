@@ -1,31 +1,94 @@
-"""Run one crawl with console output: progress lines while it runs, the report at the end."""
+"""Run one crawl with console output: progress while it runs, the report at the end.
+
+On a terminal the progress is one live panel (rich ``Live``) redrawn in place at each progress
+tick; otherwise (a pipe, a file, a CI log) one plain line per tick, as before.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
 
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.engine import Engine
 from frontier_crawl.output import render_report
 from frontier_crawl.workers import Coordinator
 
+Progress = Callable[[dict[str, Any]], None]
 
-def progress_printer(console: Console) -> Callable[[dict[str, Any]], None]:
+
+def _bottleneck(p: dict[str, Any]) -> tuple[str, str] | None:
+    """(name, sentence) of the progress snapshot's bottleneck, once the engine names one."""
+    b = p.get("bottleneck")
+    if isinstance(b, dict):
+        return str(b.get("name", "")), str(b.get("detail", ""))
+    if isinstance(b, str) and b:
+        return b, str(p.get("bottleneck_detail", ""))
+    return None
+
+
+def progress_printer(console: Console) -> Progress:
     """A progress callback printing one line per call."""
 
     def show(p: dict[str, Any]) -> None:
-        console.print(
+        line = Text.from_markup(
             f"[dim]{p['elapsed_s']:6.1f}s[/] pages {p['pages']:,} ({p['pages_per_s']:.0f}/s) "
             f"queued {p['queued']:,} in flight {p['in_flight']} hosts {p['hosts']:,}"
-            + ("  [yellow]PAUSED: low disk space[/]" if p.get("paused_for_space") else ""),
-            highlight=False,
-            soft_wrap=True,
+            + ("  [yellow]PAUSED: low disk space[/]" if p.get("paused_for_space") else "")
         )
+        named = _bottleneck(p)
+        if named is not None:  # crawl-chosen text (host names): appended as plain text
+            line.append(f"  {named[0]}: {named[1]}" if named[1] else f"  {named[0]}")
+        console.print(line, highlight=False, soft_wrap=True)
 
     return show
+
+
+def progress_panel(p: dict[str, Any]) -> Panel:
+    """The live panel for one progress snapshot."""
+    grid = Table.grid(padding=(0, 3))
+    for _ in range(4):
+        grid.add_column(justify="right", style="bold")
+        grid.add_column(style="dim")
+    hosts = p.get("hosts", 0)
+    grid.add_row(
+        f"{p['pages']:,}", "pages", f"{p['pages_per_s']:,.1f}", "pages/s",
+        f"{p['queued']:,}", "queued", f"{p['in_flight']:,}", "in flight",
+    )  # fmt: skip
+    extra = Text()
+    if isinstance(hosts, int):
+        grid.add_row(f"{hosts:,}", "hosts", f"{p['elapsed_s']:,.0f} s", "elapsed", "", "", "", "")
+    named = _bottleneck(p)
+    if named is not None:
+        extra.append("bottleneck ", style="dim")
+        extra.append(named[0], style="bold cyan")
+        if named[1]:
+            extra.append(f": {named[1]}")  # plain text: it may name hosts, never markup
+    if p.get("paused_for_space"):
+        extra.append("\nPAUSED: low disk space", style="bold yellow")
+    parts: list[Table | Text] = [grid]
+    if extra:
+        parts.append(extra)
+    return Panel(Group(*parts), title="frontier-crawl", title_align="left", border_style="blue",
+                 expand=False)  # fmt: skip
+
+
+@contextmanager
+def live_progress(console: Console) -> Iterator[Progress]:
+    """A progress callback redrawing one panel in place (for a terminal)."""
+    with Live(console=console, auto_refresh=False, transient=False) as live:
+
+        def show(p: dict[str, Any]) -> None:
+            live.update(progress_panel(p), refresh=True)
+
+        yield show
 
 
 def crawl(settings: CrawlSettings, console: Console) -> dict[str, Any]:
@@ -40,10 +103,15 @@ def crawl(settings: CrawlSettings, console: Console) -> dict[str, Any]:
         )
         report = coordinator.run()
     else:
-        engine = Engine(settings, on_progress=progress_printer(console))
+        shown: list[Progress] = [progress_printer(console)]
+        engine = Engine(settings, on_progress=lambda p: shown[0](p))
         console.print(
             f"crawling {len(settings.crawl.seeds)} seed(s) into [bold]{root}[/]", highlight=False
         )
-        report = engine.run()
+        if console.is_terminal and settings.output.progress_interval_s > 0:
+            with live_progress(console) as shown[0]:
+                report = engine.run()
+        else:
+            report = engine.run()
     render_report(report, console)
     return report
