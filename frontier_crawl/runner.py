@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
@@ -91,11 +92,14 @@ def live_progress(console: Console) -> Iterator[Progress]:
         yield show
 
 
-def crawl(settings: CrawlSettings, console: Console) -> dict[str, Any]:
-    """Run (or resume) one crawl and print its report."""
+def crawl(
+    settings: CrawlSettings, console: Console, config_path: Path | None = None
+) -> dict[str, Any]:
+    """Run (or resume) one crawl and print its report. ``config_path``: the file a reload
+    (SIGHUP, ``ctl reload``) reads again."""
     root = settings.crawl.output_dir
     if settings.workers.processes != 1:
-        coordinator = Coordinator(settings)
+        coordinator = Coordinator(settings, config_path=config_path)
         console.print(
             f"crawling {len(settings.crawl.seeds)} seed(s) into [bold]{root}[/] "
             f"with {coordinator.count} worker processes",
@@ -104,7 +108,7 @@ def crawl(settings: CrawlSettings, console: Console) -> dict[str, Any]:
         report = coordinator.run()
     else:
         shown: list[Progress] = [progress_printer(console)]
-        engine = Engine(settings, on_progress=lambda p: shown[0](p))
+        engine = Engine(settings, on_progress=lambda p: shown[0](p), config_path=config_path)
         console.print(
             f"crawling {len(settings.crawl.seeds)} seed(s) into [bold]{root}[/]", highlight=False
         )
