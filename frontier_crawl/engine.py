@@ -1063,6 +1063,9 @@ class Engine:
         report["disk_space_pauses"] = self._space_pauses
         report["disk_space_paused_s"] = round(self._space_paused_s, 3)
         report["warnings"] = config_warnings(self.settings) + self._repairs
+        cpu = self._cpu_shares()
+        if cpu:  # report.html's "where time went"
+            report["cpu"] = cpu
         report["output_dir"] = str(self.layout.root)
         report["warc_files"] = [str(p) for p in self._warc.paths] if self._warc else []
         try:
@@ -1077,6 +1080,17 @@ class Engine:
             self._failed(OSError(exc.errno, f"writing {self.layout.report}: {exc}"))
             report["write_error"] = self._write_error
         return report
+
+    def _cpu_shares(self) -> dict[str, Any]:
+        """The loop's CPU shares as the status measures them (``status()``), if it does."""
+        status = getattr(self, "status", None)
+        if not callable(status):
+            return {}
+        with _quiet():
+            cpu = status().get("cpu")
+            if isinstance(cpu, dict) and cpu.get("shares"):
+                return cpu
+        return {}
 
     def _install_signals(self) -> dict[int, Any]:
         previous: dict[int, Any] = {}

@@ -10,7 +10,11 @@ from frontier_crawl.output.report import (
     render_report,
     write_report,
 )
-from frontier_crawl.output.report_html import report_html, write_report_html
+from frontier_crawl.output.report_html import (
+    render_report_html,
+    write_report_html,
+    write_status_html,
+)
 from frontier_crawl.output.warc import ArchiveRecord, Revisit, WarcWriter, truncation_reason
 
 __all__ = [
@@ -25,8 +29,9 @@ __all__ = [
     "iso_time",
     "merge_rate_buckets",
     "render_report",
-    "report_html",
+    "render_report_html",
     "truncation_reason",
     "write_report",
     "write_report_html",
+    "write_status_html",
 ]

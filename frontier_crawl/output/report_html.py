@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import itertools
 import math
 import os
 import tempfile
@@ -21,11 +22,12 @@ from pathlib import Path
 #: the chart's drawing area, in SVG user units (it scales to the page width)
 _W, _H, _PAD_L, _PAD_B, _PAD_T = 900, 240, 56, 28, 12
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+CHART_TITLE = "Pages per second over the crawl's life"
 
 
 def write_report_html(path: Path, report: Mapping[str, object]) -> None:
     """Write ``report`` as a self-contained HTML page at ``path``, atomically."""
-    text = report_html(report)
+    text = render_report_html(report)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -82,13 +84,67 @@ def _rows(value: object) -> list[Mapping[str, object]]:
     return [r for r in value if isinstance(r, Mapping)] if isinstance(value, list) else []
 
 
-def report_html(report: Mapping[str, object]) -> str:
+def write_status_html(status: Mapping[str, object], root: Path) -> Path:
+    """``ctl status --html``: ``root/report.html`` from a running crawl's status (``GET
+    /api/status``): the same page, its chart the status's last ten minutes. The path."""
+    path = root / "report.html"
+    write_report_html(path, status_report(status, str(root)))
+    return path
+
+
+#: the width of a bucket of the status's history (samples about every 2 s) in report.html
+STATUS_BUCKET_S = 10.0
+
+
+def status_report(status: Mapping[str, object], output_dir: str) -> dict[str, object]:
+    """A report dict (as ``render_report_html`` reads) from a status snapshot."""
+    get = status.get
+    elapsed = get("elapsed_s", 0.0)
+    pages = get("pages", 0)
+    rate = pages / elapsed if isinstance(pages, int) and isinstance(elapsed, int | float) \
+        and elapsed > 0 else 0.0
+    buckets: dict[int, list[float]] = {}
+    history = get("history")
+    samples = [h for h in history if isinstance(h, list | tuple) and len(h) == 2] \
+        if isinstance(history, list) else []
+    for (t0, p0), (t1, p1) in itertools.pairwise(samples):
+        start = int(t1 - t1 % STATUS_BUCKET_S)
+        slot = buckets.setdefault(start, [0.0, 0.0])
+        slot[0] += max(0, p1 - p0)
+        slot[1] += max(0.0, t1 - t0)
+    return {
+        "title": "frontier-crawl status",
+        "chart_title": "Pages per second, last 10 minutes (live status)",
+        "state": f"{get('state', '')}: {_mapping(get('bottleneck')).get('name', '')}",
+        "bottleneck": _mapping(get("bottleneck")).get("detail", ""),
+        "output_dir": output_dir,
+        "fetched": pages,
+        "pages_per_s": round(rate, 3),
+        "pages_per_s_now": get("pages_per_s", 0.0),
+        "elapsed_s": elapsed,
+        "queued": get("queued", 0),
+        "in_flight": get("in_flight", 0),
+        "hosts": get("hosts", {}),
+        "outcomes": get("outcomes", {}),
+        "cpu": get("cpu", {}),
+        "rate_bucket_s": STATUS_BUCKET_S,
+        "pages_over_time": [[t, int(n), min(ran, STATUS_BUCKET_S)]
+                            for t, (n, ran) in sorted(buckets.items())],
+        "busiest_hosts": get("busiest_hosts", []),
+        "failing_hosts": get("failing_hosts", []),
+        "blocked_hosts": get("blocked_hosts", []),
+        "host_delays": get("host_delays", {}),
+        "paused": get("paused", False),
+    }  # fmt: skip
+
+
+def render_report_html(report: Mapping[str, object]) -> str:
     """The page for ``report`` (a ``report.json`` dict; missing keys show as absent)."""
     get = report.get
     complete = get("complete")
-    state = (
+    state = str(get("state")) if get("state") else (
         "complete" if complete
-        else "stopped by a signal" if get("stopped_by_signal")
+        else "stopped by the operator (signal or ctl stop)" if get("stopped_by_signal")
         else "stopped: write failed" if get("write_error")
         else "stopped for low disk space" if get("stopped_for_low_space")
         else "incomplete"
@@ -100,17 +156,20 @@ def report_html(report: Mapping[str, object]) -> str:
         ("downloaded", _bytes(get("bytes", 0))),
         ("hosts held (Retry-After, backoff)", _duration(get("host_held_s", 0.0))),
     ]
+    title = str(get("title", "frontier-crawl report"))
     parts = [
-        _head(f"frontier-crawl report: {get('output_dir', '')}"),
-        "<header><h1>frontier-crawl report</h1>",
+        _head(f"{title}: {get('output_dir', '')}"),
+        f"<header><h1>{_e(title)}</h1>",
         f'<p class="sub"><span class="badge {"ok" if complete else "warn"}">{_e(state)}</span>'
         f" {_e(get('output_dir', ''))}</p></header>",
+        f'<section class="bottleneck">{_e(get("bottleneck"))}</section>'
+        if get("bottleneck") else "",
         '<section class="cards">',
         *(f'<div class="card"><div class="v">{_e(v)}</div><div class="k">{_e(k)}</div></div>'
           for k, v in cards),
         "</section>",
         _warnings(get("warnings"), get("write_error")),
-        '<section><h2>Pages per second over the crawl\'s life</h2>',
+        f"<section><h2>{_e(get('chart_title', CHART_TITLE))}</h2>",
         _rate_chart(get("pages_over_time"), get("rate_bucket_s")),
         "</section>",
         '<section class="two">',
@@ -125,8 +184,10 @@ def report_html(report: Mapping[str, object]) -> str:
         _host_table("Slowest hosts (mean fetch time)", _rows(get("slowest_hosts")),
                     ("host", "pages", "mean_fetch_s", "failures")),
         _host_table("Most failing hosts", _rows(get("failing_hosts")),
-                    ("host", "failures", "pages", "mean_fetch_s")),
+                    ("host", "failures", "pages", "mean_fetch_s", "held_s")),
         "</section>",
+        _host_table("Busiest hosts", _rows(get("busiest_hosts")), ("host", "pages", "queued"))
+        if "busiest_hosts" in report else "",
         _host_table("URLs that held their hosts longest (Retry-After, backoff)",
                     _rows(get("held_by")), ("url", "held_s")),
         _details(report),
@@ -171,6 +232,7 @@ td.h {{ word-break: break-all; }}
 .bar {{ height: 10px; background: var(--acc); border-radius: 3px; min-width: 1px; }}
 .bar.error {{ background: var(--bad); }}
 .empty {{ color: var(--mute); }}
+.bottleneck {{ border-left: 4px solid var(--acc); font-size: 15px; word-break: break-word; }}
 .warnings {{ border-color: #f1c27d; background: #fff8eb; }}
 .warnings li {{ word-break: break-word; }}
 svg text {{ fill: var(--mute); font-size: 11px; }}
@@ -322,6 +384,7 @@ def _host_table(title: str, rows: Iterable[Mapping[str, object]], cols: Sequence
     rows = list(rows)
     if not rows:
         return f'<section><h2>{_e(title)}</h2><p class="empty">none</p></section>'
+    cols = [c for c in cols if any(c in r for r in rows)]  # the columns these rows have
     head = "".join(f"<th>{_e(c.replace('_', ' '))}</th>" for c in cols)
     body = "".join(
         "<tr>" + "".join(
@@ -337,7 +400,8 @@ def _details(report: Mapping[str, object]) -> str:
     """Every other scalar of the report, for completeness."""
     shown = {"fetched", "pages_per_s", "elapsed_s", "bytes", "host_held_s", "warnings",
              "output_dir", "outcomes", "errors_by_kind", "status_classes", "slowest_hosts",
-             "failing_hosts", "held_by", "pages_over_time", "rate_bucket_s", "cpu"}  # fmt: skip
+             "failing_hosts", "held_by", "pages_over_time", "rate_bucket_s", "cpu", "title",
+             "chart_title", "state", "bottleneck", "busiest_hosts"}  # fmt: skip
     rows = []
     for key, value in report.items():
         if key in shown:

@@ -687,10 +687,11 @@ def test_exported_members() -> None:
         "iso_time",
         "merge_rate_buckets",
         "render_report",
-        "report_html",
+        "render_report_html",
         "truncation_reason",
         "write_report",
         "write_report_html",
+        "write_status_html",
     }
 
 

@@ -9,7 +9,12 @@ from pathlib import Path
 
 import msgspec
 
-from frontier_crawl.output import CrawlStats, merge_rate_buckets, report_html, write_report_html
+from frontier_crawl.output import (
+    CrawlStats,
+    merge_rate_buckets,
+    render_report_html,
+    write_report_html,
+)
 from frontier_crawl.output.report import HOSTS_KEPT, MAX_RATE_BUCKETS
 
 T0 = 1_800_000_000.0  # a whole minute (T0 % 60 == 0)
@@ -131,5 +136,5 @@ def test_report_html_escapes_every_crawl_string_and_loads_nothing(tmp_path: Path
 
 
 def test_report_html_of_an_empty_report() -> None:
-    page = report_html({})
+    page = render_report_html({})
     assert "No page was fetched." in page and "</html>" in page

@@ -1,0 +1,263 @@
+"""The dashboard and report.html in a real headless Chromium (Debian's ``chromium``, driven by
+Playwright over CDP, no browser downloaded), against a real crawl subprocess of the demo web.
+
+The dashboard is loaded during the crawl: what it shows is checked against ``/api/status``
+(within one poll), its Pause button is pressed and the crawl is seen paused both in the status
+and in the web server's own request log (no request while paused), then Resume. After the
+crawl, ``report.html`` is opened from disk (``file://``) with every request the page makes
+recorded and any that is not the file itself refused; the test asserts there was none.
+
+Settings that differ from the defaults, beyond conftest.crawl_config's (and why):
+* ``control.listen = "127.0.0.1:0"``: the API is off by default; port 0 so tests never collide;
+* ``politeness.min_delay_s`` 0.25: slow enough (about 4 pages/s per host, 12 in all) that the
+  crawl is still running through the checks, pause and resume, and a pause of 2 s would miss
+  some 24 requests if it did not hold.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from frontier_crawl.control.status import BOTTLENECKS
+from frontier_crawl.demo.server import DemoServer
+from frontier_crawl.demo.site import Site, SiteSpec
+from tests.conftest import crawl_config
+
+CHROMIUM = "/usr/bin/chromium"
+if not Path(CHROMIUM).exists():
+    if os.environ.get("CI"):  # .ci/run installs it: a CI run without it is broken, not skipped
+        pytest.fail(f"{CHROMIUM} is missing: .ci/run should have installed it", pytrace=False)
+    pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
+playwright_sync = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+
+pytestmark = pytest.mark.timeout(120)
+
+DELAY_S = 0.25
+#: a request the crawler had submitted just before the pause took effect may still reach the
+#: server a little later (loopback on a loaded 2-core machine)
+SLACK_S = 0.3
+PAUSED_S = 2.0  #: how long the crawl stays paused while the server's log is watched
+#: Chromium as root in a container, headless, and quiet: no sandbox (root), no GPU, none of
+#: the background requests a fresh profile makes to Google's services
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+    "--disable-dev-shm-usage",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[tuple[Site, DemoServer]]:
+    """3 hosts, 600 pages of 20 KB (realistic sizes), no Crawl-delay."""
+    site = Site(SiteSpec(hosts=3, pages=600, crawl_delay_s=None, seed=21, page_bytes=20_000))
+    with DemoServer(site) as server:
+        yield site, server
+
+
+class Api:
+    """The crawl's control API, read from ``output_dir/control.addr`` and ``control.token``."""
+
+    def __init__(self, out: Path, wait_s: float = 30.0) -> None:
+        deadline = time.monotonic() + wait_s
+        while not (out / "control.token").exists() or not (out / "control.addr").exists():
+            assert time.monotonic() < deadline, f"no control API in {out} after {wait_s} s"
+            time.sleep(0.05)
+        time.sleep(0.05)
+        self.address = (out / "control.addr").read_text().strip()
+        self.token = (out / "control.token").read_text().strip()
+
+    def call(self, method: str, path: str) -> dict[str, Any]:
+        host, _, port = self.address.rpartition(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        try:
+            body = b"{}" if method == "POST" else None
+            conn.request(method, path, body, {"Authorization": f"Bearer {self.token}",
+                                              "Content-Type": "application/json"})  # fmt: skip
+            reply = conn.getresponse()
+            data = json.loads(reply.read())
+            assert reply.status == 200, (path, reply.status, data)
+            assert isinstance(data, dict)
+            return data
+        finally:
+            conn.close()
+
+    def status(self) -> dict[str, Any]:
+        return self.call("GET", "/api/status")
+
+
+def wait_for(what: str, check: Any, timeout_s: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while not (value := check()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+    return value
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def test_dashboard_during_a_crawl_then_report_html_from_disk(
+    tmp_path: Path, web: tuple[Site, DemoServer]
+) -> None:
+    site, server = web
+    cfg = crawl_config(
+        tmp_path, site, server.port, control={"listen": "127.0.0.1:0"},
+        politeness={"min_delay_s": DELAY_S, "user_agent": "frontier-crawl-test/0.1"},
+    )  # fmt: skip
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        api = Api(out)
+        wait_for("pages fetched", lambda: api.status()["pages"] >= 10)
+        with playwright_sync.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+                                         headless=True)  # fmt: skip
+            try:
+                _check_dashboard(browser, api, server, tmp_path)
+                _check_status_html(cfg, out, api)
+                api.call("POST", "/api/stop")
+                _, err = proc.communicate(timeout=60)
+                assert proc.returncode == 0, err.decode()
+                _check_report(browser, out, tmp_path)
+            finally:
+                browser.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _check_dashboard(browser: Any, api: Api, server: DemoServer, tmp_path: Path) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    requests: list[str] = []
+    context.on("request", lambda r: requests.append(r.url))
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"http://{api.address}/?token={api.token}")
+    # polled from here, not with wait_for_function: the page's CSP forbids the eval it uses
+    wait_for("the first status drawn", lambda: page.get_attribute("body", "data-pages"), 15)
+    assert "token" not in page.url, page.url  # moved out of the address bar at once
+
+    # what it shows: the numbers of /api/status, within one poll (1 s) of each other
+    before = api.status()
+    time.sleep(1.5)  # at least one poll after `before`
+    shown = {
+        "pages": _int(page.text_content("#pages") or ""),
+        "queued": _int(page.text_content("#queued") or ""),
+        "hosts": _int(page.text_content("#hosts-total") or ""),
+        "state": page.text_content("#state"),
+        "bottleneck": page.text_content("#bottleneck-name"),
+        "detail": page.text_content("#bottleneck-detail"),
+        "busiest": page.text_content("#busiest") or "",
+        "outcomes": page.text_content("#outcomes") or "",
+        "legend": page.text_content("#hosts-legend") or "",
+    }
+    after = api.status()
+    assert before["pages"] <= shown["pages"] <= after["pages"], (before["pages"], shown, after)
+    assert shown["hosts"] == after["hosts"]["total"] == 3
+    assert shown["state"] == after["state"] == "running"
+    assert shown["bottleneck"] in BOTTLENECKS
+    assert (shown["bottleneck"], shown["detail"]) in {
+        (s["bottleneck"]["name"], s["bottleneck"]["detail"]) for s in (before, after)
+    }, (shown, before["bottleneck"], after["bottleneck"])
+    assert shown["detail"], "the bottleneck line says why"
+    for row in after["busiest_hosts"][:3]:
+        assert row["host"] in shown["busiest"]
+    assert after["outcomes"].get("fetched")
+    for name, count in after["outcomes"].items():
+        if count:
+            assert name in shown["outcomes"]
+    assert "ready" in shown["legend"] and "waiting" in shown["legend"]
+    polyline = page.query_selector("#chart polyline")
+    assert polyline is not None and len((polyline.get_attribute("points") or "").split()) >= 2
+    page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+
+    # pause: the status says so, and the web server sees no request while it holds
+    page.click("#pause")
+    wait_for("the dashboard showing paused", lambda: page.text_content("#state") == "paused", 10)
+    paused_at = time.monotonic()
+    status = api.status()
+    assert status["paused"] is True and status["state"] == "paused"
+    assert page.is_disabled("#pause") and page.is_enabled("#resume")
+    time.sleep(PAUSED_S)
+    during = [e for e in server.log(wait_s=0.0) if paused_at + SLACK_S <= e.started]
+    assert during == [], during
+    page.screenshot(path=str(tmp_path / "dashboard-paused.png"), full_page=True)
+
+    # resume: requests again
+    page.click("#resume")
+    wait_for("the dashboard showing running",
+             lambda: page.text_content("#state") == "running", 10)
+    resumed_at = time.monotonic()
+    assert api.status()["paused"] is False
+    wait_for("a request after resume",
+             lambda: [e for e in server.log(wait_s=0.0) if e.started > resumed_at], 10)
+    # every request the page made went to the control listener
+    assert requests and all(u.startswith(f"http://{api.address}/") for u in requests), requests
+    assert errors == [], errors
+    context.close()
+
+
+def _check_status_html(cfg: Path, out: Path, api: Api) -> None:
+    """``ctl status --html`` writes report.html from the running crawl's status."""
+    ctl = subprocess.run(
+        [sys.executable, "-m", "frontier_crawl.cli", "ctl", "--config", str(cfg), "status",
+         "--html"], capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert ctl.returncode == 0, ctl.stderr
+    assert Path(ctl.stdout.strip()) == out / "report.html"
+    page = (out / "report.html").read_text()
+    status = api.status()
+    assert "frontier-crawl status" in page and "last 10 minutes" in page
+    assert status["busiest_hosts"] and all(r["host"] in page for r in status["busiest_hosts"])
+
+
+def _check_report(browser: Any, out: Path, tmp_path: Path) -> None:
+    report = json.loads((out / "report.json").read_text())
+    path = out / "report.html"
+    assert path.exists()
+    context = browser.new_context(viewport={"width": 1280, "height": 1000}, offline=True)
+    requests: list[str] = []
+    url = path.as_uri()
+
+    def route(r: Any) -> None:
+        requests.append(r.request.url)
+        if r.request.url == url:
+            r.continue_()
+        else:
+            r.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.goto(url)
+    assert requests == [url], requests  # nothing but the file itself: no font, CSS, script
+    text = page.text_content("body") or ""
+    assert page.title().startswith("frontier-crawl report")
+    assert f"{report['fetched']:,}" in text and "pages fetched" in text
+    assert "stopped by the operator" in text  # ended by POST /api/stop, which acts as SIGTERM
+    for name in report["outcomes"]:
+        assert name in text
+    for row in report["slowest_hosts"]:
+        assert row["host"] in text
+    assert page.query_selector("svg polyline") is not None  # pages/s over the crawl's life
+    page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+    if os.environ.get("FRONTIER_CRAWL_KEEP_SCREENSHOTS"):  # to look at them by hand
+        keep = Path(os.environ["FRONTIER_CRAWL_KEEP_SCREENSHOTS"])
+        keep.mkdir(parents=True, exist_ok=True)
+        for png in tmp_path.glob("*.png"):
+            shutil.copy(png, keep / png.name)
+    context.close()
