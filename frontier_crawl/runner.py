@@ -30,8 +30,9 @@ def _bottleneck(p: dict[str, Any]) -> tuple[str, str] | None:
     b = p.get("bottleneck")
     if isinstance(b, dict):
         return str(b.get("name", "")), str(b.get("detail", ""))
-    if isinstance(b, str) and b:
-        return b, str(p.get("bottleneck_detail", ""))
+    if isinstance(b, str) and b:  # "name: detail", the engine's progress line form
+        name, _, detail = b.partition(": ")
+        return name, detail
     return None
 
 
@@ -46,7 +47,7 @@ def progress_printer(console: Console) -> Progress:
         )
         named = _bottleneck(p)
         if named is not None:  # crawl-chosen text (host names): appended as plain text
-            line.append(f"  {named[0]}: {named[1]}" if named[1] else f"  {named[0]}")
+            line.append(f"  {named[0]}: {named[1]}" if named[1] else f"  {named[0]}", "cyan")
         console.print(line, highlight=False, soft_wrap=True)
 
     return show
