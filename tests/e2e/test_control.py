@@ -1,0 +1,138 @@
+"""The control API against real crawls of the demo web (a crawl subprocess, its API on a free
+loopback port): every rule of the seam and every command, observed in the server's own log.
+
+Settings that differ from the defaults, beyond conftest.crawl_config's (and why):
+* ``control.listen = "127.0.0.1:0"``: the API is off by default; port 0 so tests never collide;
+* ``min_delay_s`` 0.02 -> 0.05 in most tests: a crawl of a few hundred pages lasts long enough
+  (several seconds) to be steered while it runs, yet each test stays well under a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from frontier_crawl.demo.server import DemoServer
+from frontier_crawl.demo.site import Site, SiteSpec
+from tests.conftest import crawl_config, served_pages
+from tests.control_client import Api, ctl, finish, pages_of, start_crawl, wait_until
+
+pytestmark = pytest.mark.timeout(120)
+
+DELAY_S = 0.05
+LISTEN = {"listen": "127.0.0.1:0"}
+#: a request the crawler submitted just before a command took effect may reach the server a
+#: little later (loopback, but a loaded 2-core machine): requests starting this soon after the
+#: reply are not counted against the command
+SLACK_S = 0.25
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[tuple[Site, DemoServer]]:
+    """3 hosts, 360 pages (>= 20 KB each: realistic sizes), no Crawl-delay."""
+    site = Site(SiteSpec(hosts=3, pages=360, crawl_delay_s=None, seed=13, page_bytes=20_000))
+    with DemoServer(site) as server:
+        yield site, server
+
+
+def config(tmp_path: Path, site: Site, server: DemoServer, **sections: dict[str, object]) -> Path:
+    politeness = {"min_delay_s": DELAY_S, "user_agent": "frontier-crawl-test/0.1"}
+    politeness.update(sections.pop("politeness", {}))
+    return crawl_config(tmp_path, site, server.port, control=LISTEN, politeness=politeness,
+                        **sections)  # fmt: skip
+
+
+def test_api_rules(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """Token (missing, wrong: 401 and logged), Host check, methods, paths, bodies, no CORS,
+    token file mode 0600."""
+    site, server = web
+    cfg = config(tmp_path, site, server, politeness={"min_delay_s": 0.2})
+    out = cfg.parent / "out"
+    proc = start_crawl(cfg)
+    try:
+        api = Api(out)
+        mode = stat.S_IMODE(os.stat(out / "control.token").st_mode)
+        assert mode == 0o600, oct(mode)
+        assert api.raw("GET", "/api/status", headers={"Authorization": None}).status == 401
+        wrong = api.raw("GET", "/api/status", headers={"Authorization": "Bearer nope"})
+        assert wrong.status == 401 and "error" in wrong.body
+        assert api.raw("POST", "/api/pause", b"{}", {"Authorization": None}).status == 401
+        # the token as a query parameter counts on GET / only
+        assert api.raw("GET", f"/api/status?token={api.token}",
+                       headers={"Authorization": None}).status == 401  # fmt: skip
+        assert api.raw("GET", f"/?token={api.token}", headers={"Authorization": None}).status == 200
+        # DNS rebinding: a page of evil.example resolved to 127.0.0.1 sends its own Host
+        assert api.raw("GET", "/api/status", headers={"Host": f"evil.example:{api.port}"}
+                       ).status == 421  # fmt: skip
+        assert api.raw("GET", "/api/status", headers={"Host": "127.0.0.1:1"}).status == 421
+        assert api.raw("GET", "/api/status", headers={"Host": f"localhost:{api.port}"}
+                       ).status == 200  # fmt: skip
+        # methods and paths
+        assert api.raw("GET", "/api/pause").status == 405  # GET never mutates
+        assert api.raw("POST", "/api/status", b"{}").status == 405
+        assert api.raw("DELETE", "/api/block").status == 405
+        assert api.raw("GET", "/api/nothing").status == 404
+        preflight = api.raw("OPTIONS", "/api/pause", headers={"Origin": "http://evil.example"})
+        assert preflight.status == 405
+        assert not [h for h in preflight.headers if h.startswith("access-control")]
+        status = api.raw("GET", "/api/status", headers={"Origin": "http://evil.example"})
+        assert status.status == 200
+        assert not [h for h in status.headers if h.startswith("access-control")]
+        assert status.body["paused"] is False  # the GETs above changed nothing
+        # bodies
+        for path, body in [("/api/block", b"{}"), ("/api/block", b'{"host": "a b"}'),
+                           ("/api/block", b"not json"), ("/api/seeds", b'{"urls": "x"}'),
+                           ("/api/host-delay", b'{"host": "x.org", "delay_s": -1}'),
+                           ("/api/concurrency", b'{"value": 0}'), ("/api/pause", b"[1]")]:
+            bad = api.raw("POST", path, body)
+            assert bad.status == 400 and bad.body["error"], (path, body, bad)
+        huge = api.raw("POST", "/api/seeds", b"x" * ((1 << 20) + 1))
+        assert huge.status == 413
+        assert api.post("/api/stop")["result"] == "applied"
+        err = finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert err.count("refused: no token") >= 2 and "refused: wrong token" in err, err[-2000:]
+    assert not (out / "control.addr").exists() and not (out / "control.token").exists()
+    report = json.loads((out / "report.json").read_text())
+    assert report["stopped_by_signal"] is True and report["complete"] is False
+
+
+def test_pause_resume(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """Pause: no request starts while paused (in-flight ones finish), the status says so and
+    the clock goes on; resume: the crawl completes."""
+    site, server = web
+    cfg = config(tmp_path, site, server)
+    out = cfg.parent / "out"
+    since = len(server.log(wait_s=0.0))
+    proc = start_crawl(cfg)
+    try:
+        api = Api(out)
+        wait_until("some pages", lambda: api.status()["pages"] >= 20)
+        reply = api.post("/api/pause")
+        paused_at = time.monotonic()
+        assert reply["result"] == "applied" and reply["paused"] is True
+        status = wait_until("paused state", lambda: (s := api.status())["state"] == "paused" and s)
+        assert status["paused"] is True
+        time.sleep(2.0)
+        resumed_at = time.monotonic()
+        later = api.status()
+        assert later["elapsed_s"] > status["elapsed_s"] + 1.0  # time keeps going
+        during = [e for h in site.hosts for e in pages_of(server, h, paused_at + SLACK_S, resumed_at)]
+        assert during == [], f"{len(during)} requests started while paused"
+        assert later["pages"] == api.status()["pages"]
+        assert api.post("/api/resume")["paused"] is False
+        finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    fetched = served_pages(server, since)
+    assert set(fetched) == site.expected_pages(server.port)
