@@ -9,6 +9,7 @@ Settings that differ from the defaults, beyond conftest.crawl_config's (and why)
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from frontier_crawl.demo.server import DemoServer
+from frontier_crawl.demo.server import DemoServer, RequestLogEntry
 from frontier_crawl.demo.site import Site, SiteSpec
 from tests.conftest import crawl_config, served_pages
 from tests.control_client import Api, ctl, finish, pages_of, start_crawl, wait_until
@@ -126,7 +127,8 @@ def test_pause_resume(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
         resumed_at = time.monotonic()
         later = api.status()
         assert later["elapsed_s"] > status["elapsed_s"] + 1.0  # time keeps going
-        during = [e for h in site.hosts for e in pages_of(server, h, paused_at + SLACK_S, resumed_at)]
+        during = [e for h in site.hosts
+                  for e in pages_of(server, h, paused_at + SLACK_S, resumed_at)]  # fmt: skip
         assert during == [], f"{len(during)} requests started while paused"
         assert later["pages"] == api.status()["pages"]
         assert api.post("/api/resume")["paused"] is False
@@ -136,3 +138,167 @@ def test_pause_resume(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
         proc.wait()
     fetched = served_pages(server, since)
     assert set(fetched) == site.expected_pages(server.port)
+
+
+def host_pages(site: Site, server: DemoServer, host: str) -> set[str]:
+    return {u for u in site.expected_pages(server.port) if f"//{host}:" in u}
+
+
+def gaps(entries: list[RequestLogEntry]) -> list[float]:
+    """Seconds between consecutive request starts, as the server saw them."""
+    return [b - a for a, b in itertools.pairwise(sorted(e.started for e in entries))]
+
+
+def test_block_unblock(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """Block: no request to the host while it is blocked, its URLs kept (the crawl waits for an
+    unblock rather than end); unblock: they are fetched, and the crawl completes."""
+    site, server = web
+    cfg = config(tmp_path, site, server)
+    out = cfg.parent / "out"
+    since = len(server.log(wait_s=0.0))
+    host, others = site.hosts[1], [h for h in site.hosts if h != site.hosts[1]]
+    proc = start_crawl(cfg)
+    try:
+        api = Api(out)
+        wait_until("some pages", lambda: api.status()["pages"] >= 10)
+        reply = api.post("/api/block", {"host": f"HTTP://{host.upper()}:{server.port}/x"})
+        blocked_at = time.monotonic()
+        assert reply["result"] == "applied" and reply["host"] == host and reply["held"] > 0
+        rest = set().union(*(host_pages(site, server, h) for h in others))
+        wait_until("the other hosts crawled",
+                   lambda: rest <= set(served_pages(server, since)), timeout_s=60)  # fmt: skip
+        time.sleep(1.0)
+        assert pages_of(server, host, blocked_at + SLACK_S) == []
+        status = api.status()
+        assert status["blocked_hosts"] == [host] and status["queued"] > 0
+        assert proc.poll() is None  # it waits for an unblock: the API is on
+        assert not host_pages(site, server, host) <= set(served_pages(server, since))
+        released = api.post("/api/unblock", {"host": host})
+        assert released["released"] > 0
+        finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert set(served_pages(server, since)) == site.expected_pages(server.port)
+
+
+def test_host_delay(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """One host's delay, set and then cleared (with ctl): the spacing in the server's log
+    follows at once; the other hosts keep theirs."""
+    site, server = web
+    cfg = config(tmp_path, site, server)
+    out = cfg.parent / "out"
+    slow, other = site.hosts[0], site.hosts[2]
+    proc = start_crawl(cfg)
+    try:
+        api = Api(out)
+        wait_until("some pages", lambda: api.status()["pages"] >= 10)
+        reply = api.post("/api/host-delay", {"host": slow, "delay_s": 0.4})
+        assert reply["delay_s"] == 0.4 and reply["origins"] == 1
+        set_at = time.monotonic()
+        assert api.status()["host_delays"] == {slow: 0.4}
+        time.sleep(3.0)
+        spaced = gaps(pages_of(server, slow, set_at + 0.5))
+        assert len(spaced) >= 3 and min(spaced) >= 0.4 * 0.9, spaced
+        fast = gaps(pages_of(server, other, set_at + 0.5))
+        assert fast and sorted(fast)[len(fast) // 2] < 0.2, fast
+        done = ctl(cfg, "delay", slow, "off")
+        assert done.returncode == 0 and "back to the config" in done.stdout, done
+        cleared_at = time.monotonic()
+        time.sleep(1.5)
+        again = gaps(pages_of(server, slow, cleared_at + 0.5))
+        assert again and sorted(again)[len(again) // 2] < 0.2, again
+        assert api.status()["host_delays"] == {}
+        assert ctl(cfg, "stop").returncode == 0
+        finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_reload(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """ctl reload applies a delay change at once; a changed identity key is refused, naming
+    it, and the running config stays; a broken file (by SIGHUP) is reported and changes
+    nothing; SIGHUP with a good file applies it."""
+    site, server = web
+    cfg = config(tmp_path, site, server)
+    out = cfg.parent / "out"
+    proc = start_crawl(cfg)
+    try:
+        api = Api(out)
+        wait_until("some pages", lambda: api.status()["pages"] >= 10)
+        config(tmp_path, site, server, politeness={"min_delay_s": 0.4})
+        done = ctl(cfg, "reload")
+        assert done.returncode == 0 and "politeness.min_delay_s" in done.stdout, done
+        reloaded_at = time.monotonic()
+        time.sleep(2.5)
+        slow = [g for h in site.hosts for g in gaps(pages_of(server, h, reloaded_at + 0.5))]
+        assert len(slow) >= 4 and min(slow) >= 0.4 * 0.9, slow
+        # an identity key: refused, nothing applied (the delay change beside it neither)
+        config(tmp_path, site, server, frontier={"seen_capacity": 200_000})
+        refused = ctl(cfg, "reload")
+        assert refused.returncode == 1 and "frontier.seen_capacity" in refused.stderr, refused
+        assert "identity" in refused.stderr
+        refused_at = time.monotonic()
+        # a file with an error, by SIGHUP: reported in the log, the running config stays
+        cfg.write_text(cfg.read_text().replace("[politeness]", "[politeness]\nmin_delay_s = -1"))
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(2.0)
+        still = [g for h in site.hosts for g in gaps(pages_of(server, h, refused_at + 0.5))]
+        assert len(still) >= 2 and min(still) >= 0.4 * 0.9, still
+        assert proc.poll() is None
+        config(tmp_path, site, server)  # back to 0.05
+        proc.send_signal(signal.SIGHUP)
+        wait_until("fast again", lambda: len(pages_of(server, site.hosts[0],
+                                                      time.monotonic() - 0.5)) >= 3)  # fmt: skip
+        assert ctl(cfg, "stop").returncode == 0
+        err = finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "config not reloaded" in err and "min_delay_s" in err, err[-2000:]
+    assert "config reloaded: politeness.min_delay_s" in err
+
+
+def test_commands_survive_kill9(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """A block, a host delay and an added seed, then kill -9: the restarted crawl (a new
+    token) still blocks the host, still spaces the other, and fetches the added seed once the
+    host is unblocked."""
+    site, server = web
+    cfg = config(tmp_path, site, server)
+    out = cfg.parent / "out"
+    since = len(server.log(wait_s=0.0))
+    blocked, slow = site.hosts[1], site.hosts[0]
+    added = f"http://{blocked}:{server.port}/added-by-the-operator"
+    proc = start_crawl(cfg)
+    try:
+        api = Api(out)
+        wait_until("some pages", lambda: api.status()["pages"] >= 10)
+        api.post("/api/block", {"host": blocked})
+        api.post("/api/host-delay", {"host": slow, "delay_s": 0.3})
+        assert api.post("/api/seeds", {"urls": [added, added, "ftp://x/"]})["admitted"] == 1
+        time.sleep(0.5)  # ten group commits (commit_interval_s 0.05)
+        proc.kill()
+        proc.wait()
+        first_token = api.token
+        (out / "control.addr").unlink()  # left by the kill (ctl would say: not running)
+        proc = start_crawl(cfg)
+        api = Api(out)
+        assert api.token != first_token  # a new token at every start
+        restarted_at = time.monotonic()
+        status = api.status()
+        assert status["blocked_hosts"] == [blocked]
+        assert status["host_delays"] == {slow: 0.3}
+        time.sleep(2.5)
+        assert pages_of(server, blocked, restarted_at) == []
+        spaced = gaps(pages_of(server, slow, restarted_at))
+        assert len(spaced) >= 3 and min(spaced) >= 0.3 * 0.9, spaced
+        api.post("/api/unblock", {"host": blocked})
+        api.post("/api/host-delay", {"host": slow, "delay_s": None})
+        finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    fetched = served_pages(server, since)
+    assert site.expected_pages(server.port) <= set(fetched)
+    assert [e for e in server.log() if e.path == "/added-by-the-operator"]
