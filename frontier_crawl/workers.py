@@ -395,9 +395,16 @@ _STATES = ("stopping", "running", "paused", "starting", "finished")
 def merge_status(snaps: list[dict[str, Any]]) -> dict[str, Any]:
     """One status from the workers' snapshots: counters added, the most telling state."""
     if not snaps:
-        return {"state": "starting", "bottleneck": {"name": "idle", "detail": "no worker "
-                "has reported yet"}, "workers": [], "paused": False, "blocked_hosts": [],
-                "host_delays": {}}  # fmt: skip
+        return {
+            "state": "starting", "bottleneck": {"name": "idle", "detail": "no worker has "
+            "reported yet"}, "elapsed_s": 0.0, "pages": 0, "pages_per_s": 0.0, "queued": 0,
+            "queued_memory": 0, "queued_disk": 0, "in_flight": 0, "concurrency": 0,
+            "hosts": {"total": 0, "ready": 0, "waiting": 0, "backoff": 0, "robots": 0,
+                      "blocked": 0},
+            "outcomes": {}, "busiest_hosts": [], "failing_hosts": [],
+            "cpu": {"loop_busy": 0.0, "shares": {}}, "history": [], "paused": False,
+            "blocked_hosts": [], "host_delays": {}, "workers": [],
+        }  # fmt: skip
     merged: dict[str, Any] = {}
     for snap in snaps:
         for key, value in snap.items():
