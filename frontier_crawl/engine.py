@@ -1165,7 +1165,7 @@ class Engine:
         )  # fmt: skip
         self._recorder.add(sample)
         if force or now - self._status_wanted < STATUS_WANTED_S:
-            self._publish(now, sample)
+            self._build_status(now, sample)
 
     def _crawl_state(self) -> CrawlState:
         if self._state != "running":
@@ -1209,8 +1209,9 @@ class Engine:
         )
         return sig, hs
 
-    def _publish(self, now: float, sample: Sample) -> None:
-        """Build the status and metrics snapshots and publish them (replaced whole)."""
+    def _build_status(self, now: float, sample: Sample) -> None:
+        """Build the status and metrics snapshots (replaced whole; ``_publish`` hands them to
+        the control API)."""
         window = self._recorder.window(sample)
         sig, hs = self._signals(now, window.loop_busy, window.shares, window.dns_share)
         frontier = self.frontier

@@ -114,7 +114,7 @@ td.h { word-break: break-all; }
     <div class="k" id="concurrency">in flight</div></div>
   <div class="card panel"><div class="v" id="hosts-total">-</div><div class="k">hosts</div></div>
 </div>
-<div class="panel" style="margin-bottom:14px"><h2>Pages per second, last 10 minutes</h2>
+<div class="panel" style="margin-bottom:14px"><h2>Pages per second (10 s window), last 10 min</h2>
   <svg id="chart" viewBox="0 0 1000 220" preserveAspectRatio="none" role="img"
        aria-label="pages per second over the last ten minutes"></svg></div>
 <div class="grid2">
@@ -207,38 +207,48 @@ function svg(tag, attrs, text) {
   if (text !== undefined) e.textContent = String(text);
   return e;
 }
+function ago(s) {
+  return s <= 0 ? "now" : s < 120 ? "-" + Math.round(s) + " s" : "-" + Math.round(s / 60) + " min";
+}
 function drawChart(history) {
+  // pages/s over a sliding window of SMOOTH_S (samples come about every 2 s), on an axis as
+  // long as the history (one minute at least, ten at most)
+  const SMOOTH_S = 10;
   const chart = $("chart");
   const W = 1000, H = 220, L = 48, B = 22, T = 8;
   const pts = [];
+  let j = 0;
   for (let i = 1; i < history.length; i++) {
-    const [t0, p0] = history[i - 1], [t1, p1] = history[i];
+    while (j < i - 1 && history[i][0] - history[j + 1][0] >= SMOOTH_S) j++;
+    const [t0, p0] = history[j], [t1, p1] = history[i];
     if (t1 > t0) pts.push([t1, Math.max(0, (p1 - p0) / (t1 - t0))]);
   }
   const nodes = [];
   const now = history.length ? history[history.length - 1][0] : Date.now() / 1000;
-  const start = now - 600;
+  const first = history.length ? history[0][0] : now;
+  const span = Math.min(600, Math.max(60, now - first));
+  const start = now - span;
   let top = 1;
   for (const [, r] of pts) top = Math.max(top, r);
   const mag = Math.pow(10, Math.floor(Math.log10(top)));
-  top = [1, 2, 5, 10].map((m) => m * mag).find((v) => v >= top);
-  const x = (t) => L + (t - start) / 600 * (W - L - 6);
+  top = [1, 2, 5, 10].map((m) => m * mag).find((v) => v >= top * 0.999999);
+  const x = (t) => L + (t - start) / span * (W - L - 30);
   const y = (r) => T + (H - B - T) * (1 - r / top);
   for (let i = 0; i <= 4; i++) {
     const v = top * i / 4;
-    nodes.push(svg("line", {class: "gl", x1: L, x2: W - 6, y1: y(v), y2: y(v)}));
+    nodes.push(svg("line", {class: "gl", x1: L, x2: W - 30, y1: y(v), y2: y(v)}));
     nodes.push(svg("text", {x: L - 6, y: y(v) + 4, "text-anchor": "end"}, +v.toPrecision(3)));
   }
-  for (let m = 0; m <= 10; m += 2) {
-    nodes.push(svg("text", {x: x(start + m * 60), y: H - 6, "text-anchor": "middle"},
-                   m === 10 ? "now" : "-" + (10 - m) + " min"));
+  for (let k = 0; k <= 5; k++) {
+    const t = start + span * k / 5;
+    nodes.push(svg("text", {x: x(t), y: H - 6, "text-anchor": "middle"}, ago(now - t)));
   }
   const shown = pts.filter(([t]) => t >= start);
   if (shown.length > 1) {
     const line = shown.map(([t, r]) => x(t).toFixed(1) + "," + y(r).toFixed(1)).join(" ");
-    const first = x(shown[0][0]).toFixed(1), last = x(shown[shown.length - 1][0]).toFixed(1);
-    nodes.push(svg("polygon", {class: "ar", points: first + "," + y(0) + " " + line + " " +
-                                                   last + "," + y(0)}));
+    const a = x(shown[0][0]).toFixed(1), b = x(shown[shown.length - 1][0]).toFixed(1);
+    nodes.push(svg("polygon", {class: "ar", points: a + "," + y(0) + " " + line + " " +
+                                                   b + "," + y(0)}));
     nodes.push(svg("polyline", {class: "ln", points: line}));
   }
   chart.replaceChildren(...nodes);
