@@ -336,8 +336,15 @@ function drawWorkers(workers) {
 }
 
 let last = null;
+// [unix s, pages] seen by this page, for a status without history (worker processes' merge)
+const seen = [];
 function draw(s) {
   last = s;
+  const now = Date.now() / 1000;
+  if (typeof s.pages === "number" && (!seen.length || now - seen[seen.length - 1][0] >= 1)) {
+    seen.push([now, s.pages]);
+    while (seen.length && now - seen[0][0] > 600) seen.shift();
+  }
   const state = $("state");
   state.textContent = s.state;
   state.className = "badge " + s.state;
@@ -354,7 +361,7 @@ function draw(s) {
                                   num(s.queued_disk) + " on disk";
   $("in-flight").textContent = num(s.in_flight);
   $("concurrency").textContent = "in flight of " + num(s.concurrency) + " slots";
-  drawChart(s.history || []);
+  drawChart(s.history && s.history.length > 1 ? s.history : seen);
   drawHosts(s.hosts || {});
   drawOutcomes(s.outcomes);
   drawCpu(s.cpu || {});

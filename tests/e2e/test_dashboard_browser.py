@@ -255,9 +255,61 @@ def _check_report(browser: Any, out: Path, tmp_path: Path) -> None:
         assert row["host"] in text
     assert page.query_selector("svg polyline") is not None  # pages/s over the crawl's life
     page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
-    if os.environ.get("FRONTIER_CRAWL_KEEP_SCREENSHOTS"):  # to look at them by hand
+    _keep_screenshots(tmp_path)
+    context.close()
+
+
+def _keep_screenshots(tmp_path: Path) -> None:
+    """Copy the screenshots to $FRONTIER_CRAWL_KEEP_SCREENSHOTS, if set (to look at them)."""
+    if os.environ.get("FRONTIER_CRAWL_KEEP_SCREENSHOTS"):
         keep = Path(os.environ["FRONTIER_CRAWL_KEEP_SCREENSHOTS"])
         keep.mkdir(parents=True, exist_ok=True)
         for png in tmp_path.glob("*.png"):
             shutil.copy(png, keep / png.name)
-    context.close()
+
+
+def test_dashboard_of_worker_processes(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """With two worker processes, one dashboard for the crawl: the totals and a row per worker."""
+    site, server = web
+    cfg = crawl_config(
+        tmp_path, site, server.port, control={"listen": "127.0.0.1:0"},
+        workers={"processes": 2},
+        politeness={"min_delay_s": DELAY_S, "user_agent": "frontier-crawl-test/0.1"},
+    )  # fmt: skip
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        api = Api(out)
+        wait_for("both workers reporting",
+                 lambda: len(api.status()["workers"]) == 2 and api.status()["pages"] >= 10)
+        with playwright_sync.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+                                         headless=True)  # fmt: skip
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 1000})
+                page.goto(f"http://{api.address}/?token={api.token}")
+                wait_for("the first status drawn",
+                         lambda: page.get_attribute("body", "data-pages"), 15)
+                before = api.status()
+                time.sleep(1.5)
+                shown = _int(page.text_content("#pages") or "")
+                rows = page.query_selector_all("#workers tr")
+                after = api.status()
+                assert before["pages"] <= shown <= after["pages"]
+                assert page.is_visible("#workers-panel") and len(rows) == 1 + 2  # head + 2
+                assert _int(page.text_content("#hosts-total") or "") == 3
+                time.sleep(2.5)  # the chart draws from the page's own polls if need be
+                line = page.query_selector("#chart polyline")
+                assert line is not None and len((line.get_attribute("points") or "").split()) >= 2
+                page.screenshot(path=str(tmp_path / "dashboard-workers.png"), full_page=True)
+                _keep_screenshots(tmp_path)
+            finally:
+                browser.close()
+        api.call("POST", "/api/stop")
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err.decode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
