@@ -328,6 +328,7 @@ class Engine:
         # SAMPLE_EVERY_S, and the latest published snapshot (read by other threads: replaced
         # whole, never mutated once published)
         self._times = LoopTimes()
+        self._folded: dict[str, float] = {}  #: the loop times last added to the stats
         self._recorder = Recorder()
         self._state: CrawlState = "starting"
         self._loop_thread = 0
@@ -441,6 +442,7 @@ class Engine:
                 self._warc.flush()
             self._settle(self._warc.written())
         elapsed = self._elapsed_before + time.monotonic() - self._started
+        self._fold_loop_times()
         saved = _SavedStats(self.stats, elapsed, self._repairs)
         self.frontier.save_blob(STATS_BLOB, _ENCODER.encode(saved))
         if self._outbox:  # in this tick's transaction; delivered after its commit
@@ -449,6 +451,17 @@ class Engine:
             self._outbox.clear()
             self._undelivered = True
         self._dirty = bool(self._unsettled)
+
+    def _fold_loop_times(self) -> None:
+        """Add the loop's seconds by phase since the last fold to the saved counters (the
+        report's "where time went", over every run of the crawl)."""
+        t = self._times
+        now = {"run": time.monotonic() - self._started, "waiting": self._waited(),
+               "parse": t.parse, "callbacks": t.callbacks, "warc": t.warc,
+               "frontier": t.frontier, "fetch": t.fetch}  # fmt: skip
+        folded = self._folded
+        self.stats.add_loop_time({k: v - folded.get(k, 0.0) for k, v in now.items()})
+        self._folded = now
 
     def _settle(self, written: int) -> None:
         """Mark done, and count, the pages whose WARC records are now handed to the OS."""

@@ -84,6 +84,17 @@ class CrawlStats:
     #: crawl was running in it, not its width (the oldest merge past MAX_RUNS)
     runs: list[list[float]] = field(default_factory=list)
     hosts: dict[str, HostTally] = field(default_factory=dict)  #: bounded: HOSTS_KEPT
+    #: the loop's seconds over every run, by phase: ``run`` (wall time), ``waiting`` (blocked
+    #: in poll: on politeness delays or the network), ``parse``, ``callbacks``, ``warc``,
+    #: ``frontier``, ``fetch`` (the rest of ``run`` is other work)
+    loop_s: dict[str, float] = field(default_factory=dict)
+
+    def add_loop_time(self, spent: Mapping[str, float]) -> None:
+        """Add seconds by phase (see ``loop_s``)."""
+        loop = self.loop_s
+        for phase, seconds in spent.items():
+            if seconds > 0:
+                loop[phase] = loop.get(phase, 0.0) + seconds
 
     def begin_run(self, now: float) -> None:
         """A run (this process's part of the crawl) starts at unix time ``now``."""
@@ -215,6 +226,7 @@ class CrawlStats:
                 for url, held in sorted(self.holds.items(), key=lambda kv: -kv[1])
             ],
             "rate_bucket_s": self.rate_bucket_s,
+            "loop_s": {k: round(v, 3) for k, v in self.loop_s.items()},
             "pages_over_time": self.pages_over_time(),
             "runs": len(self.runs),
             "slowest_hosts": self._host_rows(lambda t: (_mean_s(t), t.pages)),

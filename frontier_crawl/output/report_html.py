@@ -351,18 +351,42 @@ def _bars(title: str, counts: Mapping[str, object], kind: str) -> str:
     return f'<div><h2>{_e(title)}</h2><table>{rows}</table></div>'
 
 
+#: the loop's phases (report ``loop_s``) as report.html names them
+_PHASES = (
+    ("waiting", "waiting (politeness delays, the network)"),
+    ("parse", "parsing links"),
+    ("callbacks", "spider callbacks"),
+    ("warc", "WARC records"),
+    ("frontier", "frontier (scheduling, LMDB commits)"),
+    ("fetch", "fetch (libcurl, results)"),
+)
+
+
 def _time_went(report: Mapping[str, object]) -> str:
-    """Where time went: the loop's CPU shares (when the report has them), else the waits."""
+    """Where time went: the loop's seconds by phase over the crawl's life (``loop_s``), else
+    the CPU shares the status measured last (``cpu``), else the waits."""
+    loop = {k: float(v) for k, v in _mapping(report.get("loop_s")).items()
+            if isinstance(v, int | float)}  # fmt: skip
+    run = loop.get("run", 0.0)
+    if run > 0:
+        rows = [(label, loop.get(key, 0.0)) for key, label in _PHASES]
+        rows.append(("other work", max(0.0, run - sum(v for _, v in rows))))
+        body = "".join(
+            f'<tr><td>{_e(label)}</td><td class="n">{_e(_duration(v))}</td>'
+            f'<td class="n">{100 * v / run:.1f}%</td><td style="width:35%"><div class="bar" '
+            f'style="width:{min(100.0, 100 * v / run):.1f}%"></div></td></tr>'
+            for label, v in rows
+        )
+        return (f"<div><h2>Where time went (the crawl loop, {_e(_duration(run))} in all)</h2>"
+                f"<table>{body}</table></div>")  # fmt: skip
     cpu = _mapping(report.get("cpu"))
     shares = _mapping(cpu.get("shares"))
-    rows: dict[str, object] = {}
     if shares:
         busy = cpu.get("loop_busy")
         title = "Where time went (share of the loop's CPU time)"
-        rows = {str(k): v for k, v in shares.items()}
         note = (f'<p class="empty">loop busy {float(busy) * 100:.0f}% of the time</p>'
                 if isinstance(busy, int | float) else "")  # fmt: skip
-        items = [(k, float(v)) for k, v in rows.items() if isinstance(v, int | float)]
+        items = [(str(k), float(v)) for k, v in shares.items() if isinstance(v, int | float)]
         items.sort(key=lambda kv: -kv[1])
         body = "".join(
             f'<tr><td>{_e(k)}</td><td class="n">{v * 100:.1f}%</td>'
@@ -401,7 +425,7 @@ def _details(report: Mapping[str, object]) -> str:
     shown = {"fetched", "pages_per_s", "elapsed_s", "bytes", "host_held_s", "warnings",
              "output_dir", "outcomes", "errors_by_kind", "status_classes", "slowest_hosts",
              "failing_hosts", "held_by", "pages_over_time", "rate_bucket_s", "cpu", "title",
-             "chart_title", "state", "bottleneck", "busiest_hosts"}  # fmt: skip
+             "chart_title", "state", "bottleneck", "busiest_hosts", "loop_s"}  # fmt: skip
     rows = []
     for key, value in report.items():
         if key in shown:

@@ -71,8 +71,14 @@ def test_pages_over_time_cover_both_runs_and_only_running_time(
     # a bucket's rate divides by the time the crawl ran in it: the gap is not counted
     ran = sum(float(p[2]) for p in report["pages_over_time"])
     assert 0 < ran <= report["elapsed_s"] + 0.5, (ran, report["elapsed_s"])
+    # where time went: the loop's phases over both runs, its wall time the crawl's
+    loop = report["loop_s"]
+    assert abs(loop["run"] - report["elapsed_s"]) < 1.0, (loop, report["elapsed_s"])
+    assert loop["waiting"] > 0 and loop["parse"] > 0 and loop["frontier"] > 0
+    assert sum(v for k, v in loop.items() if k != "run") <= loop["run"] * 1.01
     page = (out / "report.html").read_text()
     assert "complete" in page and f"{report['fetched']:,}" in page
+    assert "Where time went (the crawl loop" in page
     for row in report["slowest_hosts"]:
         assert row["host"] in page
 

@@ -605,6 +605,7 @@ def test_report_for_a_known_sequence() -> None:
         "host_held_s": 0.0,
         "held_by": [],
         "rate_bucket_s": 60.0,
+        "loop_s": {},
         "runs": 1,
         "slowest_hosts": [],
         "failing_hosts": [],

@@ -138,3 +138,15 @@ def test_report_html_escapes_every_crawl_string_and_loads_nothing(tmp_path: Path
 def test_report_html_of_an_empty_report() -> None:
     page = render_report_html({})
     assert "No page was fetched." in page and "</html>" in page
+
+
+def test_where_time_went_sums_the_loop_phases_over_runs() -> None:
+    stats = CrawlStats()
+    stats.add_loop_time({"run": 10.0, "waiting": 6.0, "parse": 1.0, "frontier": 1.0})
+    stats.add_loop_time({"run": 10.0, "waiting": 2.0, "parse": 3.0, "fetch": -0.0})  # run 2
+    report = stats.report(20.0, {})
+    assert report["loop_s"] == {"run": 20.0, "waiting": 8.0, "parse": 4.0, "frontier": 1.0}
+    page = render_report_html(report)
+    assert "waiting (politeness delays, the network)" in page and "40.0%" in page  # 8 of 20 s
+    assert "parsing links" in page and "20.0%" in page
+    assert "other work" in page and "35.0%" in page  # 20 - 8 - 4 - 1 = 7 s
