@@ -115,6 +115,8 @@ def status_report(status: Mapping[str, object], output_dir: str) -> dict[str, ob
     return {
         "title": "frontier-crawl status",
         "chart_title": "Pages per second, last 10 minutes (live status)",
+        "chart_empty": "No pages in the status's history yet (with worker processes it has "
+                       "none: each worker's report.json has its own series).",
         "state": f"{get('state', '')}: {_mapping(get('bottleneck')).get('name', '')}",
         "bottleneck": _mapping(get("bottleneck")).get("detail", ""),
         "output_dir": output_dir,
@@ -170,7 +172,8 @@ def render_report_html(report: Mapping[str, object]) -> str:
         "</section>",
         _warnings(get("warnings"), get("write_error")),
         f"<section><h2>{_e(get('chart_title', CHART_TITLE))}</h2>",
-        _rate_chart(get("pages_over_time"), get("rate_bucket_s")),
+        _rate_chart(get("pages_over_time"), get("rate_bucket_s"),
+                    str(get("chart_empty", "No page was fetched."))),
         "</section>",
         '<section class="two">',
         _bars("Outcomes", _mapping(get("outcomes")), "outcome"),
@@ -252,7 +255,7 @@ def _warnings(warnings: object, write_error: object) -> str:
     return f'<section class="warnings"><h2>Warnings</h2><ul>{lis}</ul></section>'
 
 
-def _rate_chart(points: object, bucket_s: object) -> str:
+def _rate_chart(points: object, bucket_s: object, empty: str = "No page was fetched.") -> str:
     """pages/s per bucket as an SVG line; a gap between runs breaks the line."""
     width = float(bucket_s) if isinstance(bucket_s, int | float) and bucket_s > 0 else 60.0
     series: list[tuple[float, float]] = []
@@ -264,7 +267,7 @@ def _rate_chart(points: object, bucket_s: object) -> str:
                     # divided by the time the crawl ran in the bucket (a second at least)
                     series.append((float(t), float(n) / max(float(ran), min(1.0, width))))
     if not series:
-        return '<p class="empty">No page was fetched.</p>'
+        return f'<p class="empty">{_e(empty)}</p>'
     series.sort()
     t0, t1 = series[0][0], series[-1][0] + width
     top = _nice_ceiling(max(r for _, r in series))
@@ -425,7 +428,8 @@ def _details(report: Mapping[str, object]) -> str:
     shown = {"fetched", "pages_per_s", "elapsed_s", "bytes", "host_held_s", "warnings",
              "output_dir", "outcomes", "errors_by_kind", "status_classes", "slowest_hosts",
              "failing_hosts", "held_by", "pages_over_time", "rate_bucket_s", "cpu", "title",
-             "chart_title", "state", "bottleneck", "busiest_hosts", "loop_s"}  # fmt: skip
+             "chart_title", "chart_empty", "state", "bottleneck", "busiest_hosts",
+             "loop_s"}  # fmt: skip
     rows = []
     for key, value in report.items():
         if key in shown:

@@ -71,6 +71,9 @@ def test_a_terminal_gets_a_live_panel_redrawn_in_place(tmp_path: Path) -> None:
     panels = out.split(PANEL_TOP)
     assert "pages/s" in panels[-1] and "queued" in panels[-1] and "in flight" in panels[-1]
     assert re.search(r"\b(\d[\d,]*)\s+hosts\b", panels[-1])
+    # the bottleneck line, named by the engine's status (the demo: politeness or fetch)
+    named = re.findall(r"bottleneck (\w+): \S", out)
+    assert named and set(named) <= {"politeness", "fetch", "robots", "cpu", "draining"}, named
     assert not re.search(r"^\s*\d+\.\ds pages", out, re.M)  # no scrolling progress lines
     assert "crawl report" in out and re.search(r"expected pages fetched (\d+)/\1\b", out)
 
@@ -83,4 +86,5 @@ def test_a_pipe_gets_plain_progress_lines(tmp_path: Path) -> None:
     lines = re.findall(r"^\s*\d+\.\ds pages [\d,]+ \(\d+/s\) queued [\d,]+ in flight \d+ hosts \d+",
                        proc.stdout, re.M)  # fmt: skip
     assert len(lines) >= 2, proc.stdout
+    assert re.search(r"in flight \d+ hosts \d+  (politeness|fetch|robots|cpu): \S", proc.stdout)
     assert "\x1b[" not in proc.stdout and "╭" not in proc.stdout.split("crawl report")[0]
