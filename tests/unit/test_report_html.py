@@ -14,8 +14,10 @@ from frontier_crawl.output import (
     merge_rate_buckets,
     render_report_html,
     write_report_html,
+    write_status_html,
 )
 from frontier_crawl.output.report import HOSTS_KEPT, MAX_RATE_BUCKETS
+from frontier_crawl.output.report_html import status_report
 
 T0 = 1_800_000_000.0  # a whole minute (T0 % 60 == 0)
 
@@ -150,3 +152,29 @@ def test_where_time_went_sums_the_loop_phases_over_runs() -> None:
     assert "waiting (politeness delays, the network)" in page and "40.0%" in page  # 8 of 20 s
     assert "parsing links" in page and "20.0%" in page
     assert "other work" in page and "35.0%" in page  # 20 - 8 - 4 - 1 = 7 s
+
+
+def test_status_html_from_a_running_crawls_status(tmp_path: Path) -> None:
+    from frontier_crawl.control.status import empty_status  # the status JSON's shape
+
+    status = empty_status("running")
+    status.update(
+        pages=40, elapsed_s=20.0, pages_per_s=2.0,
+        bottleneck={"name": "politeness", "detail": f"1 host left: {EVIL}"},
+        history=[[T0 + 2 * i, 2 * i] for i in range(11)],  # 1 page/s for 20 s
+        busiest_hosts=[{"host": f"http://{EVIL}", "pages": 40, "queued": 3}],
+        failing_hosts=[{"host": "http://down.example", "failures": 2, "held_s": 5.0}],
+        outcomes={"fetched": 40},
+    )  # fmt: skip
+    path = write_status_html(status, tmp_path)
+    assert path == tmp_path / "report.html"
+    page = path.read_text()
+    parser = _Collect()
+    parser.feed(page)
+    assert "script" not in parser.tags and parser.refs == []
+    text = "".join(parser.text)
+    assert f"1 host left: {EVIL}" in text and f"http://{EVIL}" in text
+    assert "running: politeness" in text and "http://down.example" in text
+    report = status_report(status, str(tmp_path))
+    assert sum(p[1] for p in report["pages_over_time"]) == 20  # type: ignore[union-attr]
+    assert all(p[1] / p[2] == 1.0 for p in report["pages_over_time"])  # type: ignore[union-attr]
