@@ -44,6 +44,19 @@ def _parser() -> argparse.ArgumentParser:
         "--delay", type=float, default=0.0, help="politeness.min_delay_s for the demo crawl"
     )
     sub.add_parser("config-reference", help="print the configuration reference (Markdown)")
+    ctl = sub.add_parser(
+        "ctl",
+        help="steer a running crawl through its control API",
+        description="Talk to the running crawl that --config describes (its [control] listen "
+        "must be set). Exit status: 0 done, 1 the crawl refused the command, 2 bad usage or "
+        "config, 3 the crawl cannot be reached (API off, not running).",
+    )
+    ctl.add_argument("--config", dest="ctl_config", type=Path, help="the crawl's crawl.toml")
+    ctl.add_argument("--json", action="store_true", help="print the reply as JSON")
+    ctl.add_argument("--html", action="store_true", help="status: write report.html")
+    ctl.add_argument("action", help="status|pause|resume|stop|add-seeds FILE|block HOST|"
+                     "unblock HOST|delay HOST SECONDS|concurrency N|reload|dashboard")  # fmt: skip
+    ctl.add_argument("args", nargs="*", help="the action's arguments")
     return p
 
 
@@ -58,6 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "config-reference":
         sys.stdout.write(render_reference())
         return EXIT_OK
+    if args.command == "ctl":
+        from frontier_crawl.ctl import run as run_ctl
+
+        config = args.ctl_config or args.config
+        if config is None:
+            sys.stderr.write("frontier-crawl ctl: --config crawl.toml is required\n")
+            return EXIT_CONFIG
+        return run_ctl(config, args.action, args.args, as_json=args.json, html=args.html)
     if args.command == "demo":
         from frontier_crawl.demo import run_demo
 
@@ -80,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     from frontier_crawl.runner import crawl
 
     try:
-        report = crawl(settings, out)
+        report = crawl(settings, out, config_path=args.config)
     except StateMismatch as exc:
         sys.stderr.write(f"frontier-crawl: {exc}\n")
         return EXIT_CONFIG

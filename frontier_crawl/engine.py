@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +34,10 @@ from typing import Any, Protocol
 import msgspec
 
 from frontier_crawl import __version__
-from frontier_crawl.config import CrawlSettings
+from frontier_crawl.config import ConfigError, CrawlSettings, load
+from frontier_crawl.config.reload import reload_plan
+from frontier_crawl.control.commands import Command
+from frontier_crawl.control.server import ControlServer
 from frontier_crawl.control.status import (
     SAMPLE_EVERY_S,
     CrawlState,
@@ -58,6 +61,7 @@ from frontier_crawl.frontier import DamagedState, Failure, Frontier, StateMismat
 from frontier_crawl.frontier.mailbox import Link
 from frontier_crawl.frontier.politeness import parse_retry_after, retry_delay
 from frontier_crawl.frontier.robots import MAX_ROBOTS_BYTES
+from frontier_crawl.frontier.scope import check_scope
 from frontier_crawl.output import (
     ArchiveRecord,
     CrawlLog,
@@ -87,6 +91,8 @@ MAX_WAIT_S = 1.0  # upper bound of one wait, so progress, checkpoints and signal
 WARC_SYNCS_PER_COMMIT = 2
 #: in worker mode, how often the inbox is looked at (a peer's batch does not wake the curl wait)
 PEER_WAIT_S = 0.02
+#: how often the loop publishes the status snapshot the control API serves
+PUBLISH_S = 0.5
 
 
 STATS_BLOB = "engine.stats"
@@ -199,6 +205,23 @@ class PeersLike(Protocol):
     def should_stop(self) -> bool: ...
 
 
+class PendingLike(Protocol):
+    """A posted command waiting for the loop's answer (``control.commands.Pending``)."""
+
+    @property
+    def command(self) -> Command: ...
+    def answer(self, reply: dict[str, Any]) -> None: ...
+
+
+class CommandSource(Protocol):
+    """Where operator commands come from: the control API's queue (``control/commands.py``),
+    or, in a worker process, the coordinator's pipe (``workers.py``)."""
+
+    @property
+    def fileno(self) -> int: ...
+    def take(self) -> Sequence[PendingLike]: ...
+
+
 class FetcherLike(Protocol):
     """The fetch seam: what the engine needs of a fetcher (``fetch.Fetcher``, or a null one)."""
 
@@ -222,8 +245,23 @@ class Engine:
         peers: PeersLike | None = None,
         parser: Parser | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
+        config_path: Path | None = None,
+        commands: CommandSource | None = None,
+        reshape: Callable[[CrawlSettings], CrawlSettings] | None = None,
     ) -> None:
+        """``config_path``: the crawl.toml a reload (SIGHUP, the control API) reads again;
+        ``reshape`` turns what it loads into this process's settings (a worker's). ``commands``:
+        operator commands from elsewhere (a worker's coordinator); without it, the engine
+        serves its own control API when ``[control] listen`` is set."""
         self.settings = settings
+        self._config_path = config_path
+        self._reshape = reshape
+        self._commands: CommandSource | None = commands
+        self._control: ControlServer | None = None
+        self._paused = False  #: by the operator (pause/resume)
+        self._reload_requested = False  #: SIGHUP received
+        self._published: dict[str, Any] = {}
+        self._published_metrics: dict[str, Any] | None = None
         self.layout = Layout(Path(settings.crawl.output_dir))
         self.layout.root.mkdir(parents=True, exist_ok=True)
         #: start-up repairs of this run: warnings naming what was set aside (``_set_aside``)
@@ -297,7 +335,6 @@ class Engine:
         self._busiest_at = float("-inf")
         #: origin -> [failures, seconds held] (failed fetches and the holds they caused)
         self._failing: dict[str, list[float]] = {}
-        self._paused = False  #: an operator's pause (control commands): no new requests
 
     def _written_paths(self) -> list[Path]:
         """Every directory the crawl writes into (the space monitor counts each fs once)."""
@@ -430,6 +467,8 @@ class Engine:
         self._loop_thread = threading.get_ident()
         self._state = "running"
         try:
+            self._start_control()
+            self._wake_on_commands()
             # in the first group: a seed's crawl-log line (a rejected one) is synced with it
             self._open_group(time.monotonic())
             self.frontier.add(s.crawl.seeds, depth=0, now=time.monotonic())
@@ -441,6 +480,7 @@ class Engine:
             raise
         finally:
             self._restore_signals(previous)
+            self._stop_control()
         return self._finish()
 
     def _loop(self) -> None:
@@ -518,10 +558,18 @@ class Engine:
         progress_every = self.settings.output.progress_interval_s
         next_ckpt = time.monotonic() + ckpt_every
         next_progress = time.monotonic() + progress_every if progress_every else float("inf")
+        next_publish = 0.0
         drain_deadline = float("inf")
         while True:
             now = time.monotonic()
-            paused = self._short_of_space(now)
+            if self._commands is not None or self._reload_requested:
+                if self._take_commands(now):
+                    next_publish = 0.0
+                now = time.monotonic()
+            if now >= next_publish:
+                self._publish()
+                next_publish = now + PUBLISH_S
+            paused = self._short_of_space(now) or self._paused
             if self._stop_requested or self._halt:
                 if drain_deadline == float("inf"):
                     drain_deadline = now + self.settings.crawl.stop_timeout_s
@@ -550,6 +598,9 @@ class Engine:
                     times.requests += submitted
                     self._last_request = now
             idle = frontier.pending == 0 and fetcher.in_flight == 0
+            if not idle and frontier.blocked_queues and fetcher.in_flight == 0:
+                # all that is left is held by blocks: over, unless an operator can unblock
+                idle = frontier.pending == frontier.held_by_blocks and self._commands is None
             if self._peers is not None:
                 if self._exchange(now, idle):
                     return
@@ -579,10 +630,11 @@ class Engine:
             if now >= next_ckpt:
                 self._commit()
                 self._checkpoint()
-                next_ckpt = now + ckpt_every
+                next_ckpt = now + self.settings.frontier.checkpoint_interval_s
             if now >= next_progress:
                 self._progress()
-                next_progress = now + progress_every
+                progress_every = self.settings.output.progress_interval_s
+                next_progress = now + progress_every if progress_every else float("inf")
 
     def _short_of_space(self, now: float) -> bool:
         """Whether fetching is paused for lack of disk space (``output.min_free_bytes``); says
@@ -655,13 +707,14 @@ class Engine:
         if self._stop_requested or self._halt:
             return 0.1
         longest = MAX_WAIT_S if self._peers is None else PEER_WAIT_S
-        if self._low_space is not None:  # paused: only in-flight transfers to wait for
+        if self._low_space is not None or self._paused:  # only in-flight transfers to wait for
             return longest
         if self.fetcher.free_slots and self.frontier.has_ready:
             return 0.0
         wake = self.frontier.next_wake()
         if wake is None:
-            if self.fetcher.in_flight == 0 and self.frontier.pending:
+            frontier = self.frontier
+            if self.fetcher.in_flight == 0 and frontier.pending > frontier.held_by_blocks:
                 raise RuntimeError(f"frontier stalled: {self.frontier.stats()}")
             return longest
         return min(longest, max(0.0, wake - now))
@@ -846,6 +899,185 @@ class Engine:
             )
         )
 
+    # ----------------------------------------------------------------------------- operator
+
+    def _start_control(self) -> None:
+        """Serve the control API if ``[control] listen`` is set (not in a worker process: its
+        coordinator serves the crawl's one API and forwards commands)."""
+        listen = self.settings.control.listen
+        if not listen or self._commands is not None or self._peers is not None:
+            return
+        self._control = ControlServer(
+            listen, self.layout.root, lambda: self._published, self._metrics_text
+        )
+        self._commands = self._control.queue
+
+    def _wake_on_commands(self) -> None:
+        wake_on = getattr(self.fetcher, "wake_on", None)
+        if wake_on is not None and self._commands is not None:  # a command ends a wait in poll
+            wake_on(self._commands.fileno)
+
+    def _stop_control(self) -> None:
+        if self._control is not None:
+            with _quiet():
+                self._control.close()
+            self._control = None
+
+    def _metrics_text(self) -> bytes:
+        """Prometheus text from the latest published metrics snapshot (HTTP thread)."""
+        from frontier_crawl.control.metrics import render_metrics
+
+        snapshot = self._published_metrics
+        if snapshot is None:
+            raise NotImplementedError
+        return render_metrics([snapshot])
+
+    def _publish(self) -> None:
+        """Publish the status (and metrics) snapshot the control API serves: a new dict each
+        time, so the HTTP thread reads a consistent one without a lock."""
+        if self._commands is None:
+            return
+        status = getattr(self, "status", None)
+        snapshot = dict(status()) if callable(status) else self._basic_status()
+        snapshot.update(self._operator_status())
+        if self._paused and snapshot.get("state") == "running":
+            snapshot["state"] = "paused"
+        self._published = snapshot
+        metrics = getattr(self, "metrics", None)
+        if callable(metrics):
+            with _quiet():
+                self._published_metrics = dict(metrics())
+
+    def _operator_status(self) -> dict[str, Any]:
+        concurrency = getattr(self.fetcher, "concurrency", None)
+        return {
+            "paused": self._paused,
+            "blocked_hosts": self.frontier.blocked_hosts,
+            "host_delays": self.frontier.host_delays,
+            "concurrency": self.settings.fetch.concurrency if concurrency is None else concurrency,
+        }
+
+    def _basic_status(self) -> dict[str, Any]:
+        """The status JSON's fields from the counters at hand (what ``status()`` refines)."""
+        p = self.progress()
+        state = ("stopping" if self._stop_requested or self._halt
+                 else "paused" if self._paused else "running")  # fmt: skip
+        return {
+            "state": state,
+            "bottleneck": {"name": "paused" if self._paused else "fetch", "detail": ""},
+            "elapsed_s": p["elapsed_s"], "pages": p["pages"], "pages_per_s": p["pages_per_s"],
+            "queued": p["queued"], "queued_memory": p["hot"],
+            "queued_disk": max(0, p["queued"] - p["hot"]), "in_flight": p["in_flight"],
+            "concurrency": self.settings.fetch.concurrency,
+            "hosts": {"total": p["hosts"], "ready": 0, "waiting": 0, "backoff": 0, "robots": 0,
+                      "blocked": self.frontier.blocked_queues},
+            "outcomes": {}, "busiest_hosts": [], "failing_hosts": [],
+            "cpu": {"loop_busy": 0.0, "shares": {}}, "history": [], "workers": [],
+        }  # fmt: skip
+
+    def _take_commands(self, now: float) -> bool:
+        """Apply the operator's commands posted since the last tick (and a SIGHUP's reload);
+        True if any was applied."""
+        pending = self._commands.take() if self._commands is not None else ()
+        if self._reload_requested:
+            self._reload_requested = False
+            reply = self._reload(time.monotonic())
+            log.warning("SIGHUP: %s", reply.get("error") or f"config reloaded ({reply})")
+        for item in pending:
+            try:
+                reply = self.apply(item.command, time.monotonic())
+            except ConfigError as exc:
+                reply = {"error": str(exc)}
+            item.answer(reply)
+        return bool(pending)
+
+    def apply(self, command: Command, now: float) -> dict[str, Any]:
+        """Apply one operator command in the loop; the reply for the API. Crawl-state changes
+        (blocks, host delays, seeds) go into the open group commit, durable with it."""
+        name = command.name
+        applied: dict[str, Any] = {"result": "applied", "command": name}
+        if name == "pause":
+            if not self._paused:
+                log.warning("paused by the operator: no new requests (in-flight ones finish)")
+            self._paused = True
+            return {**applied, "paused": True, "in_flight": self.fetcher.in_flight}
+        if name == "resume":
+            if self._paused:
+                log.warning("resumed by the operator")
+            self._paused = False
+            return {**applied, "paused": False}
+        if name == "stop":
+            if not self._stop_requested:
+                self._stop_requested = 1
+                log.warning("stop requested by the operator: finishing in-flight transfers "
+                            "(up to %.0f s), then stopping",
+                            self.settings.crawl.stop_timeout_s)  # fmt: skip
+            return {**applied, "in_flight": self.fetcher.in_flight}
+        if name == "concurrency":
+            set_concurrency = getattr(self.fetcher, "set_concurrency", None)
+            if set_concurrency is None:
+                return {"error": "this fetcher's concurrency cannot be changed"}
+            set_concurrency(command.value)
+            log.warning("concurrency set to %d by the operator", command.value)
+            return {**applied, "concurrency": command.value}
+        if name == "reload":
+            return self._reload(now)
+        if name == "status":  # from a worker's coordinator: the latest snapshot
+            return self._published
+        if name == "metrics":  # the same, for its /metrics
+            return self._published_metrics or {}
+        self._dirty = True
+        if self._group is None:
+            self._open_group(now)
+        frontier = self.frontier
+        if name == "seeds":
+            admitted = frontier.add(command.urls, depth=0, now=now)
+            log.warning("%d of %d seed(s) added by the operator admitted", admitted,
+                        len(command.urls))  # fmt: skip
+            return {**applied, "given": len(command.urls), "admitted": admitted}
+        if name == "block":
+            held = frontier.block(command.host, now)
+            log.warning("host %s blocked by the operator (%d URLs held)", command.host, held)
+            return {**applied, "host": command.host, "held": held}
+        if name == "unblock":
+            released = frontier.unblock(command.host, now)
+            log.warning("host %s unblocked by the operator", command.host)
+            return {**applied, "host": command.host, "released": released}
+        if name == "host-delay":
+            hosts = frontier.set_host_delay(command.host, command.delay_s, now)
+            log.warning("host %s: delay %s by the operator", command.host,
+                        "back to the config" if command.delay_s is None
+                        else f"set to {command.delay_s:g} s")  # fmt: skip
+            return {**applied, "host": command.host, "delay_s": command.delay_s, "origins": hosts}
+        return {"error": f"unknown command {name!r}"}
+
+    def _reload(self, now: float) -> dict[str, Any]:
+        """Read crawl.toml again: apply its changed tunables, or refuse it all (a bad file, a
+        changed identity or fixed key) and keep the running config."""
+        if self._config_path is None:
+            return {"error": "not reloaded: this crawl was not started from a config file"}
+        try:
+            new = load(self._config_path)
+            check_scope(new)
+        except ConfigError as exc:
+            log.error("config not reloaded, the running config stays: %s", exc)
+            return {"error": f"config not reloaded, the running config stays: {exc}"}
+        if self._reshape is not None:
+            new = self._reshape(new)
+        plan = reload_plan(self.settings, new)
+        if plan.refused:
+            log.error("%s", plan.message)
+            return {"error": plan.message, "refused": list(plan.refused)}
+        if plan.changed:
+            self.settings = new
+            self.frontier.reconfigure(new, now)
+            reconfigure = getattr(self.fetcher, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(new.fetch, new.politeness)
+            self._space.min_free_bytes = new.output.min_free_bytes
+            log.warning("config reloaded: %s", ", ".join(plan.changed))
+        return {"result": "applied", "command": "reload", "changed": list(plan.changed)}
+
     # ----------------------------------------------------------------------------- lifecycle
 
     def _checkpoint(self) -> None:
@@ -925,7 +1157,7 @@ class Engine:
         )  # fmt: skip
         self._recorder.add(sample)
         if force or now - self._status_wanted < STATUS_WANTED_S:
-            self._publish(now, sample)
+            self._build_status(now, sample)
 
     def _crawl_state(self) -> CrawlState:
         if self._state != "running":
@@ -969,7 +1201,7 @@ class Engine:
         )
         return sig, hs
 
-    def _publish(self, now: float, sample: Sample) -> None:
+    def _build_status(self, now: float, sample: Sample) -> None:
         """Build the status and metrics snapshots and publish them (replaced whole)."""
         window = self._recorder.window(sample)
         sig, hs = self._signals(now, window.loop_busy, window.shares, window.dns_share)
@@ -1013,8 +1245,8 @@ class Engine:
             },
             "history": [list(point) for point in self._recorder.history],
             "paused": self._paused,
-            "blocked_hosts": getattr(frontier, "blocked_hosts", []),
-            "host_delays": getattr(frontier, "host_delays", {}),
+            "blocked_hosts": frontier.blocked_hosts,
+            "host_delays": frontier.host_delays,
             "workers": [],
         }
         self._status, self._status_at = status, now
@@ -1113,12 +1345,18 @@ class Engine:
 
     def _install_signals(self) -> dict[int, Any]:
         previous: dict[int, Any] = {}
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             try:
-                previous[sig] = signal.signal(sig, self._on_signal)
+                handler = self._on_hangup if sig == signal.SIGHUP else self._on_signal
+                previous[sig] = signal.signal(sig, handler)
             except ValueError:  # not the main thread
                 break
         return previous
+
+    def _on_hangup(self, signum: int, frame: FrameType | None) -> None:
+        """SIGHUP: read crawl.toml again (in the loop, at its next tick)."""
+        del signum, frame
+        self._reload_requested = True
 
     @staticmethod
     def _restore_signals(previous: dict[int, Any]) -> None:

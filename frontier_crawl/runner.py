@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -30,11 +31,14 @@ def progress_printer(console: Console) -> Callable[[dict[str, Any]], None]:
     return show
 
 
-def crawl(settings: CrawlSettings, console: Console) -> dict[str, Any]:
-    """Run (or resume) one crawl and print its report."""
+def crawl(
+    settings: CrawlSettings, console: Console, config_path: Path | None = None
+) -> dict[str, Any]:
+    """Run (or resume) one crawl and print its report. ``config_path``: the file a reload
+    (SIGHUP, ``ctl reload``) reads again."""
     root = settings.crawl.output_dir
     if settings.workers.processes != 1:
-        coordinator = Coordinator(settings)
+        coordinator = Coordinator(settings, config_path=config_path)
         console.print(
             f"crawling {len(settings.crawl.seeds)} seed(s) into [bold]{root}[/] "
             f"with {coordinator.count} worker processes",
@@ -42,7 +46,7 @@ def crawl(settings: CrawlSettings, console: Console) -> dict[str, Any]:
         )
         report = coordinator.run()
     else:
-        engine = Engine(settings, on_progress=progress_printer(console))
+        engine = Engine(settings, on_progress=progress_printer(console), config_path=config_path)
         console.print(
             f"crawling {len(settings.crawl.seeds)} seed(s) into [bold]{root}[/]", highlight=False
         )

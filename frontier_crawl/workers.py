@@ -14,19 +14,32 @@ The coordinator then raises a shared flag, every worker finishes normally, and t
 merges their reports into ``output_dir/report.json``.
 
 Signals: the coordinator forwards SIGINT/SIGTERM to the workers (graceful stop, then the merged
-report); a second signal is forwarded too and makes everyone exit at once.
+report); a second signal is forwarded too and makes everyone exit at once. SIGHUP is forwarded:
+every worker reads crawl.toml again.
+
+Control API: with ``[control] listen`` set, the coordinator serves the crawl's one API
+(``control/server.py``). Each worker has a pipe from the coordinator, which its loop drains like
+the API's queue (and which wakes its wait). Commands are routed: added seeds to the worker that
+owns each URL's host (``owner_of``); block, unblock and host delays to every worker (they name a
+host, and the owner is a function of the origin: each scheme and port of a host may belong to
+another worker); pause, resume, stop, concurrency (per worker process) and reload to all. The
+status is every worker's snapshot, merged.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections import Counter, deque
+from collections.abc import Mapping, Sequence
+from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized, SynchronizedArray
 from pathlib import Path
 from types import FrameType
@@ -35,9 +48,14 @@ from typing import Any
 import msgspec
 
 from frontier_crawl.config import CrawlSettings
+from frontier_crawl.control.commands import Command
+from frontier_crawl.control.metrics import render_metrics
+from frontier_crawl.control.server import ControlServer
+from frontier_crawl.control.status import BOTTLENECKS, HISTORY_EVERY_S, HISTORY_S, empty_status
 from frontier_crawl.engine import Engine, set_aside_state
 from frontier_crawl.frontier import DamagedState, StateMismatch
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox, owner_of
+from frontier_crawl.frontier.urls import canonicalize, origin
 from frontier_crawl.output import write_report
 
 log = logging.getLogger(__name__)
@@ -111,6 +129,40 @@ def _worker_settings(settings: CrawlSettings, root: Path, index: int) -> CrawlSe
     )
 
 
+class _Remote:
+    """A command from the coordinator, answered through the pipe it came by."""
+
+    __slots__ = ("_conn", "_rid", "command")
+
+    def __init__(self, conn: Connection, rid: int, command: Command) -> None:
+        self._conn, self._rid, self.command = conn, rid, command
+
+    def answer(self, reply: dict[str, Any]) -> None:
+        with contextlib.suppress(OSError):  # the coordinator is gone
+            self._conn.send((self._rid, reply))
+
+
+class PipeCommands:
+    """A worker's command source: the coordinator's end of a pipe (engine.CommandSource)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    @property
+    def fileno(self) -> int:
+        return self._conn.fileno()
+
+    def take(self) -> Sequence[_Remote]:
+        out: list[_Remote] = []
+        try:
+            while self._conn.poll(0):
+                rid, command = self._conn.recv()
+                out.append(_Remote(self._conn, rid, command))
+        except (EOFError, OSError):
+            pass
+        return out
+
+
 def _worker_main(
     raw: bytes,
     index: int,
@@ -118,13 +170,21 @@ def _worker_main(
     status: SynchronizedArray[int],
     stop: Synchronized[int],
     run_id: bytes,
+    conn: Connection | None = None,
+    config_path: str | None = None,
 ) -> None:
     """Entry point of one worker process."""
     settings = msgspec.msgpack.decode(raw, type=CrawlSettings)
     root = Path(settings.crawl.output_dir)
     peers = Peers(index, count, root, settings.frontier.lmdb_map_size_bytes, status, stop, run_id)
     try:
-        report = Engine(_worker_settings(settings, root, index), peers=peers).run()
+        report = Engine(
+            _worker_settings(settings, root, index),
+            peers=peers,
+            commands=PipeCommands(conn) if conn is not None else None,
+            config_path=Path(config_path) if config_path else None,
+            reshape=lambda s: _worker_settings(s, root, index),
+        ).run()
     finally:
         peers.close()
     if report.get("write_error") or report.get("stopped_for_low_space"):
@@ -150,7 +210,7 @@ def _pin_worker_count(root: Path, count: int) -> None:
 class Coordinator:
     """Starts the workers, detects the end of the crawl, merges the reports."""
 
-    def __init__(self, settings: CrawlSettings) -> None:
+    def __init__(self, settings: CrawlSettings, config_path: Path | None = None) -> None:
         self.settings = settings
         self.root = Path(settings.crawl.output_dir)
         self.count = worker_count(settings)
@@ -160,15 +220,29 @@ class Coordinator:
         self._stop: Synchronized[int] = ctx.Value("i", 0)
         raw = msgspec.msgpack.encode(settings)
         run_id = os.urandom(8)
+        #: the coordinator's ends of the workers' command pipes (with the control API only)
+        self._pipes: list[Connection] = []
+        ends: list[Connection | None] = [None] * self.count
+        if settings.control.listen:
+            for i in range(self.count):
+                mine, theirs = ctx.Pipe(duplex=True)
+                self._pipes.append(mine)
+                ends[i] = theirs
+        self._pipe_locks = [threading.Lock() for _ in self._pipes]
+        self._rid = 0
+        path = str(config_path) if config_path is not None else None
         self._procs = [
             ctx.Process(
                 target=_worker_main,
-                args=(raw, i, self.count, self._status, self._stop, run_id),
+                args=(raw, i, self.count, self._status, self._stop, run_id, ends[i], path),
                 name=f"frontier-crawl-worker-{i}",
             )
             for i in range(self.count)
         ]
         self._signals = 0
+        self._control: ControlServer | None = None
+        self._history: deque[tuple[float, int]] = deque()
+        self._history_lock = threading.Lock()
 
     def _repair_inboxes(self) -> list[str]:
         """Set aside each damaged worker inbox before any worker starts: peers write into it,
@@ -188,13 +262,21 @@ class Coordinator:
     def run(self) -> dict[str, Any]:
         repairs = self._repair_inboxes()
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self._on_hangup)
         try:
             for proc in self._procs:
                 proc.start()
+            if self._pipes:
+                self._control = ControlServer(
+                    self.settings.control.listen, self.root, self.status, self._metrics_text,
+                    dispatch=self.dispatch,
+                )  # fmt: skip
             self._wait_for_the_end()
             for proc in self._procs:
                 proc.join()
         finally:
+            if self._control is not None:
+                self._control.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         failed = [p.name for p in self._procs if p.exitcode != 0]
@@ -235,6 +317,89 @@ class Coordinator:
             previous = snap
             time.sleep(COORDINATOR_TICK_S)
 
+    # -- the control API (HTTP threads) ------------------------------------------------------
+
+    def _ask(self, index: int, command: Command, timeout_s: float = 10.0) -> dict[str, Any]:
+        """Send ``command`` to worker ``index`` and wait for its reply."""
+        conn = self._pipes[index]
+        with self._pipe_locks[index]:
+            self._rid += 1
+            rid = self._rid
+            try:
+                conn.send((rid, command))
+                deadline = time.monotonic() + timeout_s
+                while (left := deadline - time.monotonic()) > 0 and conn.poll(left):
+                    got, reply = conn.recv()
+                    if got == rid:
+                        return dict(reply)
+            except (EOFError, OSError):
+                return {"error": f"worker {index} has ended"}
+        return {"error": f"worker {index} did not answer within {timeout_s:.0f} s"}
+
+    def dispatch(self, command: Command) -> dict[str, Any]:
+        """Route an API command to the workers it concerns and merge their replies."""
+        if command.name == "seeds":
+            groups: dict[int, list[str]] = {}
+            for url in command.urls:
+                canonical = canonicalize(url)
+                owner = owner_of(origin(canonical), self.count) if canonical else 0
+                groups.setdefault(owner, []).append(url)
+            replies = [self._ask(i, Command("seeds", urls=tuple(urls)))
+                       for i, urls in sorted(groups.items())]  # fmt: skip
+        else:
+            replies = [self._ask(i, command) for i in range(self.count)]
+        errors = [r["error"] for r in replies if "error" in r]
+        if errors:
+            return {"error": "; ".join(dict.fromkeys(errors)), "workers": replies}
+        merged: dict[str, Any] = {"result": "applied", "command": command.name}
+        for reply in replies:
+            for key, value in reply.items():
+                if key in ("held", "released", "origins", "admitted", "given", "in_flight"):
+                    merged[key] = merged.get(key, 0) + value
+                else:
+                    merged.setdefault(key, value)
+        if command.name == "seeds":
+            merged["given"] = len(command.urls)
+        merged["workers"] = replies
+        return merged
+
+    def status(self) -> dict[str, Any]:
+        """The crawl's status: every worker's snapshot, merged (``workers`` lists them); its
+        ``history`` is the coordinator's, one point per status asked for (every 2 s at most)."""
+        snaps = []
+        for i in range(self.count):
+            reply = self._ask(i, Command("status"), timeout_s=2.0)
+            if "error" not in reply and reply:
+                snaps.append({**reply, "worker": i})
+        merged = merge_status(snaps)
+        with self._history_lock:
+            history, now = self._history, time.time()
+            if snaps and (not history or now - history[-1][0] >= HISTORY_EVERY_S):
+                history.append((round(now, 3), int(merged.get("pages", 0))))
+                while now - history[0][0] > HISTORY_S:
+                    history.popleft()
+            merged["history"] = [list(point) for point in history]
+        return merged
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """Every worker's latest metrics snapshot (``control.metrics.render_metrics``)."""
+        snaps = []
+        for i in range(self.count):
+            reply = self._ask(i, Command("metrics"), timeout_s=2.0)
+            if "error" not in reply and reply:
+                snaps.append({**reply, "worker": str(i)})
+        return snaps
+
+    def _metrics_text(self) -> bytes:
+        return render_metrics(self.metrics())
+
+    def _on_hangup(self, signum: int, frame: FrameType | None) -> None:
+        """SIGHUP: every worker reads crawl.toml again."""
+        del frame
+        for proc in self._procs:
+            if proc.pid is not None and proc.exitcode is None:
+                os.kill(proc.pid, signum)
+
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         del frame
         self._signals += 1
@@ -243,6 +408,68 @@ class Coordinator:
                 os.kill(proc.pid, signum)
         if self._signals > 1:
             os._exit(128 + signum)
+
+
+_STATES = ("stopping", "running", "paused", "starting", "finished")
+
+
+def merge_status(snaps: list[dict[str, Any]]) -> dict[str, Any]:
+    """One status from the workers' snapshots: counters added, the most telling state."""
+    if not snaps:  # every key present all the same (the seam)
+        empty = empty_status("starting")
+        empty["bottleneck"] = {"name": "idle", "detail": "no worker has reported yet"}
+        return empty
+    merged: dict[str, Any] = {}
+    for snap in snaps:
+        for key, value in snap.items():
+            if key in ("history", "worker", "workers", "state", "bottleneck", "busiest_hosts",
+                       "failing_hosts", "cpu", "blocked_hosts", "host_delays", "paused"):
+                continue
+            merged[key] = _merge(merged.get(key), value)
+    states = [s.get("state", "running") for s in snaps]
+    merged["state"] = next((s for s in _STATES if s in states), states[0])
+    merged["paused"] = all(s.get("paused") for s in snaps)
+    merged["bottleneck"] = _merge_bottlenecks(snaps)
+    merged["blocked_hosts"] = snaps[0].get("blocked_hosts", [])
+    merged["host_delays"] = snaps[0].get("host_delays", {})
+    merged["cpu"] = _merge_cpu([s.get("cpu", {}) for s in snaps])
+    merged["elapsed_s"] = max(float(s.get("elapsed_s", 0.0)) for s in snaps)
+    for key in ("busiest_hosts", "failing_hosts"):
+        rows = [row for s in snaps for row in s.get(key, [])]
+        sort = "pages" if key == "busiest_hosts" else "failures"
+        merged[key] = sorted(rows, key=lambda r: -float(r.get(sort, 0)))[:10]
+    merged["history"] = []
+    merged["workers"] = [{k: v for k, v in s.items() if k != "history"} for s in snaps]
+    return merged
+
+
+def _merge_bottlenecks(snaps: list[dict[str, Any]]) -> dict[str, str]:
+    """The bottleneck most workers name (ties: the first in ``BOTTLENECKS`` order, draining
+    and paused before the rest), and what each of those workers says."""
+    named = [(int(s.get("worker", i)), s.get("bottleneck") or {}) for i, s in enumerate(snaps)]
+    counts = Counter(str(b.get("name", "idle")) for _w, b in named)
+    order: dict[str, int] = {n: i for i, n in enumerate(("draining", "paused", *BOTTLENECKS))}
+    name = min(counts, key=lambda n: (-counts[n], order.get(n, len(order))))
+    details = [(w, str(b.get("detail", ""))) for w, b in named if b.get("name") == name]
+    if len(snaps) == 1:
+        return {"name": name, "detail": details[0][1]}
+    who = "all workers" if len(details) == len(snaps) else f"{len(details)} of {len(snaps)} workers"
+    said = "; ".join(f"worker {w}: {d}" for w, d in details[:3])
+    return {"name": name, "detail": f"{who}: {said}" + ("; ..." if len(details) > 3 else "")}
+
+
+def _merge_cpu(cpus: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean loop busy fraction; each share weighted by its worker's busy time."""
+    busy = [float(c.get("loop_busy", 0.0)) for c in cpus]
+    total = sum(busy)
+    shares: dict[str, float] = {}
+    for c, b in zip(cpus, busy, strict=True):
+        for key, value in (c.get("shares") or {}).items():
+            shares[key] = shares.get(key, 0.0) + float(value) * (b / total if total else 0.0)
+    return {
+        "loop_busy": round(total / len(cpus), 4) if cpus else 0.0,
+        "shares": {k: round(v, 4) for k, v in shares.items()},
+    }
 
 
 def merge_reports(reports: list[Mapping[str, Any]]) -> dict[str, Any]:

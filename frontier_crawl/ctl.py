@@ -1,0 +1,248 @@
+"""``frontier-crawl ctl --config crawl.toml ACTION``: talk to a running crawl's control API.
+
+It finds the crawl from its config: ``output_dir/control.addr`` (the address the API bound)
+and ``output_dir/control.token`` (the bearer token, readable by the crawl's user only), both
+written when the crawl starts with ``[control] listen`` set and removed when it ends.
+
+Exit status: 0 done; 1 the crawl refused the command or answered with an error (a reload that
+was refused, a bad host name...); 2 bad usage or configuration (as the crawler's own); 3 the
+crawl cannot be reached: the API is off in the config, the crawl is not running, or the address
+file is stale.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from frontier_crawl.config import ConfigError, CrawlSettings, load
+from frontier_crawl.control.server import ADDR_FILE, TOKEN_FILE
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+SEEDS_PER_REQUEST = 10_000
+TIMEOUT_S = 30.0
+
+ACTIONS = ("status", "pause", "resume", "stop", "add-seeds", "block", "unblock", "delay",
+           "concurrency", "reload", "dashboard")  # fmt: skip
+
+
+class CtlError(Exception):
+    """A message for the operator and the exit status that goes with it."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Client:
+    """The control API of the crawl a config describes."""
+
+    def __init__(self, settings: CrawlSettings) -> None:
+        root = Path(settings.crawl.output_dir)
+        if not settings.control.listen:
+            raise CtlError(
+                "the control API is off for this crawl: set [control] listen (e.g. "
+                '"127.0.0.1:8740") in its crawl.toml and start the crawl again',
+                EXIT_UNREACHABLE,
+            )
+        try:
+            self.address = (root / ADDR_FILE).read_text().strip()
+            self.token = (root / TOKEN_FILE).read_text().strip()
+        except FileNotFoundError:
+            raise CtlError(f"the crawl in {root} is not running (no {ADDR_FILE} there)",
+                           EXIT_UNREACHABLE) from None  # fmt: skip
+        except OSError as exc:
+            raise CtlError(f"cannot read the crawl's {TOKEN_FILE}: {exc}",
+                           EXIT_UNREACHABLE) from None  # fmt: skip
+        host, _, port = self.address.rpartition(":")
+        self._host, self._port = host.strip("[]"), int(port)
+
+    def request(self, method: str, path: str, body: object = None) -> dict[str, Any]:
+        data = json.dumps(body).encode() if body is not None else b""
+        conn = http.client.HTTPConnection(self._host, self._port, timeout=TIMEOUT_S)
+        try:
+            conn.request(method, path, body=data or None, headers={
+                "Authorization": f"Bearer {self.token}", "Host": self.address,
+                "Content-Type": "application/json", "Content-Length": str(len(data)),
+            })  # fmt: skip
+            response = conn.getresponse()
+            raw = response.read()
+        except ConnectionRefusedError:
+            raise CtlError(
+                f"the crawl is not running (nothing listens on {self.address}; its "
+                f"{ADDR_FILE} is left from a run that did not end normally)",
+                EXIT_UNREACHABLE,
+            ) from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise CtlError(f"the crawl at {self.address} did not answer: {exc}",
+                           EXIT_UNREACHABLE) from None  # fmt: skip
+        finally:
+            conn.close()
+        try:
+            reply = json.loads(raw) if raw else {}
+        except ValueError:
+            reply = {"error": raw.decode("utf-8", "replace")[:200]}
+        if response.status == 401:
+            raise CtlError(f"the crawl refused the token in {TOKEN_FILE} (another run's?)",
+                           EXIT_UNREACHABLE)  # fmt: skip
+        if response.status != 200 or "error" in reply:
+            raise CtlError(str(reply.get("error", f"HTTP {response.status}")), EXIT_REFUSED)
+        return dict(reply)
+
+
+def read_seeds(path: Path) -> list[str]:
+    """One URL per line; blank lines and '#' comments skipped."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CtlError(f"cannot read {path}: {exc}", EXIT_USAGE) from None
+    return [s.strip() for s in lines if s.strip() and not s.lstrip().startswith("#")]
+
+
+def summary(status: dict[str, Any]) -> str:
+    """A few lines for a human from the status JSON."""
+    b = status.get("bottleneck") or {}
+    hosts = status.get("hosts") or {}
+    lines = [
+        f"state      {status.get('state')}" + ("  (paused)" if status.get("paused") else ""),
+        f"bottleneck {b.get('name')}" + (f": {b['detail']}" if b.get("detail") else ""),
+        f"pages      {status.get('pages', 0):,} ({status.get('pages_per_s', 0.0):.1f}/s), "
+        f"elapsed {status.get('elapsed_s', 0.0):.0f} s",
+        f"queued     {status.get('queued', 0):,} (memory {status.get('queued_memory', 0):,}, "
+        f"disk {status.get('queued_disk', 0):,}); in flight {status.get('in_flight', 0)} of "
+        f"{status.get('concurrency', 0)}",
+        "hosts      " + ", ".join(f"{k} {v:,}" for k, v in hosts.items()),
+    ]
+    outcomes = status.get("outcomes") or {}
+    if outcomes:
+        lines.append("outcomes   " + ", ".join(f"{k} {v:,}" for k, v in outcomes.items()))
+    if status.get("blocked_hosts"):
+        lines.append("blocked    " + ", ".join(status["blocked_hosts"]))
+    if status.get("host_delays"):
+        lines.append("delays     " + ", ".join(f"{h} {d:g} s"
+                                               for h, d in status["host_delays"].items()))
+    for w in status.get("workers") or []:
+        wb = w.get("bottleneck") or {}
+        lines.append(f"worker {w.get('worker', '?')}: {w.get('state')}, {w.get('pages', 0):,} "
+                     f"pages, {w.get('queued', 0):,} queued, {wb.get('name')}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _delay(value: str) -> float | None:
+    if value.lower() in ("none", "off", "default", "config"):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise CtlError(f"delay: SECONDS must be a number (or 'off'), got {value!r}",
+                       EXIT_USAGE) from None  # fmt: skip
+
+
+def run(config: Path, action: str, args: list[str], as_json: bool = False,
+        html: bool = False, out: TextIO = sys.stdout) -> int:  # fmt: skip
+    """One ``ctl`` action; the exit status (messages on stderr)."""
+    try:
+        settings = load(config)
+    except ConfigError as exc:
+        sys.stderr.write(f"frontier-crawl ctl: config error: {exc}\n")
+        return EXIT_USAGE
+    try:
+        return _run(Client(settings), settings, action, args, as_json, html, out)
+    except CtlError as exc:
+        sys.stderr.write(f"frontier-crawl ctl: {exc}\n")
+        return exc.status
+
+
+def _need(args: list[str], n: int, usage: str) -> list[str]:
+    if len(args) != n:
+        raise CtlError(f"usage: frontier-crawl ctl --config crawl.toml {usage}", EXIT_USAGE)
+    return args
+
+
+def _run(client: Client, settings: CrawlSettings, action: str, args: list[str], as_json: bool,
+         html: bool, out: TextIO) -> int:  # fmt: skip
+    reply: dict[str, Any]
+    if action == "status":
+        status = client.request("GET", "/api/status")
+        if html:
+            return _status_html(status, Path(settings.crawl.output_dir), out)
+        out.write((json.dumps(status, indent=1) if as_json else summary(status)) + "\n")
+        return EXIT_OK
+    if action == "dashboard":
+        out.write(f"http://{client.address}/?token={client.token}\n")
+        return EXIT_OK
+    if action in ("pause", "resume", "stop", "reload"):
+        _need(args, 0, action)
+        reply = client.request("POST", f"/api/{action}")
+    elif action in ("block", "unblock"):
+        (host,) = _need(args, 1, f"{action} HOST")
+        reply = client.request("POST", f"/api/{action}", {"host": host})
+    elif action == "delay":
+        host, seconds = _need(args, 2, "delay HOST SECONDS")
+        body = {"host": host, "delay_s": _delay(seconds)}
+        reply = client.request("POST", "/api/host-delay", body)
+    elif action == "concurrency":
+        (value,) = _need(args, 1, "concurrency N")
+        if not value.isdigit():
+            raise CtlError(f"concurrency: N must be a whole number, got {value!r}", EXIT_USAGE)
+        reply = client.request("POST", "/api/concurrency", {"value": int(value)})
+    elif action == "add-seeds":
+        (name,) = _need(args, 1, "add-seeds FILE")
+        urls = read_seeds(Path(name))
+        given = admitted = 0
+        for i in range(0, len(urls), SEEDS_PER_REQUEST):
+            part = client.request("POST", "/api/seeds", {"urls": urls[i:i + SEEDS_PER_REQUEST]})
+            given += int(part.get("given", 0))
+            admitted += int(part.get("admitted", 0))
+        reply = {"result": "applied", "command": "seeds", "given": given, "admitted": admitted}
+    else:
+        raise CtlError(f"unknown action {action!r} (one of: {', '.join(ACTIONS)})", EXIT_USAGE)
+    out.write((json.dumps(reply) if as_json else _said(reply)) + "\n")
+    return EXIT_OK
+
+
+def _said(reply: dict[str, Any]) -> str:
+    """A reply in words."""
+    name = reply.get("command", "")
+    if reply.get("result") == "queued":
+        return f"{name}: queued ({reply.get('detail', '')})"
+    if name == "seeds":
+        return (f"{reply.get('admitted', 0)} of {reply.get('given', 0)} URL(s) admitted (the "
+                "rest: already seen, out of scope, or not crawlable)")  # fmt: skip
+    if name == "block":
+        return f"{reply['host']} blocked ({reply.get('held', 0)} queued URL(s) held)"
+    if name == "unblock":
+        return f"{reply['host']} unblocked ({reply.get('released', 0)} queued URL(s) released)"
+    if name == "host-delay":
+        delay = reply.get("delay_s")
+        return f"{reply['host']}: delay " + ("back to the config" if delay is None
+                                              else f"{delay:g} s")  # fmt: skip
+    if name == "reload":
+        changed = reply.get("changed") or []
+        return "reloaded: " + (", ".join(changed) if changed else "nothing changed")
+    if name == "concurrency":
+        return f"concurrency {reply.get('concurrency')}"
+    return f"{name}: applied"
+
+
+def _status_html(status: dict[str, Any], root: Path, out: TextIO) -> int:
+    """``ctl status --html``: the report page from the status (helper "views"'s renderer,
+    ``output/report_html.py``, when it is there)."""
+    try:
+        from frontier_crawl.output import report_html  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        raise CtlError("ctl status --html: report.html is not available in this build",
+                       EXIT_REFUSED) from None  # fmt: skip
+    write = getattr(report_html, "write_status_html", None)
+    if write is None:
+        raise CtlError("ctl status --html: report.html is not available in this build",
+                       EXIT_REFUSED)  # fmt: skip
+    path = write(status, root)
+    out.write(f"{path}\n")
+    return EXIT_OK

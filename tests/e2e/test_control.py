@@ -1,0 +1,304 @@
+"""The control API against real crawls of the demo web (a crawl subprocess, its API on a free
+loopback port): every rule of the seam and every command, observed in the server's own log.
+
+Settings that differ from the defaults, beyond conftest.crawl_config's (and why):
+* ``control.listen = "127.0.0.1:0"``: the API is off by default; port 0 so tests never collide;
+* ``min_delay_s`` 0.02 -> 0.05 in most tests: a crawl of a few hundred pages lasts long enough
+  (several seconds) to be steered while it runs, yet each test stays well under a minute.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from frontier_crawl.demo.server import DemoServer, RequestLogEntry
+from frontier_crawl.demo.site import Site, SiteSpec
+from tests.conftest import crawl_config, served_pages
+from tests.control_client import Api, ctl, finish, pages_of, start_crawl, wait_until
+
+pytestmark = pytest.mark.timeout(120)
+
+DELAY_S = 0.05
+LISTEN = {"listen": "127.0.0.1:0"}
+#: a request the crawler submitted just before a command took effect may reach the server a
+#: little later (loopback, but a loaded 2-core machine): requests starting this soon after the
+#: reply are not counted against the command
+SLACK_S = 0.25
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[tuple[Site, DemoServer]]:
+    """3 hosts, 360 pages (>= 20 KB each: realistic sizes), no Crawl-delay."""
+    site = Site(SiteSpec(hosts=3, pages=360, crawl_delay_s=None, seed=13, page_bytes=20_000))
+    with DemoServer(site) as server:
+        yield site, server
+
+
+def config(tmp_path: Path, site: Site, server: DemoServer, **sections: dict[str, object]) -> Path:
+    politeness = {"min_delay_s": DELAY_S, "user_agent": "frontier-crawl-test/0.1"}
+    politeness.update(sections.pop("politeness", {}))
+    return crawl_config(tmp_path, site, server.port, control=LISTEN, politeness=politeness,
+                        **sections)  # fmt: skip
+
+
+def test_api_rules(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """Token (missing, wrong: 401 and logged), Host check, methods, paths, bodies, no CORS,
+    token file mode 0600."""
+    site, server = web
+    cfg = config(tmp_path, site, server, politeness={"min_delay_s": 0.2})
+    out = cfg.parent / "out"
+    proc = start_crawl(cfg)
+    try:
+        api = Api(out)
+        mode = stat.S_IMODE(os.stat(out / "control.token").st_mode)
+        assert mode == 0o600, oct(mode)
+        assert api.raw("GET", "/api/status", headers={"Authorization": None}).status == 401
+        wrong = api.raw("GET", "/api/status", headers={"Authorization": "Bearer nope"})
+        assert wrong.status == 401 and "error" in wrong.body
+        assert api.raw("POST", "/api/pause", b"{}", {"Authorization": None}).status == 401
+        # the token as a query parameter counts on GET / only
+        assert api.raw("GET", f"/api/status?token={api.token}",
+                       headers={"Authorization": None}).status == 401  # fmt: skip
+        assert api.raw("GET", f"/?token={api.token}", headers={"Authorization": None}).status == 200
+        # DNS rebinding: a page of evil.example resolved to 127.0.0.1 sends its own Host
+        assert api.raw("GET", "/api/status", headers={"Host": f"evil.example:{api.port}"}
+                       ).status == 421  # fmt: skip
+        assert api.raw("GET", "/api/status", headers={"Host": "127.0.0.1:1"}).status == 421
+        assert api.raw("GET", "/api/status", headers={"Host": f"localhost:{api.port}"}
+                       ).status == 200  # fmt: skip
+        # methods and paths
+        assert api.raw("GET", "/api/pause").status == 405  # GET never mutates
+        assert api.raw("POST", "/api/status", b"{}").status == 405
+        assert api.raw("DELETE", "/api/block").status == 405
+        assert api.raw("GET", "/api/nothing").status == 404
+        preflight = api.raw("OPTIONS", "/api/pause", headers={"Origin": "http://evil.example"})
+        assert preflight.status == 405
+        assert not [h for h in preflight.headers if h.startswith("access-control")]
+        status = api.raw("GET", "/api/status", headers={"Origin": "http://evil.example"})
+        assert status.status == 200
+        assert not [h for h in status.headers if h.startswith("access-control")]
+        assert status.body["paused"] is False  # the GETs above changed nothing
+        # bodies
+        for path, body in [("/api/block", b"{}"), ("/api/block", b'{"host": "a b"}'),
+                           ("/api/block", b"not json"), ("/api/seeds", b'{"urls": "x"}'),
+                           ("/api/host-delay", b'{"host": "x.org", "delay_s": -1}'),
+                           ("/api/concurrency", b'{"value": 0}'), ("/api/pause", b"[1]")]:
+            bad = api.raw("POST", path, body)
+            assert bad.status == 400 and bad.body["error"], (path, body, bad)
+        huge = api.raw("POST", "/api/seeds", b"x" * ((1 << 20) + 1))
+        assert huge.status == 413
+        assert api.post("/api/stop")["result"] == "applied"
+        err = finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert err.count("refused: no token") >= 2 and "refused: wrong token" in err, err[-2000:]
+    assert not (out / "control.addr").exists() and not (out / "control.token").exists()
+    report = json.loads((out / "report.json").read_text())
+    assert report["stopped_by_signal"] is True and report["complete"] is False
+
+
+def test_pause_resume(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """Pause: no request starts while paused (in-flight ones finish), the status says so and
+    the clock goes on; resume: the crawl completes."""
+    site, server = web
+    cfg = config(tmp_path, site, server)
+    out = cfg.parent / "out"
+    since = len(server.log(wait_s=0.0))
+    proc = start_crawl(cfg)
+    try:
+        api = Api(out)
+        wait_until("some pages", lambda: api.status()["pages"] >= 20)
+        reply = api.post("/api/pause")
+        paused_at = time.monotonic()
+        assert reply["result"] == "applied" and reply["paused"] is True
+        status = wait_until("paused state", lambda: (s := api.status())["state"] == "paused" and s)
+        assert status["paused"] is True
+        time.sleep(2.0)
+        resumed_at = time.monotonic()
+        later = api.status()
+        assert later["elapsed_s"] > status["elapsed_s"] + 1.0  # time keeps going
+        during = [e for h in site.hosts
+                  for e in pages_of(server, h, paused_at + SLACK_S, resumed_at)]  # fmt: skip
+        assert during == [], f"{len(during)} requests started while paused"
+        assert later["pages"] == api.status()["pages"]
+        assert api.post("/api/resume")["paused"] is False
+        finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    fetched = served_pages(server, since)
+    assert set(fetched) == site.expected_pages(server.port)
+
+
+def host_pages(site: Site, server: DemoServer, host: str) -> set[str]:
+    return {u for u in site.expected_pages(server.port) if f"//{host}:" in u}
+
+
+def gaps(entries: list[RequestLogEntry]) -> list[float]:
+    """Seconds between consecutive request starts, as the server saw them."""
+    return [b - a for a, b in itertools.pairwise(sorted(e.started for e in entries))]
+
+
+def test_block_unblock(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """Block: no request to the host while it is blocked, its URLs kept (the crawl waits for an
+    unblock rather than end); unblock: they are fetched, and the crawl completes."""
+    site, server = web
+    cfg = config(tmp_path, site, server)
+    out = cfg.parent / "out"
+    since = len(server.log(wait_s=0.0))
+    host, others = site.hosts[1], [h for h in site.hosts if h != site.hosts[1]]
+    proc = start_crawl(cfg)
+    try:
+        api = Api(out)
+        wait_until("some pages", lambda: api.status()["pages"] >= 10)
+        reply = api.post("/api/block", {"host": f"HTTP://{host.upper()}:{server.port}/x"})
+        blocked_at = time.monotonic()
+        assert reply["result"] == "applied" and reply["host"] == host and reply["held"] > 0
+        rest = set().union(*(host_pages(site, server, h) for h in others))
+        wait_until("the other hosts crawled",
+                   lambda: rest <= set(served_pages(server, since)), timeout_s=60)  # fmt: skip
+        time.sleep(1.0)
+        assert pages_of(server, host, blocked_at + SLACK_S) == []
+        status = api.status()
+        assert status["blocked_hosts"] == [host] and status["queued"] > 0
+        assert proc.poll() is None  # it waits for an unblock: the API is on
+        assert not host_pages(site, server, host) <= set(served_pages(server, since))
+        released = api.post("/api/unblock", {"host": host})
+        assert released["released"] > 0
+        finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert set(served_pages(server, since)) == site.expected_pages(server.port)
+
+
+def test_host_delay(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """One host's delay, set and then cleared (with ctl): the spacing in the server's log
+    follows at once; the other hosts keep theirs."""
+    site, server = web
+    cfg = config(tmp_path, site, server)
+    out = cfg.parent / "out"
+    slow, other = site.hosts[0], site.hosts[2]
+    proc = start_crawl(cfg)
+    try:
+        api = Api(out)
+        wait_until("some pages", lambda: api.status()["pages"] >= 10)
+        reply = api.post("/api/host-delay", {"host": slow, "delay_s": 0.4})
+        assert reply["delay_s"] == 0.4 and reply["origins"] == 1
+        set_at = time.monotonic()
+        assert api.status()["host_delays"] == {slow: 0.4}
+        time.sleep(3.0)
+        spaced = gaps(pages_of(server, slow, set_at + 0.5))
+        assert len(spaced) >= 3 and min(spaced) >= 0.4 * 0.9, spaced
+        fast = gaps(pages_of(server, other, set_at + 0.5))
+        assert fast and sorted(fast)[len(fast) // 2] < 0.2, fast
+        done = ctl(cfg, "delay", slow, "off")
+        assert done.returncode == 0 and "back to the config" in done.stdout, done
+        cleared_at = time.monotonic()
+        time.sleep(1.5)
+        again = gaps(pages_of(server, slow, cleared_at + 0.5))
+        assert again and sorted(again)[len(again) // 2] < 0.2, again
+        assert api.status()["host_delays"] == {}
+        assert ctl(cfg, "stop").returncode == 0
+        finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_reload(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """ctl reload applies a delay change at once; a changed identity key is refused, naming
+    it, and the running config stays; a broken file (by SIGHUP) is reported and changes
+    nothing; SIGHUP with a good file applies it."""
+    site, server = web
+    cfg = config(tmp_path, site, server)
+    out = cfg.parent / "out"
+    proc = start_crawl(cfg)
+    try:
+        api = Api(out)
+        wait_until("some pages", lambda: api.status()["pages"] >= 10)
+        config(tmp_path, site, server, politeness={"min_delay_s": 0.4})
+        done = ctl(cfg, "reload")
+        assert done.returncode == 0 and "politeness.min_delay_s" in done.stdout, done
+        reloaded_at = time.monotonic()
+        time.sleep(2.5)
+        slow = [g for h in site.hosts for g in gaps(pages_of(server, h, reloaded_at + 0.5))]
+        assert len(slow) >= 4 and min(slow) >= 0.4 * 0.9, slow
+        # an identity key: refused, nothing applied (the delay change beside it neither)
+        config(tmp_path, site, server, frontier={"seen_capacity": 200_000})
+        refused = ctl(cfg, "reload")
+        assert refused.returncode == 1 and "frontier.seen_capacity" in refused.stderr, refused
+        assert "identity" in refused.stderr
+        refused_at = time.monotonic()
+        # a file with an error, by SIGHUP: reported in the log, the running config stays
+        cfg.write_text(cfg.read_text().replace("[politeness]", "[politeness]\nmin_delay_s = -1"))
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(2.0)
+        still = [g for h in site.hosts for g in gaps(pages_of(server, h, refused_at + 0.5))]
+        assert len(still) >= 2 and min(still) >= 0.4 * 0.9, still
+        assert proc.poll() is None
+        config(tmp_path, site, server)  # back to 0.05
+        proc.send_signal(signal.SIGHUP)
+        wait_until("fast again", lambda: len(pages_of(server, site.hosts[0],
+                                                      time.monotonic() - 0.5)) >= 3)  # fmt: skip
+        assert ctl(cfg, "stop").returncode == 0
+        err = finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "config not reloaded" in err and "min_delay_s" in err, err[-2000:]
+    assert "config reloaded: politeness.min_delay_s" in err
+
+
+def test_commands_survive_kill9(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """A block, a host delay and an added seed, then kill -9: the restarted crawl (a new
+    token) still blocks the host, still spaces the other, and fetches the added seed once the
+    host is unblocked."""
+    site, server = web
+    cfg = config(tmp_path, site, server)
+    out = cfg.parent / "out"
+    since = len(server.log(wait_s=0.0))
+    blocked, slow = site.hosts[1], site.hosts[0]
+    added = f"http://{blocked}:{server.port}/added-by-the-operator"
+    proc = start_crawl(cfg)
+    try:
+        api = Api(out)
+        wait_until("some pages", lambda: api.status()["pages"] >= 10)
+        api.post("/api/block", {"host": blocked})
+        api.post("/api/host-delay", {"host": slow, "delay_s": 0.3})
+        assert api.post("/api/seeds", {"urls": [added, added, "ftp://x/"]})["admitted"] == 1
+        time.sleep(0.5)  # ten group commits (commit_interval_s 0.05)
+        proc.kill()
+        proc.wait()
+        first_token = api.token
+        (out / "control.addr").unlink()  # left by the kill (ctl would say: not running)
+        proc = start_crawl(cfg)
+        api = Api(out)
+        assert api.token != first_token  # a new token at every start
+        restarted_at = time.monotonic()
+        status = api.status()
+        assert status["blocked_hosts"] == [blocked]
+        assert status["host_delays"] == {slow: 0.3}
+        time.sleep(2.5)
+        assert pages_of(server, blocked, restarted_at) == []
+        spaced = gaps(pages_of(server, slow, restarted_at))
+        assert len(spaced) >= 3 and min(spaced) >= 0.3 * 0.9, spaced
+        api.post("/api/unblock", {"host": blocked})
+        api.post("/api/host-delay", {"host": slow, "delay_s": None})
+        finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    fetched = served_pages(server, since)
+    assert site.expected_pages(server.port) <= set(fetched)
+    assert [e for e in server.log() if e.path == "/added-by-the-operator"]
