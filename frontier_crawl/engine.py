@@ -21,10 +21,11 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -37,7 +38,25 @@ from frontier_crawl.config import ConfigError, CrawlSettings, load
 from frontier_crawl.config.reload import reload_plan
 from frontier_crawl.control.commands import Command
 from frontier_crawl.control.server import ControlServer
-from frontier_crawl.fetch import CacheUnusable, ErrorKind, Fetcher, FetchRequest, FetchResult
+from frontier_crawl.control.status import (
+    SAMPLE_EVERY_S,
+    CrawlState,
+    HostHold,
+    LoopTimes,
+    Recorder,
+    Sample,
+    Signals,
+    classify,
+    empty_status,
+)
+from frontier_crawl.fetch import (
+    FETCH_TIME_BUCKETS,
+    CacheUnusable,
+    ErrorKind,
+    Fetcher,
+    FetchRequest,
+    FetchResult,
+)
 from frontier_crawl.frontier import DamagedState, Failure, Frontier, StateMismatch, Ticket
 from frontier_crawl.frontier.mailbox import Link
 from frontier_crawl.frontier.politeness import parse_retry_after, retry_delay
@@ -72,13 +91,18 @@ MAX_WAIT_S = 1.0  # upper bound of one wait, so progress, checkpoints and signal
 WARC_SYNCS_PER_COMMIT = 2
 #: in worker mode, how often the inbox is looked at (a peer's batch does not wake the curl wait)
 PEER_WAIT_S = 0.02
-#: how often the loop publishes the status snapshot the control API serves
-PUBLISH_S = 0.5
 
 
 STATS_BLOB = "engine.stats"
 #: start-up repairs remembered for the report (the oldest are dropped past this many)
 MAX_REPAIRS = 100
+#: a status is built (hosts scanned for the busiest ones...) only while someone asked for one
+#: in the last this many seconds (``Engine.status``); samples are taken regardless
+STATUS_WANTED_S = 10.0
+#: the busiest hosts are found by a scan of every host: at most this often
+BUSIEST_EVERY_S = 5.0
+#: failing hosts remembered for the status (the least failing dropped past this many)
+MAX_FAILING_HOSTS = 1000
 
 
 class _SavedStats(msgspec.Struct):
@@ -100,6 +124,7 @@ class _Unsettled:
     seq: int
     key: bytes  #: its frontier entry, marked done once settled
     counted: tuple[str, int, str | None, int]  #: its CrawlStats.record arguments
+
 
 #: errors that say the host (not this URL) is in trouble: the name does not resolve, the
 #: connection (TCP or TLS) cannot be made. A timeout or reset once connected is the URL's.
@@ -231,10 +256,7 @@ class Engine:
         self._reshape = reshape
         self._commands: CommandSource | None = commands
         self._control: ControlServer | None = None
-        self._paused = False  #: by the operator (pause/resume)
         self._reload_requested = False  #: SIGHUP received
-        self._published: dict[str, Any] = {}
-        self._published_metrics: dict[str, Any] | None = None
         self.layout = Layout(Path(settings.crawl.output_dir))
         self.layout.root.mkdir(parents=True, exist_ok=True)
         #: start-up repairs of this run: warnings naming what was set aside (``_set_aside``)
@@ -284,6 +306,7 @@ class Engine:
         self._on_progress = on_progress
         self._stop_requested = 0
         self._started = time.monotonic()
+        self._status_at = float("-inf")
         self._space = SpaceMonitor(self._written_paths(), settings.output.min_free_bytes)
         self._low_space: LowSpace | None = None  #: set while fetching is paused for space
         self._paused_at = 0.0
@@ -291,6 +314,23 @@ class Engine:
         self._space_paused_s = 0.0
         self._halt = ""  #: why the loop stops without a signal ("low-disk-space")
         self._write_error = ""  #: the failed write that ended the run, if one did
+        # the status (control/status.py): accumulators the loop keeps, samples of them every
+        # SAMPLE_EVERY_S, and the latest published snapshot (read by other threads: replaced
+        # whole, never mutated once published)
+        self._times = LoopTimes()
+        self._recorder = Recorder()
+        self._state: CrawlState = "starting"
+        self._loop_thread = 0
+        self._next_sample = 0.0
+        self._last_request = time.monotonic()
+        self._status_wanted = float("-inf")
+        self._status: dict[str, Any] | None = None
+        self._metrics: dict[str, Any] | None = None
+        self._busiest: list[dict[str, Any]] = []
+        self._busiest_at = float("-inf")
+        #: origin -> [failures, seconds held] (failed fetches and the holds they caused)
+        self._failing: dict[str, list[float]] = {}
+        self._paused = False  #: an operator's pause (control commands): no new requests
 
     def _written_paths(self) -> list[Path]:
         """Every directory the crawl writes into (the space monitor counts each fs once)."""
@@ -420,6 +460,8 @@ class Engine:
         exception aborts the open group commit and propagates."""
         s = self.settings
         previous = self._install_signals()
+        self._loop_thread = threading.get_ident()
+        self._state = "running"
         try:
             self._start_control()
             self._wake_on_commands()
@@ -490,6 +532,7 @@ class Engine:
         them; fdatasynced with power-loss durability), then one LMDB commit, then outbox
         deliveries (never inside a transaction). If the outputs fail, the group is aborted."""
         if self._group is not None:
+            t0 = time.perf_counter()
             try:
                 self._sync_outputs(final)
             except BaseException as exc:
@@ -497,6 +540,11 @@ class Engine:
                 raise
             group, self._group = self._group, None
             group.close()
+            spent = time.perf_counter() - t0
+            times = self._times
+            times.commit += spent
+            times.frontier += spent
+            times.commits += 1
         if self._undelivered and self._peers is not None:
             self._deliver()
 
@@ -506,17 +554,12 @@ class Engine:
         progress_every = self.settings.output.progress_interval_s
         next_ckpt = time.monotonic() + ckpt_every
         next_progress = time.monotonic() + progress_every if progress_every else float("inf")
-        next_publish = 0.0
         drain_deadline = float("inf")
         while True:
             now = time.monotonic()
             if self._commands is not None or self._reload_requested:
-                if self._take_commands(now):
-                    next_publish = 0.0
+                self._take_commands(now)
                 now = time.monotonic()
-            if now >= next_publish:
-                self._publish()
-                next_publish = now + PUBLISH_S
             paused = self._short_of_space(now) or self._paused
             if self._stop_requested or self._halt:
                 if drain_deadline == float("inf"):
@@ -533,9 +576,18 @@ class Engine:
                     self._commit()
                     now = time.monotonic()
                 self._open_group(now)
-                for ticket in frontier.next_ready(now, fetcher.free_slots):
+                t0 = time.perf_counter()
+                tickets = frontier.next_ready(now, fetcher.free_slots)
+                t1 = time.perf_counter()
+                for ticket in tickets:
                     fetcher.submit(self._request(ticket))
-                    submitted += 1
+                submitted = len(tickets)
+                times = self._times
+                times.frontier += t1 - t0
+                if submitted:
+                    times.fetch += time.perf_counter() - t1
+                    times.requests += submitted
+                    self._last_request = now
             idle = frontier.pending == 0 and fetcher.in_flight == 0
             if not idle and frontier.blocked_queues and fetcher.in_flight == 0:
                 # all that is left is held by blocks: over, unless an operator can unblock
@@ -556,12 +608,16 @@ class Engine:
                 )
             ):
                 self._commit()  # one fdatasync per group, not per tick
+            t0, waited = time.perf_counter(), self._waited()
             results = fetcher.poll(wait)
+            self._times.fetch += time.perf_counter() - t0 - (self._waited() - waited)
             if results:
                 self._open_group(now)
                 for result in results:
                     self._handle(result)
             now = time.monotonic()
+            if now >= self._next_sample:
+                self._sample(now)
             if now >= next_ckpt:
                 self._commit()
                 self._checkpoint()
@@ -678,8 +734,10 @@ class Engine:
             # a chain of more than ROBOTS_REDIRECTS hops ends at a 3xx: "unavailable" (RFC
             # 9309 2.3.1.2); any other failure is "unreachable"
             answered = r.error is None or r.error is ErrorKind.REDIRECTS
+            t0 = time.perf_counter()
             self.frontier.robots_done(ticket, r.finished, r.status if answered else 0, r.body,
                                       r.duration_s, r.ip, hold_s=hold)  # fmt: skip
+            self._times.frontier += time.perf_counter() - t0
             self._warc_needed = self._archive(r) or self._warc_needed
             self._record(ticket, r, Outcome.ROBOTS_TXT)
             return
@@ -687,10 +745,15 @@ class Engine:
             return
         archived = self._archive(r)  # a failure whose response had begun: as truncated
         outcome = self._dispose(ticket, r)
+        t0 = time.perf_counter()
+        failure = _failure(r)
         held = self.frontier.complete(
-            ticket, r.finished, _answer_s(r), _failure(r), r.ip, mark_done=not archived,
+            ticket, r.finished, _answer_s(r), failure, r.ip, mark_done=not archived,
             hold_s=hold,
         )  # fmt: skip
+        self._times.frontier += time.perf_counter() - t0
+        if failure is not Failure.NONE or held > 0:
+            self._failed_at(ticket.origin, held)
         self._record(ticket, r, outcome, archived, self._held.pop(ticket.key, 0.0) + held)
 
     def _should_retry(self, ticket: Ticket, r: FetchResult, after: float | None) -> bool:
@@ -706,9 +769,12 @@ class Engine:
         if after is not None and after > f.max_retry_delay_s:
             return False
         delay = retry_delay(ticket.attempt, f.retry_backoff_s, f.max_retry_delay_s, after)
+        t0 = time.perf_counter()
         held = self.frontier.retry(
             ticket, r.finished, delay, _answer_s(r), _failure(r), r.ip, hold_s=after or 0.0
         )
+        self._times.frontier += time.perf_counter() - t0
+        self._failed_at(ticket.origin, held)
         if held > 0:
             self._held[ticket.key] = self._held.get(ticket.key, 0.0) + held
         return True
@@ -720,11 +786,16 @@ class Engine:
         if 300 <= r.status < 400 and r.header("location") and r.not_modified is None:
             return self._redirect(ticket, r)
         if 200 <= r.status < 300 or r.not_modified is not None:
+            t0 = time.perf_counter()
             links = self.parser.parse(r.url, r.header("content-type") or "", r.body)
+            t1 = time.perf_counter()
             if links.links:
                 self.frontier.add(
                     links.links, depth=ticket.depth + 1, referrer=ticket.url, now=r.finished
                 )
+            times = self._times
+            times.parse += t1 - t0
+            times.frontier += time.perf_counter() - t1
             return Outcome.FETCHED if r.not_modified is None else Outcome.NOT_MODIFIED
         return Outcome.HTTP_ERROR if r.status >= 400 else Outcome.REDIRECT
 
@@ -743,8 +814,9 @@ class Engine:
         """Write ``r``'s WARC records, if it has any: the write's sequence number, else 0."""
         if self._warc is None or r.status == 0:
             return 0
+        t0 = time.perf_counter()
         seen = r.not_modified
-        return self._warc.write(
+        seq = self._warc.write(
             ArchiveRecord(
                 url=r.url,
                 ip=r.ip,
@@ -759,6 +831,8 @@ class Engine:
                 revisit_of=Revisit(seen.url, seen.fetched_at) if seen is not None else None,
             )
         )
+        self._times.warc += time.perf_counter() - t0
+        return seq
 
     def _record(
         self,
@@ -825,7 +899,7 @@ class Engine:
         if not listen or self._commands is not None or self._peers is not None:
             return
         self._control = ControlServer(
-            listen, self.layout.root, lambda: self._published, self._metrics_text
+            listen, self.layout.root, self._fresh_status, self._metrics_text
         )
         self._commands = self._control.queue
 
@@ -840,57 +914,26 @@ class Engine:
                 self._control.close()
             self._control = None
 
+    def _fresh_status(self) -> dict[str, Any]:
+        """``status()`` for the API (HTTP thread): the loop publishes only while someone asks,
+        so after a quiet spell (or at the first request) wait, briefly, for a snapshot taken
+        after this request came, rather than answer with an old or empty one."""
+        asked = time.monotonic()
+        snapshot = self.status()
+        deadline = asked + 3 * SAMPLE_EVERY_S
+        while (self._status is None or self._status_at < asked - SAMPLE_EVERY_S) and (
+            self._state != "finished" and time.monotonic() < deadline
+        ):
+            time.sleep(0.01)
+            snapshot = self.status()
+        return snapshot
+
     def _metrics_text(self) -> bytes:
-        """Prometheus text from the latest published metrics snapshot (HTTP thread)."""
+        """Prometheus text from the latest published metrics snapshot (any thread)."""
         from frontier_crawl.control.metrics import render_metrics
 
-        snapshot = self._published_metrics
-        if snapshot is None:
-            raise NotImplementedError
-        return render_metrics([snapshot])
-
-    def _publish(self) -> None:
-        """Publish the status (and metrics) snapshot the control API serves: a new dict each
-        time, so the HTTP thread reads a consistent one without a lock."""
-        if self._commands is None:
-            return
-        status = getattr(self, "status", None)
-        snapshot = dict(status()) if callable(status) else self._basic_status()
-        snapshot.update(self._operator_status())
-        if self._paused and snapshot.get("state") == "running":
-            snapshot["state"] = "paused"
-        self._published = snapshot
-        metrics = getattr(self, "metrics", None)
-        if callable(metrics):
-            with _quiet():
-                self._published_metrics = dict(metrics())
-
-    def _operator_status(self) -> dict[str, Any]:
-        concurrency = getattr(self.fetcher, "concurrency", None)
-        return {
-            "paused": self._paused,
-            "blocked_hosts": self.frontier.blocked_hosts,
-            "host_delays": self.frontier.host_delays,
-            "concurrency": self.settings.fetch.concurrency if concurrency is None else concurrency,
-        }
-
-    def _basic_status(self) -> dict[str, Any]:
-        """The status JSON's fields from the counters at hand (what ``status()`` refines)."""
-        p = self.progress()
-        state = ("stopping" if self._stop_requested or self._halt
-                 else "paused" if self._paused else "running")  # fmt: skip
-        return {
-            "state": state,
-            "bottleneck": {"name": "paused" if self._paused else "fetch", "detail": ""},
-            "elapsed_s": p["elapsed_s"], "pages": p["pages"], "pages_per_s": p["pages_per_s"],
-            "queued": p["queued"], "queued_memory": p["hot"],
-            "queued_disk": max(0, p["queued"] - p["hot"]), "in_flight": p["in_flight"],
-            "concurrency": self.settings.fetch.concurrency,
-            "hosts": {"total": p["hosts"], "ready": 0, "waiting": 0, "backoff": 0, "robots": 0,
-                      "blocked": self.frontier.blocked_queues},
-            "outcomes": {}, "busiest_hosts": [], "failing_hosts": [],
-            "cpu": {"loop_busy": 0.0, "shares": {}}, "history": [], "workers": [],
-        }  # fmt: skip
+        self._fresh_status()  # published together with the metrics
+        return render_metrics([self.metrics()])
 
     def _take_commands(self, now: float) -> bool:
         """Apply the operator's commands posted since the last tick (and a SIGHUP's reload);
@@ -900,11 +943,15 @@ class Engine:
             self._reload_requested = False
             reply = self._reload(time.monotonic())
             log.warning("SIGHUP: %s", reply.get("error") or f"config reloaded ({reply})")
+        replies = []
         for item in pending:
             try:
-                reply = self.apply(item.command, time.monotonic())
+                replies.append(self.apply(item.command, time.monotonic()))
             except ConfigError as exc:
-                reply = {"error": str(exc)}
+                replies.append({"error": str(exc)})
+        if pending:  # a status read after the reply shows the change
+            self._sample(time.monotonic(), force=True)
+        for item, reply in zip(pending, replies, strict=True):
             item.answer(reply)
         return bool(pending)
 
@@ -939,8 +986,8 @@ class Engine:
             return {**applied, "concurrency": command.value}
         if name == "reload":
             return self._reload(now)
-        if name == "status":  # from a worker's coordinator: the latest snapshot
-            return self._published
+        if name == "status":  # from a worker's coordinator: a fresh snapshot (the loop's thread)
+            return {**self.status(), "metrics": self.metrics()}
         self._dirty = True
         if self._group is None:
             self._open_group(now)
@@ -1004,16 +1051,203 @@ class Engine:
             self._on_progress(self.progress())
 
     def progress(self) -> dict[str, Any]:
-        """A snapshot for progress displays."""
+        """A snapshot for progress displays (``bottleneck``: the status's, as one line)."""
         elapsed = time.monotonic() - self._started
         pages = self.stats.pages
+        bottleneck = self.status()["bottleneck"]
         return {
             "elapsed_s": elapsed,
             "pages": pages,
             "pages_per_s": pages / elapsed if elapsed > 0 else 0.0,
             "in_flight": self.fetcher.in_flight,
             "paused_for_space": self._low_space is not None,
+            "bottleneck": f"{bottleneck['name']}: {bottleneck['detail']}",
             **self.frontier.stats(),
+        }
+
+    # ----------------------------------------------------------------------------- status
+
+    def status(self) -> dict[str, Any]:
+        """The crawl's status (``control/status.py``; the shape of ``GET /api/status``).
+
+        Safe from any thread: another thread gets the snapshot the loop published last (at
+        most SAMPLE_EVERY_S old while someone keeps asking; the first call only starts the
+        publishing and gets the one before, or an empty status). The loop's own thread (a
+        progress callback) gets a fresh one. Never mutate the dict returned."""
+        self._status_wanted = time.monotonic()
+        if threading.get_ident() == self._loop_thread and self._state != "finished":
+            snapshot = self._status
+            if snapshot is None or self._status_wanted - self._status_at >= SAMPLE_EVERY_S:
+                self._sample(self._status_wanted, force=True)
+        return self._status or empty_status(self._state)
+
+    def metrics(self) -> dict[str, Any]:
+        """Counters for ``control.metrics.render_metrics`` (published with the status; same
+        rules as :meth:`status`)."""
+        self.status()
+        return self._metrics or {"worker": str(self._worker_label), "status": self.status()}
+
+    @property
+    def _worker_label(self) -> int:
+        return self._peers.worker if self._peers is not None else 0
+
+    def _waited(self) -> float:
+        waited: float = getattr(self.fetcher, "waited_s", 0.0)  # a null fetcher never waits
+        return waited
+
+    def _failed_at(self, origin: str, held: float) -> None:
+        """Count a failed fetch of ``origin`` (and the hold it caused) for ``failing_hosts``."""
+        failing = self._failing
+        entry = failing.get(origin)
+        if entry is None:
+            if len(failing) >= MAX_FAILING_HOSTS:
+                for key in sorted(failing, key=lambda k: failing[k][0])[: MAX_FAILING_HOSTS // 2]:
+                    del failing[key]
+            entry = failing[origin] = [0.0, 0.0]
+        entry[0] += 1
+        entry[1] += max(0.0, held)
+
+    def _sample(self, now: float, force: bool = False) -> None:
+        """Take a sample of the accumulators; publish a status if someone asked lately."""
+        self._next_sample = now + SAMPLE_EVERY_S
+        t, f = self._times, self.fetcher
+        sample = Sample(
+            t=now, wall=time.time(), pages=self.stats.pages, waited=self._waited(),
+            parse=t.parse, callbacks=t.callbacks, warc=t.warc, frontier=t.frontier,
+            fetch=t.fetch, dns=getattr(f, "dns_s", 0.0), transfer=getattr(f, "transfer_s", 0.0),
+            admitted=self.frontier.admitted,
+        )  # fmt: skip
+        self._recorder.add(sample)
+        if force or now - self._status_wanted < STATUS_WANTED_S:
+            self._publish(now, sample)
+
+    def _crawl_state(self) -> CrawlState:
+        if self._state != "running":
+            return self._state
+        if self._stop_requested or self._halt:
+            return "stopping"
+        return "paused" if self._paused else "running"
+
+    def _signals(self, now: float, window_busy: float, shares: dict[str, float],
+                 dns_share: float) -> tuple[Signals, Any]:  # fmt: skip
+        hs = self.frontier.host_signals(now)
+        holds: tuple[HostHold, ...] = ()
+        if hs.next_due is not None:
+            origin_, reason, wait = hs.next_due
+            holds = (HostHold(origin_, reason, wait),)
+        elif hs.robots:
+            holds = (HostHold("", "robots", 0.0),)
+        elif hs.blocked and hs.blocked >= hs.total:
+            holds = (HostHold("", "blocked", 0.0),)
+        fetcher = self.fetcher
+        sig = Signals(
+            state=self._crawl_state(),
+            stop_requested=bool(self._stop_requested or self._halt),
+            paused=self._paused,
+            low_space=self._low_space is not None,
+            in_flight=fetcher.in_flight,
+            concurrency=fetcher.in_flight + fetcher.free_slots,
+            queued=self.frontier.queued,
+            hosts_total=hs.total,
+            hosts_ready=hs.ready,
+            hosts_waiting=hs.waiting,
+            hosts_backoff=hs.backoff,
+            hosts_robots=hs.robots,
+            hosts_blocked=hs.blocked,
+            loop_busy=window_busy,
+            shares=shares,
+            dns_share=dns_share,
+            since_request_s=now - self._last_request,
+            holds=holds,
+            worst_backoff=tuple(HostHold(o, r, w) for o, r, w in hs.worst),
+        )
+        return sig, hs
+
+    def _publish(self, now: float, sample: Sample) -> None:
+        """Build the status and metrics snapshots and publish them (replaced whole)."""
+        window = self._recorder.window(sample)
+        sig, hs = self._signals(now, window.loop_busy, window.shares, window.dns_share)
+        frontier = self.frontier
+        if now - self._busiest_at >= BUSIEST_EVERY_S:
+            self._busiest_at = now
+            self._busiest = [
+                {"host": h, "pages": started, "queued": queued}
+                for h, started, queued in frontier.busiest(10)
+            ]
+        failing = sorted(self._failing.items(), key=lambda kv: kv[1][0], reverse=True)[:10]
+        queued, hot = frontier.queued, frontier.hot_total
+        status: dict[str, Any] = {
+            "state": sig.state,
+            "bottleneck": classify(sig).as_dict(),
+            "elapsed_s": round(self._elapsed_before + now - self._started, 3),
+            "pages": sample.pages,
+            "pages_per_s": round(window.pages_per_s, 3),
+            "queued": queued,
+            "queued_memory": min(hot, queued),
+            "queued_disk": max(0, queued - hot),
+            "in_flight": sig.in_flight,
+            "concurrency": sig.concurrency,
+            "hosts": {
+                "total": hs.total,
+                "ready": hs.ready,
+                "waiting": hs.waiting,
+                "backoff": hs.backoff,
+                "robots": hs.robots,
+                "blocked": hs.blocked,
+            },
+            "outcomes": dict(self.stats.outcomes),
+            "busiest_hosts": self._busiest,
+            "failing_hosts": [
+                {"host": h, "failures": int(n), "held_s": round(held, 3)}
+                for h, (n, held) in failing
+            ],
+            "cpu": {
+                "loop_busy": round(window.loop_busy, 4),
+                "shares": {k: round(v, 4) for k, v in window.shares.items()},
+            },
+            "history": [list(point) for point in self._recorder.history],
+            "paused": self._paused,
+            "blocked_hosts": getattr(frontier, "blocked_hosts", []),
+            "host_delays": getattr(frontier, "host_delays", {}),
+            "workers": [],
+        }
+        self._status, self._status_at = status, now
+        self._metrics = self._metrics_snapshot(status, window.admitted_per_s, hs.retired)
+
+    def _metrics_snapshot(
+        self, status: dict[str, Any], admitted_per_s: float, retired: int
+    ) -> dict[str, Any]:
+        """The counters ``render_metrics`` turns into Prometheus metrics (worker's label)."""
+        f, t, seen = self.fetcher, self._times, self.frontier.seen_stats()
+        warc_bytes = 0
+        if self._warc is not None:
+            for path in self._warc.paths:
+                with suppress(OSError):  # renamed from .open meanwhile: counted next time
+                    warc_bytes += path.stat().st_size
+        return {
+            "worker": str(self._worker_label),
+            "status": status,
+            "bytes": self.stats.bytes,
+            "fetch_time_buckets": list(FETCH_TIME_BUCKETS),
+            "fetch_time_counts": list(getattr(f, "fetch_times", [])),
+            "fetch_time_sum": getattr(f, "transfer_s", 0.0),
+            "requests": t.requests,
+            "admitted": self.frontier.admitted,
+            "admitted_per_s": admitted_per_s,
+            "hosts_retired": retired,
+            "bloom_fill": float(seen.get("bloom_fill", 0.0)),
+            "bloom_count": int(seen.get("count", 0)),
+            "bloom_capacity": int(seen.get("capacity", 0)),
+            "bloom_false_positives": float(seen.get("estimated_false_positives", 0.0)),
+            "warc_bytes": warc_bytes,
+            "commit_s": t.commit,
+            "commits": t.commits,
+            "callback_s": t.callbacks,
+            "parse_s": t.parse,
+            "warc_s": t.warc,
+            "frontier_s": t.frontier,
+            "fetch_s": t.fetch,
+            "dns_s": getattr(f, "dns_s", 0.0),
         }
 
     def _finish(self) -> dict[str, Any]:
@@ -1056,6 +1290,9 @@ class Engine:
         report["warnings"] = config_warnings(self.settings) + self._repairs
         report["output_dir"] = str(self.layout.root)
         report["warc_files"] = [str(p) for p in self._warc.paths] if self._warc else []
+        self._state = "finished"
+        with _quiet():  # the last status: finished, with the final counters
+            self._sample(time.monotonic(), force=True)
         try:
             self.frontier.close(checkpoint=not failed)
         except OSError as exc:

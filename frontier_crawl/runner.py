@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.engine import Engine
@@ -21,7 +22,8 @@ def progress_printer(console: Console) -> Callable[[dict[str, Any]], None]:
         console.print(
             f"[dim]{p['elapsed_s']:6.1f}s[/] pages {p['pages']:,} ({p['pages_per_s']:.0f}/s) "
             f"queued {p['queued']:,} in flight {p['in_flight']} hosts {p['hosts']:,}"
-            + ("  [yellow]PAUSED: low disk space[/]" if p.get("paused_for_space") else ""),
+            + ("  [yellow]PAUSED: low disk space[/]" if p.get("paused_for_space") else "")
+            + (f"  [cyan]{escape(p['bottleneck'])}[/]" if p.get("bottleneck") else ""),
             highlight=False,
             soft_wrap=True,
         )

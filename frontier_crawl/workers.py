@@ -263,7 +263,7 @@ class Coordinator:
                 proc.start()
             if self._pipes:
                 self._control = ControlServer(
-                    self.settings.control.listen, self.root, self.status, self._no_metrics,
+                    self.settings.control.listen, self.root, self.status, self.metrics,
                     dispatch=self.dispatch,
                 )  # fmt: skip
             self._wait_for_the_end()
@@ -358,18 +358,25 @@ class Coordinator:
         merged["workers"] = replies
         return merged
 
-    def status(self) -> dict[str, Any]:
-        """The crawl's status: every worker's snapshot, merged (``workers`` lists them)."""
+    def _snapshots(self) -> list[dict[str, Any]]:
+        """Every live worker's status (with its metrics snapshot under ``"metrics"``)."""
         snaps = []
         for i in range(self.count):
             reply = self._ask(i, Command("status"), timeout_s=2.0)
             if "error" not in reply and reply:
                 snaps.append({**reply, "worker": i})
-        return merge_status(snaps)
+        return snaps
 
-    @staticmethod
-    def _no_metrics() -> bytes:
-        raise NotImplementedError
+    def status(self) -> dict[str, Any]:
+        """The crawl's status: every worker's snapshot, merged (``workers`` lists them)."""
+        return merge_status([{k: v for k, v in s.items() if k != "metrics"}
+                             for s in self._snapshots()])  # fmt: skip
+
+    def metrics(self) -> bytes:
+        """Prometheus text of every worker (label ``worker``)."""
+        from frontier_crawl.control.metrics import render_metrics
+
+        return render_metrics([s["metrics"] for s in self._snapshots() if "metrics" in s])
 
     def _on_hangup(self, signum: int, frame: FrameType | None) -> None:
         """SIGHUP: every worker reads crawl.toml again."""

@@ -1,16 +1,197 @@
-"""Prometheus metrics, rendered from status snapshots (``render_metrics``).
+"""Prometheus metrics, rendered from the snapshots the crawl loops publish (``render_metrics``).
 
-Filled in by the next commit; the signature is the seam the control server calls.
+Nothing here is updated per page: each loop keeps its plain counters and accumulators (the
+crawl stats, the fetcher's histogram counts, ``LoopTimes``) and publishes a snapshot of them
+with its status (``Engine.metrics()``); a scrape turns the latest snapshots into metric
+families in a registry of its own (a custom collector), so a scrape costs the loop nothing.
+Every metric has one label ``worker`` (the worker process's index, "0" with one process).
+
+The metrics (all prefixed ``frontier_crawl_``):
+
+=====================================  =========  ==============================================
+name                                   type       what
+=====================================  =========  ==============================================
+pages_total{outcome}                   counter    crawl-log entries by outcome (all runs)
+bytes_total                            counter    payload bytes received (decoded; all runs)
+fetch_duration_seconds                 histogram  transfer time, submit to completion (this run)
+requests_total                         counter    requests sent (this run)
+queued_urls{where}                     gauge      URLs waiting, ``memory`` or ``disk``
+hosts{state}                           gauge      hosts by state: ready, waiting, backoff,
+                                                  robots, blocked, retired
+transfers_in_flight                    gauge      requests in flight
+fetch_slots                            gauge      the concurrency (slots in all)
+admitted_urls_total                    counter    URLs admitted to the frontier (all runs)
+admissions_per_second                  gauge      admitted over the last ~10 s
+pages_per_second                       gauge      pages fetched over the last ~10 s
+bloom_filter_fill_ratio                gauge      the seen-set Bloom filter's bits set
+bloom_filter_entries                   gauge      URLs in the seen-set
+bloom_filter_capacity                  gauge      the entries it is sized for
+bloom_filter_false_positives           gauge      estimated false positives so far (URLs that
+                                                  may have been dropped as seen)
+warc_bytes                             gauge      bytes in this crawl's WARC files
+commit_seconds_total                   counter    time in group commits (outputs + LMDB)
+commits_total                          counter    group commits
+callback_seconds_total                 counter    time in user callbacks (spiders; 0 without)
+loop_seconds_total{phase}              counter    loop time by phase: parse, callbacks, warc,
+                                                  frontier, fetch
+dns_seconds_total                      counter    name-lookup time of the transfers
+loop_busy_ratio                        gauge      the loop's time not waiting, last ~5 s
+bottleneck{name}                       gauge      1 for the bottleneck named now, else 0
+paused                                 gauge      1 while an operator pause holds the crawl
+=====================================  =========  ==============================================
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from frontier_crawl.control.status import BOTTLENECKS
+
+PREFIX = "frontier_crawl_"
+HOST_STATES = ("ready", "waiting", "backoff", "robots", "blocked")
+PHASES = ("parse", "callbacks", "warc", "frontier", "fetch")
+
+
+def _num(snap: Mapping[str, Any], key: str) -> float:
+    value = snap.get(key, 0)
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+class _Snapshots(Collector):
+    """Metric families from the snapshots given (a registry of its own per scrape)."""
+
+    def __init__(self, snapshots: Sequence[Mapping[str, Any]]) -> None:
+        self._snapshots = snapshots
+
+    def collect(self) -> Iterator[Metric]:
+        snaps = self._snapshots
+
+        def counter(name: str, doc: str, key: str) -> CounterMetricFamily:
+            fam = CounterMetricFamily(PREFIX + name, doc, labels=["worker"])
+            for s in snaps:
+                fam.add_metric([_worker(s)], _num(s, key))
+            return fam
+
+        def gauge(name: str, doc: str, value: Any) -> GaugeMetricFamily:
+            fam = GaugeMetricFamily(PREFIX + name, doc, labels=["worker"])
+            for s in snaps:
+                fam.add_metric([_worker(s)], float(value(s)))
+            return fam
+
+        pages = CounterMetricFamily(
+            PREFIX + "pages", "Crawl-log entries by outcome (all runs).",
+            labels=["worker", "outcome"],
+        )  # fmt: skip
+        for s in snaps:
+            for outcome, n in sorted(_status(s).get("outcomes", {}).items()):
+                pages.add_metric([_worker(s), str(outcome)], float(n))
+        yield pages
+        yield counter("bytes", "Payload bytes received, decoded (all runs).", "bytes")
+        yield _histogram(snaps)
+        yield counter("requests", "Requests sent (this run).", "requests")
+        queued = GaugeMetricFamily(
+            PREFIX + "queued_urls", "URLs waiting in the frontier.", labels=["worker", "where"]
+        )
+        hosts = GaugeMetricFamily(PREFIX + "hosts", "Hosts by state.", labels=["worker", "state"])
+        for s in snaps:
+            st, w = _status(s), _worker(s)
+            queued.add_metric([w, "memory"], float(st.get("queued_memory", 0)))
+            queued.add_metric([w, "disk"], float(st.get("queued_disk", 0)))
+            for state in HOST_STATES:
+                hosts.add_metric([w, state], float(st.get("hosts", {}).get(state, 0)))
+            hosts.add_metric([w, "retired"], _num(s, "hosts_retired"))
+        yield queued
+        yield hosts
+        yield gauge("transfers_in_flight", "Requests in flight.",
+                    lambda s: _status(s).get("in_flight", 0))  # fmt: skip
+        yield gauge("fetch_slots", "Fetch slots in all (the concurrency).",
+                    lambda s: _status(s).get("concurrency", 0))  # fmt: skip
+        yield counter("admitted_urls", "URLs admitted to the frontier (all runs).", "admitted")
+        yield gauge("admissions_per_second", "URLs admitted per second, last ~10 s.",
+                    lambda s: _num(s, "admitted_per_s"))  # fmt: skip
+        yield gauge("pages_per_second", "Pages fetched per second, last ~10 s.",
+                    lambda s: _status(s).get("pages_per_s", 0.0))  # fmt: skip
+        yield gauge("bloom_filter_fill_ratio", "Fraction of the seen-set Bloom filter's bits set.",
+                    lambda s: _num(s, "bloom_fill"))  # fmt: skip
+        yield gauge("bloom_filter_entries", "URLs in the seen-set.",
+                    lambda s: _num(s, "bloom_count"))  # fmt: skip
+        yield gauge("bloom_filter_capacity", "Entries the seen-set is sized for.",
+                    lambda s: _num(s, "bloom_capacity"))  # fmt: skip
+        yield gauge(
+            "bloom_filter_false_positives",
+            "Estimated Bloom false positives so far (URLs possibly dropped as seen).",
+            lambda s: _num(s, "bloom_false_positives"),
+        )
+        yield gauge("warc_bytes", "Bytes in the crawl's WARC files.",
+                    lambda s: _num(s, "warc_bytes"))  # fmt: skip
+        yield counter("commit_seconds", "Time in group commits (outputs, then LMDB).", "commit_s")
+        yield counter("commits", "Group commits.", "commits")
+        yield counter("callback_seconds", "Time in user callbacks (spiders).", "callback_s")
+        phases = CounterMetricFamily(
+            PREFIX + "loop_seconds", "Loop time by phase.", labels=["worker", "phase"]
+        )
+        for s in snaps:
+            for phase in PHASES:
+                phases.add_metric([_worker(s), phase], _num(s, f"{phase}_s"))
+        yield phases
+        yield counter("dns_seconds", "Name-lookup time of the transfers.", "dns_s")
+        yield gauge("loop_busy_ratio", "The loop's time not spent waiting, last ~5 s.",
+                    lambda s: _status(s).get("cpu", {}).get("loop_busy", 0.0))  # fmt: skip
+        bottleneck = GaugeMetricFamily(
+            PREFIX + "bottleneck", "1 for the bottleneck named now.", labels=["worker", "name"]
+        )
+        for s in snaps:
+            now = _status(s).get("bottleneck", {}).get("name")
+            for name in BOTTLENECKS:
+                bottleneck.add_metric([_worker(s), name], 1.0 if name == now else 0.0)
+        yield bottleneck
+        yield gauge("paused", "1 while an operator pause holds the crawl.",
+                    lambda s: bool(_status(s).get("paused")))  # fmt: skip
+
+
+def _worker(snap: Mapping[str, Any]) -> str:
+    return str(snap.get("worker", "0"))
+
+
+def _status(snap: Mapping[str, Any]) -> Mapping[str, Any]:
+    status = snap.get("status")
+    return status if isinstance(status, Mapping) else {}
+
+
+def _histogram(snaps: Sequence[Mapping[str, Any]]) -> HistogramMetricFamily:
+    fam = HistogramMetricFamily(
+        PREFIX + "fetch_duration_seconds",
+        "Transfer time, submit to completion (this run).",
+        labels=["worker"],
+    )
+    for s in snaps:
+        bounds = list(s.get("fetch_time_buckets", []))
+        counts = list(s.get("fetch_time_counts", []))
+        if len(counts) != len(bounds) + 1:
+            counts = [0] * (len(bounds) + 1)
+        buckets: list[tuple[str, float]] = []
+        total = 0
+        for bound, n in zip([*bounds, float("inf")], counts, strict=True):
+            total += n
+            buckets.append(("+Inf" if bound == float("inf") else repr(float(bound)), total))
+        fam.add_metric([_worker(s)], buckets, sum_value=_num(s, "fetch_time_sum"))
+    return fam
 
 
 def render_metrics(snapshots: Sequence[Mapping[str, Any]]) -> bytes:
     """The Prometheus text exposition of the crawl from one metrics snapshot per worker
     process (``Engine.metrics()``; ``Coordinator.metrics()`` with worker processes): each has
     a ``"worker"`` key, the label value ("0" with one process)."""
-    raise NotImplementedError
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshots(snapshots))
+    return generate_latest(registry)

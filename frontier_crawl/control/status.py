@@ -25,8 +25,9 @@ by :data:`STATUS_KEYS` (every key is always present).
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 BottleneckName = Literal[
     "politeness", "fetch", "cpu", "backoff", "robots", "dns", "draining", "paused", "idle"
@@ -61,7 +62,8 @@ class HostHold:
     """One host that is not ready: why, and for how long still."""
 
     host: str
-    reason: Literal["delay", "crawl-delay", "retry-after", "backoff", "robots", "blocked"]
+    #: "delay", "crawl-delay", "retry", "retry-after", "backoff", "robots" or "blocked"
+    reason: str
     wait_s: float  #: seconds until it may send its next request (0 when unknown)
 
 
@@ -107,6 +109,7 @@ class Bottleneck:
 _REASONS: Final = {
     "delay": "its politeness delay",
     "crawl-delay": "its Crawl-delay",
+    "retry": "its retry of a failed URL",
     "retry-after": "its Retry-After",
     "backoff": "its error backoff",
     "robots": "its robots.txt",
@@ -139,7 +142,7 @@ def _stall_detail(sig: Signals) -> str:
     if first.reason == "robots":
         return f"{hosts}, waiting for robots.txt of {first.host}"
     who = "its" if sig.hosts_total == 1 else f"{first.host}'s"
-    reason = _REASONS[first.reason].replace("its ", f"{who} ", 1)
+    reason = _REASONS.get(first.reason, "its delay").replace("its ", f"{who} ", 1)
     return f"{hosts}, next request in {_secs(first.wait_s)}: {reason}"
 
 
@@ -206,3 +209,129 @@ def classify(sig: Signals) -> Bottleneck:
     return Bottleneck(
         name, f"{_n(held, 'host')} waiting on their delay, {free} of {sig.concurrency} slots free"
     )
+
+
+# ------------------------------------------------------------------------------ measuring
+
+#: how often the loop takes a :class:`Sample` (and, when asked for, publishes a status)
+SAMPLE_EVERY_S: Final = 0.5
+#: the window the CPU shares and the DNS share are measured over
+BUSY_WINDOW_S: Final = 5.0
+#: the window of ``pages_per_s``
+RATE_WINDOW_S: Final = 10.0
+#: the status ``history``: one point per HISTORY_EVERY_S over the last HISTORY_S
+HISTORY_EVERY_S: Final = 2.0
+HISTORY_S: Final = 600.0
+
+
+@dataclass(slots=True)
+class LoopTimes:
+    """Seconds the loop spent in each phase, accumulated (``perf_counter`` around the phases
+    it already has; nothing per link). ``fetch`` is libcurl's work and result building in
+    poll and submit, the wait in poll excluded; ``frontier`` is scheduling, admission,
+    completion and the group commits (LMDB)."""
+
+    parse: float = 0.0
+    callbacks: float = 0.0  #: user callbacks (spiders); 0 until they exist
+    warc: float = 0.0
+    frontier: float = 0.0
+    fetch: float = 0.0
+    commit: float = 0.0  #: of ``frontier``, the group commits
+    commits: int = 0
+    requests: int = 0  #: requests submitted
+
+
+@dataclass(slots=True, frozen=True)
+class Sample:
+    """The loop's accumulators at one instant (monotonic ``t``; ``wall``: Unix time)."""
+
+    t: float
+    wall: float
+    pages: int
+    waited: float  #: seconds blocked in poll, in all
+    parse: float
+    callbacks: float
+    warc: float
+    frontier: float
+    fetch: float
+    dns: float  #: name-lookup seconds of the transfers ended
+    transfer: float  #: seconds of the transfers ended
+    admitted: int
+
+
+@dataclass(slots=True, frozen=True)
+class Window:
+    """What changed between two samples."""
+
+    seconds: float
+    loop_busy: float
+    shares: dict[str, float]
+    dns_share: float
+    pages_per_s: float
+    admitted_per_s: float
+
+
+class Recorder:
+    """The last samples (a ring of :data:`RATE_WINDOW_S`) and the pages history (the last
+    :data:`HISTORY_S`): a few hundred small records, whatever the crawl's size."""
+
+    def __init__(self) -> None:
+        self._recent: deque[Sample] = deque()
+        self.history: deque[tuple[float, int]] = deque()
+
+    def add(self, sample: Sample) -> None:
+        recent = self._recent
+        recent.append(sample)
+        while len(recent) > 2 and sample.t - recent[1].t >= RATE_WINDOW_S:
+            recent.popleft()
+        history = self.history
+        if not history or sample.wall - history[-1][0] >= HISTORY_EVERY_S:
+            history.append((round(sample.wall, 3), sample.pages))
+            while sample.wall - history[0][0] > HISTORY_S:
+                history.popleft()
+
+    def window(self, now: Sample) -> Window:
+        """The CPU shares over about :data:`BUSY_WINDOW_S` before ``now``, the rates over
+        about :data:`RATE_WINDOW_S` (less early in the crawl)."""
+        recent = self._recent
+        if not recent:
+            return Window(0.0, 0.0, dict.fromkeys(SHARES, 0.0), 0.0, 0.0, 0.0)
+        first = recent[0]
+        busy_from = next((s for s in recent if now.t - s.t <= BUSY_WINDOW_S), first)
+        if busy_from.t >= now.t:
+            busy_from = first
+        dt = now.t - busy_from.t
+        loop_busy, shares, dns_share = 0.0, dict.fromkeys(SHARES, 0.0), 0.0
+        if dt > 0:
+            busy = max(0.0, dt - (now.waited - busy_from.waited))
+            loop_busy = min(1.0, busy / dt)
+            if busy > 0:
+                for name in SHARES[:-1]:
+                    spent = getattr(now, name) - getattr(busy_from, name)
+                    shares[name] = min(1.0, max(0.0, spent / busy))
+                shares["other"] = max(0.0, 1.0 - sum(shares.values()))
+            transfer = now.transfer - busy_from.transfer
+            dns_share = (now.dns - busy_from.dns) / transfer if transfer > 0 else 0.0
+        rate_dt = now.t - first.t
+        return Window(
+            seconds=dt,
+            loop_busy=loop_busy,
+            shares=shares,
+            dns_share=min(1.0, dns_share),
+            pages_per_s=(now.pages - first.pages) / rate_dt if rate_dt > 0 else 0.0,
+            admitted_per_s=(now.admitted - first.admitted) / rate_dt if rate_dt > 0 else 0.0,
+        )
+
+
+def empty_status(state: CrawlState = "starting") -> dict[str, Any]:
+    """A status with every key present and nothing counted (before the first sample)."""
+    return {
+        "state": state,
+        "bottleneck": {"name": "idle", "detail": "the crawl is starting"},
+        "elapsed_s": 0.0, "pages": 0, "pages_per_s": 0.0, "queued": 0, "queued_memory": 0,
+        "queued_disk": 0, "in_flight": 0, "concurrency": 0,
+        "hosts": dict.fromkeys(HOST_STATES, 0), "outcomes": {}, "busiest_hosts": [],
+        "failing_hosts": [],
+        "cpu": {"loop_busy": 0.0, "shares": dict.fromkeys(SHARES, 0.0)},
+        "history": [], "paused": False, "blocked_hosts": [], "host_delays": {}, "workers": [],
+    }  # fmt: skip

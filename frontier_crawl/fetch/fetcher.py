@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+from bisect import bisect_left
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -57,6 +58,10 @@ _ACCEPT_ENCODING = "Accept-Encoding: gzip, deflate"
 _IDLE_CONNECTIONS = 256
 _DEFAULT_USER_AGENT = PolitenessSection().user_agent
 _CONDITIONAL = frozenset({"if-none-match", "if-modified-since"})
+#: upper bounds (seconds) of the fetch-time histogram's buckets (``Fetcher.fetch_times``)
+FETCH_TIME_BUCKETS: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+)  # fmt: skip
 
 
 class Fetcher:
@@ -135,6 +140,12 @@ class Fetcher:
         self._revalidating: dict[pycurl.Curl, Stored] = {}
         self._resolver_stuck = False  # a resolve timed out: its thread may outlive the transfer
         self._capture_requests = capture_requests
+        #: transfers ended, and their seconds (submit to completion) and name-lookup seconds
+        self.transfers = 0
+        self.transfer_s = 0.0
+        self.dns_s = 0.0
+        #: transfers by fetch time: count per ``FETCH_TIME_BUCKETS`` bucket, the last +Inf
+        self.fetch_times = [0] * (len(FETCH_TIME_BUCKETS) + 1)
 
     @classmethod
     def from_settings(
@@ -209,6 +220,11 @@ class Fetcher:
         self._concurrency = value
         self._pool.capacity = max(self._pool.capacity, value)
 
+    @property
+    def waited_s(self) -> float:
+        """Seconds poll() has spent blocked, waiting for sockets or curl's timer."""
+        return self._loop.waited_s
+
     def submit(self, req: FetchRequest) -> None:
         """Start a GET; its result comes from a later poll(). RuntimeError if no slot is free."""
         if self._closed:
@@ -248,7 +264,12 @@ class Fetcher:
         for completion in completions:
             transfer = self._transfers.pop(completion.handle)
             result = transfer.result(completion.handle, completion.code, completion.message)
+            self.dns_s += float(completion.handle.getinfo(pycurl.NAMELOOKUP_TIME))
             self._pool.release(completion.handle)
+            duration = result.duration_s
+            self.transfers += 1
+            self.transfer_s += duration
+            self.fetch_times[bisect_left(FETCH_TIME_BUCKETS, duration)] += 1
             if completion.code == CURLE_OPERATION_TIMEDOUT and result.error is ErrorKind.DNS:
                 self._resolver_stuck = True
             results.append(self._cached(result, self._revalidating.pop(completion.handle, None)))

@@ -51,6 +51,8 @@ class MultiLoop:
         self._timer_at: float | None = None  # monotonic time curl wants to be called back
         self._handles = 0
         self._closed = False
+        #: seconds spent blocked waiting for sockets or curl's timer (the loop's idle time)
+        self.waited_s = 0.0
         self._wake_fd: int | None = None  #: readable: return from run() at once (wake_on)
         self._woken = False
         self._multi = pycurl.CurlMulti()
@@ -113,13 +115,17 @@ class MultiLoop:
         if self._timer_at is not None:
             wait = min(wait, max(0.0, self._timer_at - now))
         if self._watched or self._wake_fd is not None:
-            for key, mask in self._selector.select(wait):
+            t0 = time.perf_counter()
+            events = self._selector.select(wait)
+            self.waited_s += time.perf_counter() - t0
+            for key, mask in events:
                 if key.fd in self._watched:
                     self._act(key.fd, _curl_bits(mask))
                 elif key.fd == self._wake_fd:
                     self._woken = True
         elif wait > 0:
             time.sleep(wait)  # no socket to wait on: only a deadline (curl's or the caller's)
+            self.waited_s += wait
         if self._timer_at is not None and time.monotonic() >= self._timer_at:
             self._timer_at = None
             self._act(pycurl.SOCKET_TIMEOUT, 0)

@@ -7,6 +7,7 @@ from frontier_crawl.frontier.damage import DamagedState
 from frontier_crawl.frontier.frontier import (
     Failure,
     Frontier,
+    HostSignals,
     HostState,
     StateMismatch,
     Ticket,
@@ -17,6 +18,7 @@ __all__ = [
     "DamagedState",
     "Failure",
     "Frontier",
+    "HostSignals",
     "HostState",
     "StateMismatch",
     "StorageError",

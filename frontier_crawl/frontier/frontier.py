@@ -136,6 +136,24 @@ class HostState(Enum):
     RETIRED = "retired"  #: given up; URLs recorded as failed, new ones refused
 
 
+@dataclass(slots=True, frozen=True)
+class HostSignals:
+    """Hosts by state for the status (``Frontier.host_signals``)."""
+
+    total: int  #: hosts with work queued or in flight (ready, snoozed, busy)
+    ready: int  #: due now, waiting for a fetch slot
+    waiting: int  #: snoozed on their politeness delay, Crawl-delay or a URL's retry time
+    backoff: int  #: snoozed beyond that by Retry-After or error backoff
+    robots: int  #: waiting for their robots.txt
+    blocked: int  #: queued work held by an operator's block
+    retired: int  #: given up (unreachable)
+    #: the hosts held longest: (origin, "retry-after" or "backoff", seconds still held)
+    worst: tuple[tuple[str, str, float], ...]
+    #: the snoozed host due first: (origin, "delay", "crawl-delay", "retry", "retry-after" or
+    #: "backoff", seconds until due); None if none is snoozed
+    next_due: tuple[str, str, float] | None
+
+
 class Failure(Enum):
     """How a fetch went wrong, as far as the host's politeness is concerned."""
 
@@ -332,6 +350,12 @@ class Frontier:
         self._ready: deque[HostQueue] = deque()
         self._snoozed: list[tuple[float, int, HostQueue]] = []
         self._heap_seq = 0
+        #: hosts in each state, kept by every transition (the status counts without a scan)
+        self._state_counts: dict[HostState, int] = dict.fromkeys(HostState, 0)
+        #: hosts whose latest response held them beyond their politeness delay: origin ->
+        #: (host, "retry-after" or "backoff"); pruned once they are due (``host_signals``)
+        self._holding: dict[str, tuple[HostQueue, str]] = {}
+        self.robots_waiting = 0  #: hosts waiting for their robots.txt (nothing else issued)
         self.queued = 0  #: URLs admitted and not yet complete, in flight excluded
         self.in_flight = 0
         self.hot_total = 0
@@ -640,6 +664,7 @@ class Frontier:
 
     def _new_host(self, host_key: str) -> HostQueue:
         host = HostQueue(host_key)
+        self._state_counts[HostState.EMPTY] += 1
         if self._per_ip:
             ip = self._known_ips.get(host_of(host_key))
             if ip is not None:
@@ -731,6 +756,10 @@ class Frontier:
                 self._parked[host.origin] = host
         if host.state is HostState.BLOCKED and new is not HostState.BLOCKED:
             self._parked.pop(host.origin, None)
+        if new is not host.state:
+            counts = self._state_counts
+            counts[host.state] -= 1
+            counts[new] += 1
         if new is HostState.READY and host.state is not HostState.READY:
             self._ready.append(host)
         elif new is HostState.SNOOZED:
@@ -771,6 +800,8 @@ class Frontier:
             if host.state is not HostState.READY:
                 continue  # stale: it moved on since it was queued here
             host.state = HostState.BUSY  # out of the FIFO; _settle puts it back where it belongs
+            self._state_counts[HostState.READY] -= 1
+            self._state_counts[HostState.BUSY] += 1
             if host.group is not None and self._group_holds(host, now):
                 continue
             ticket = self._take(host, now)
@@ -830,6 +861,7 @@ class Frontier:
             host.rules = self._cached_rules(host, now) if self._obey_robots else _ALLOW_ALL
         if host.rules is None:  # nothing else until robots.txt is known
             host.robots_in_flight = True
+            self.robots_waiting += 1
             return Ticket(b"", host.origin, host.origin + "/robots.txt", 0, robots=True)
         if host.rules.refresh_at <= now:  # fetched again in this request slot; the host's
             host.rules.refresh_at = float("inf")  # other slots go on with these rules meanwhile
@@ -872,9 +904,13 @@ class Frontier:
     def _pop(self, host: HostQueue, now: float) -> tuple[bytes, QueueEntry] | None:
         """The host's next entry in memory (a due retry first), refilled from LMDB if need be."""
         retries = host.retries
-        if retries and retries[0][0] <= now and (
-            (host.starts >= retries[0][4] and not host.took_retry)
-            or not (host.hot or host.unloaded)
+        if (
+            retries
+            and retries[0][0] <= now
+            and (
+                (host.starts >= retries[0][4] and not host.took_retry)
+                or not (host.hot or host.unloaded)
+            )
         ):
             key, entry = heapq.heappop(retries)[2:4]
             if not retries:
@@ -1052,6 +1088,7 @@ class Frontier:
         host = self._hosts[ticket.origin]
         refresh = not host.robots_in_flight
         host.robots_in_flight = False
+        self.robots_waiting -= not refresh
         fallback = host.rules if refresh else self._stale.pop(host.origin, None)
         rules = self._robots.store(host.origin, status, body) if self._obey_robots else None
         mine = ticket if refresh else None  # a refresh counted in the host's in_flight
@@ -1120,12 +1157,20 @@ class Frontier:
             host.group.next_at = max(host.group.next_at, host.next_at)
         if host.state is not HostState.READY:
             self._settle(host, now)
-        return host.next_at - polite
+        held = host.next_at - polite
+        if held > 0:
+            self._holding[host.origin] = (host, "retry-after" if hold > backoff else "backoff")
+        elif self._holding:
+            self._holding.pop(host.origin, None)
+        return held
 
     def _retire(self, host: HostQueue, reason: str) -> None:
         """Give up on a host: every queued URL is recorded as failed with ``reason``."""
+        self._state_counts[host.state] -= 1
+        self._state_counts[HostState.RETIRED] += 1
         host.state = HostState.RETIRED
         host.retired = reason
+        self._holding.pop(host.origin, None)
         with self.batch(), self._write() as txn:
             while host.hot or host.unloaded:
                 if not host.hot:
@@ -1192,6 +1237,8 @@ class Frontier:
         held = 0
         for host in self._matching(name):
             if host.state in (HostState.READY, HostState.SNOOZED):
+                self._state_counts[host.state] -= 1
+                self._state_counts[HostState.BLOCKED] += 1
                 host.state = HostState.BLOCKED  # its FIFO or heap entry is stale from now on
                 self._parked[host.origin] = host
             held += host.queued
@@ -1245,6 +1292,8 @@ class Frontier:
         if host.state is HostState.SNOOZED or (
             host.state is HostState.READY and host.next_at > now
         ):
+            self._state_counts[host.state] -= 1
+            self._state_counts[HostState.EMPTY] += 1
             host.state = HostState.EMPTY  # its FIFO or heap entry is stale from now on
             self._settle(host, now)
 
@@ -1326,6 +1375,62 @@ class Frontier:
             "blocked_hosts": len(self._blocked),
             "held_by_blocks": self.held_by_blocks,
         }
+
+    def host_signals(self, now: float, worst: int = 5) -> HostSignals:
+        """Hosts by state, the worst held ones and the next one due, for the status: O(held
+        hosts), no scan of all hosts (the counts are kept by every transition)."""
+        counts = self._state_counts
+        holding = self._holding
+        for origin_, (host, _reason) in list(holding.items()):
+            if host.next_at <= now or host.state is HostState.RETIRED:
+                del holding[origin_]
+        held = [
+            (origin_, reason, host.next_at - now)
+            for origin_, (host, reason) in holding.items()
+            if host.state is HostState.SNOOZED
+        ]
+        snoozed = counts[HostState.SNOOZED]
+        return HostSignals(
+            total=counts[HostState.READY]
+            + snoozed
+            + counts[HostState.BUSY]
+            + counts[HostState.BLOCKED],
+            ready=counts[HostState.READY],
+            waiting=max(0, snoozed - len(held)),
+            backoff=len(held),
+            robots=self.robots_waiting,
+            blocked=counts[HostState.BLOCKED],
+            retired=counts[HostState.RETIRED],
+            worst=tuple(heapq.nlargest(worst, held, key=lambda h: h[2])),
+            next_due=self._next_due(now),
+        )
+
+    def _next_due(self, now: float) -> tuple[str, str, float] | None:
+        """The snoozed host due first: (origin, why it waits, seconds until it is due)."""
+        if self.next_wake() is None:
+            return None
+        wake, _, host = self._snoozed[0]
+        held = self._holding.get(host.origin)
+        if held is not None:
+            reason = held[1]
+        elif host.due() > host.next_at:
+            reason = "retry"
+        elif (
+            host.rules is not None
+            and host.rules.crawl_delay_s is not None
+            and host.rules.crawl_delay_s >= host.delay_s
+            and host.rules.crawl_delay_s > self._policy.min_delay_s
+        ):
+            reason = "crawl-delay"
+        else:
+            reason = "delay"
+        return host.origin, reason, max(0.0, wake - now)
+
+    def busiest(self, n: int = 10) -> list[tuple[str, int, int]]:
+        """The ``n`` hosts with the most requests started this run: (origin, started, queued).
+        A scan of every host: callers space it out (the engine's status, every few seconds)."""
+        top = heapq.nlargest(n, self._hosts.values(), key=lambda h: (h.starts, h.queued))
+        return [(h.origin, h.starts, h.queued) for h in top if h.starts or h.queued]
 
     def seen_stats(self) -> dict[str, float | int]:
         """The seen-set's counters (Bloom filter size, estimated false positives...)."""

@@ -317,6 +317,8 @@ class SeenSet:
             "estimated_false_positives": self.estimated_false_positives(),
             "rescued_false_positives": self.rescued_false_positives,
             "bloom_bytes": (self._bloom.num_bits + 7) // 8,
+            #: the fraction of the filter's bits set (each slice alike): 1 - e^(-n/m)
+            "bloom_fill": -math.expm1(-self._count / self._bloom.bits_per_slice),
             "maybe_answers": self.maybe_answers,
             "recent_hits": self.recent_hits,
             "bloom_misses": self.bloom_misses,
