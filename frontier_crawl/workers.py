@@ -268,7 +268,7 @@ class Coordinator:
                 proc.start()
             if self._pipes:
                 self._control = ControlServer(
-                    self.settings.control.listen, self.root, self.status, self._metrics_text,
+                    self.settings.control.listen, self.root, self.status, self.metrics,
                     dispatch=self.dispatch,
                 )  # fmt: skip
             self._wait_for_the_end()
@@ -363,14 +363,19 @@ class Coordinator:
         merged["workers"] = replies
         return merged
 
-    def status(self) -> dict[str, Any]:
-        """The crawl's status: every worker's snapshot, merged (``workers`` lists them); its
-        ``history`` is the coordinator's, one point per status asked for (every 2 s at most)."""
+    def _snapshots(self) -> list[dict[str, Any]]:
+        """Every live worker's status (with its metrics snapshot under ``"metrics"``)."""
         snaps = []
         for i in range(self.count):
             reply = self._ask(i, Command("status"), timeout_s=2.0)
             if "error" not in reply and reply:
                 snaps.append({**reply, "worker": i})
+        return snaps
+
+    def status(self) -> dict[str, Any]:
+        """The crawl's status: every worker's snapshot, merged (``workers`` lists them); its
+        ``history`` is the coordinator's, one point per status asked for (every 2 s at most)."""
+        snaps = [{k: v for k, v in s.items() if k != "metrics"} for s in self._snapshots()]
         merged = merge_status(snaps)
         with self._history_lock:
             history, now = self._history, time.time()
@@ -381,17 +386,12 @@ class Coordinator:
             merged["history"] = [list(point) for point in history]
         return merged
 
-    def metrics(self) -> list[dict[str, Any]]:
-        """Every worker's latest metrics snapshot (``control.metrics.render_metrics``)."""
-        snaps = []
-        for i in range(self.count):
-            reply = self._ask(i, Command("metrics"), timeout_s=2.0)
-            if "error" not in reply and reply:
-                snaps.append({**reply, "worker": str(i)})
-        return snaps
-
-    def _metrics_text(self) -> bytes:
-        return render_metrics(self.metrics())
+    def metrics(self) -> bytes:
+        """Prometheus text of every worker (label ``worker``)."""
+        return render_metrics(
+            [{**s["metrics"], "worker": str(s["worker"])} for s in self._snapshots()
+             if "metrics" in s]
+        )  # fmt: skip
 
     def _on_hangup(self, signum: int, frame: FrameType | None) -> None:
         """SIGHUP: every worker reads crawl.toml again."""

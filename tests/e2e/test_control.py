@@ -94,7 +94,8 @@ def test_api_rules(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
                            ("/api/concurrency", b'{"value": 0}'), ("/api/pause", b"[1]")]:
             bad = api.raw("POST", path, body)
             assert bad.status == 400 and bad.body["error"], (path, body, bad)
-        huge = api.raw("POST", "/api/seeds", b"x" * ((1 << 20) + 1))
+        # announced over 1 MiB: refused before a byte of it is read
+        huge = api.raw("POST", "/api/seeds", b"", {"Content-Length": str((1 << 20) + 1)})
         assert huge.status == 413
         assert api.post("/api/stop")["result"] == "applied"
         err = finish(proc)
@@ -302,3 +303,113 @@ def test_commands_survive_kill9(tmp_path: Path, web: tuple[Site, DemoServer]) ->
     fetched = served_pages(server, since)
     assert site.expected_pages(server.port) <= set(fetched)
     assert [e for e in server.log() if e.path == "/added-by-the-operator"]
+
+
+def test_ctl_when_not_running(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """ctl says why it cannot reach a crawl: API off (exit 3), not running (exit 3), a stale
+    address file (exit 3); bad usage is 2."""
+    site, server = web
+    (tmp_path / "off").mkdir()
+    off = crawl_config(tmp_path / "off", site, server.port)
+    done = ctl(off, "status")
+    assert done.returncode == 3 and "control API is off" in done.stderr, done
+    cfg = config(tmp_path, site, server)
+    done = ctl(cfg, "pause")
+    assert done.returncode == 3 and "not running" in done.stderr, done
+    out = cfg.parent / "out"
+    out.mkdir()
+    (out / "control.addr").write_text("127.0.0.1:1\n")  # as a kill -9 leaves it
+    (out / "control.token").write_text("x\n")
+    done = ctl(cfg, "status")
+    assert done.returncode == 3 and "not running" in done.stderr, done
+    assert ctl(cfg, "delay", "a.example").returncode == 2
+    assert ctl(cfg, "frobnicate").returncode == 2
+
+
+def test_operator_scenario(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """The issue's "done when", with ctl against one running crawl: open the dashboard, read
+    why it is slow, pause, block a host, change a delay, reload the file, resume; all without
+    a restart, each seen in the server's log; then unblock, and the crawl completes."""
+    site, server = web
+    # min_delay_s 0.3: a politeness-bound crawl, so the status has a reason to give
+    cfg = config(tmp_path, site, server, politeness={"min_delay_s": 0.3})
+    out = cfg.parent / "out"
+    since = len(server.log(wait_s=0.0))
+    blocked, slowed = site.hosts[2], site.hosts[0]
+    proc = start_crawl(cfg)
+    try:
+        api = Api(out)
+        wait_until("some pages", lambda: api.status()["pages"] >= 5)
+        url = ctl(cfg, "dashboard").stdout.strip()
+        assert url == f"http://{api.address}/?token={api.token}"
+        page = api.raw("GET", url.split(api.address, 1)[1], headers={"Authorization": None})
+        assert page.status == 200 and page.headers["content-type"].startswith("text/html")
+        said = ctl(cfg, "status")
+        assert said.returncode == 0 and "bottleneck" in said.stdout, said
+        status = json.loads(ctl(cfg, "status", "--json").stdout)
+        assert status["state"] == "running" and status["bottleneck"]["name"]
+        assert ctl(cfg, "pause").returncode == 0
+        paused_at = time.monotonic()
+        assert "blocked" in ctl(cfg, "block", blocked).stdout
+        assert "0.8 s" in ctl(cfg, "delay", slowed, "0.8").stdout
+        config(tmp_path, site, server, politeness={"min_delay_s": 0.05})
+        assert "politeness.min_delay_s" in ctl(cfg, "reload").stdout
+        assert json.loads(ctl(cfg, "status", "--json").stdout)["state"] == "paused"
+        time.sleep(1.0)
+        resumed_at = time.monotonic()  # before: ctl's reply comes after the loop resumed
+        assert ctl(cfg, "resume").returncode == 0
+        during = [e for h in site.hosts
+                  for e in pages_of(server, h, paused_at + SLACK_S, resumed_at)]  # fmt: skip
+        assert during == []
+        time.sleep(3.0)
+        assert pages_of(server, blocked, paused_at + SLACK_S) == []
+        spaced = gaps(pages_of(server, slowed, resumed_at))
+        assert len(spaced) >= 2 and min(spaced) >= 0.8 * 0.9, spaced
+        fast = gaps(pages_of(server, site.hosts[1], resumed_at + 0.5))
+        assert fast and sorted(fast)[len(fast) // 2] < 0.2, fast  # the reloaded delay
+        assert ctl(cfg, "unblock", blocked).returncode == 0
+        assert ctl(cfg, "delay", slowed, "off").returncode == 0
+        finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert set(served_pages(server, since)) == site.expected_pages(server.port)
+
+
+def test_worker_processes(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """With two worker processes the coordinator serves one API: the status lists both
+    workers, a block reaches the host's owner, pause and resume reach both, and a seed goes
+    to its host's owner."""
+    site, server = web
+    cfg = config(tmp_path, site, server, workers={"processes": 2})
+    out = cfg.parent / "out"
+    since = len(server.log(wait_s=0.0))
+    blocked = site.hosts[1]
+    added = f"http://{site.hosts[0]}:{server.port}/added-to-a-worker"
+    proc = start_crawl(cfg)
+    try:
+        api = Api(out)
+        status = wait_until("both workers", lambda: (s := api.status())["pages"] >= 10
+                            and len(s["workers"]) == 2 and s)  # fmt: skip
+        assert {w["worker"] for w in status["workers"]} == {0, 1}
+        assert api.post("/api/block", {"host": blocked})["result"] == "applied"
+        assert api.post("/api/seeds", {"urls": [added]})["admitted"] == 1
+        api.post("/api/pause")
+        paused_at = time.monotonic()
+        assert wait_until("paused", lambda: api.status()["state"] == "paused")
+        time.sleep(1.5)
+        resumed_at = time.monotonic()
+        during = [e for h in site.hosts
+                  for e in pages_of(server, h, paused_at + SLACK_S, resumed_at)]  # fmt: skip
+        assert during == []
+        api.post("/api/resume")
+        time.sleep(1.5)
+        assert pages_of(server, blocked, paused_at) == []
+        assert api.status()["blocked_hosts"] == [blocked]
+        api.post("/api/unblock", {"host": blocked})
+        finish(proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert site.expected_pages(server.port) <= set(served_pages(server, since))
+    assert [e for e in server.log() if e.path == "/added-to-a-worker"]
