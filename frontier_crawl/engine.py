@@ -92,8 +92,6 @@ MAX_WAIT_S = 1.0  # upper bound of one wait, so progress, checkpoints and signal
 WARC_SYNCS_PER_COMMIT = 2
 #: in worker mode, how often the inbox is looked at (a peer's batch does not wake the curl wait)
 PEER_WAIT_S = 0.02
-#: how often the loop publishes the status snapshot the control API serves
-PUBLISH_S = 0.5
 
 
 STATS_BLOB = "engine.stats"
@@ -265,8 +263,6 @@ class Engine:
         self._control: ControlServer | None = None
         self._paused = False  #: by the operator (pause/resume)
         self._reload_requested = False  #: SIGHUP received
-        self._published: dict[str, Any] = {}
-        self._published_metrics: dict[str, Any] | None = None
         self.layout = Layout(Path(settings.crawl.output_dir))
         self.layout.root.mkdir(parents=True, exist_ok=True)
         #: start-up repairs of this run: warnings naming what was set aside (``_set_aside``)
@@ -341,7 +337,6 @@ class Engine:
         self._busiest_at = float("-inf")
         #: origin -> [failures, seconds held] (failed fetches and the holds they caused)
         self._failing: dict[str, list[float]] = {}
-        self._paused = False  #: an operator's pause (control commands): no new requests
 
     def _written_paths(self) -> list[Path]:
         """Every directory the crawl writes into (the space monitor counts each fs once)."""
@@ -578,17 +573,12 @@ class Engine:
         progress_every = self.settings.output.progress_interval_s
         next_ckpt = time.monotonic() + ckpt_every
         next_progress = time.monotonic() + progress_every if progress_every else float("inf")
-        next_publish = 0.0
         drain_deadline = float("inf")
         while True:
             now = time.monotonic()
             if self._commands is not None or self._reload_requested:
-                if self._take_commands(now):
-                    next_publish = 0.0
+                self._take_commands(now)
                 now = time.monotonic()
-            if now >= next_publish:
-                self._publish()
-                next_publish = now + PUBLISH_S
             paused = self._short_of_space(now) or self._paused
             if self._stop_requested or self._halt:
                 if drain_deadline == float("inf"):
@@ -931,7 +921,7 @@ class Engine:
         if not listen or self._commands is not None or self._peers is not None:
             return
         self._control = ControlServer(
-            listen, self.layout.root, lambda: self._published, self._metrics_text
+            listen, self.layout.root, self._fresh_status, self._metrics_text
         )
         self._commands = self._control.queue
 
@@ -946,57 +936,26 @@ class Engine:
                 self._control.close()
             self._control = None
 
+    def _fresh_status(self) -> dict[str, Any]:
+        """``status()`` for the API (HTTP thread): the loop publishes only while someone asks,
+        so after a quiet spell (or at the first request) wait, briefly, for a snapshot taken
+        after this request came, rather than answer with an old or empty one."""
+        asked = time.monotonic()
+        snapshot = self.status()
+        deadline = asked + 3 * SAMPLE_EVERY_S
+        while (self._status is None or self._status_at < asked - SAMPLE_EVERY_S) and (
+            self._state != "finished" and time.monotonic() < deadline
+        ):
+            time.sleep(0.01)
+            snapshot = self.status()
+        return snapshot
+
     def _metrics_text(self) -> bytes:
-        """Prometheus text from the latest published metrics snapshot (HTTP thread)."""
+        """Prometheus text from the latest published metrics snapshot (any thread)."""
         from frontier_crawl.control.metrics import render_metrics
 
-        snapshot = self._published_metrics
-        if snapshot is None:
-            raise NotImplementedError
-        return render_metrics([snapshot])
-
-    def _publish(self) -> None:
-        """Publish the status (and metrics) snapshot the control API serves: a new dict each
-        time, so the HTTP thread reads a consistent one without a lock."""
-        if self._commands is None:
-            return
-        status = getattr(self, "status", None)
-        snapshot = dict(status()) if callable(status) else self._basic_status()
-        snapshot.update(self._operator_status())
-        if self._paused and snapshot.get("state") == "running":
-            snapshot["state"] = "paused"
-        self._published = snapshot
-        metrics = getattr(self, "metrics", None)
-        if callable(metrics):
-            with _quiet():
-                self._published_metrics = dict(metrics())
-
-    def _operator_status(self) -> dict[str, Any]:
-        concurrency = getattr(self.fetcher, "concurrency", None)
-        return {
-            "paused": self._paused,
-            "blocked_hosts": self.frontier.blocked_hosts,
-            "host_delays": self.frontier.host_delays,
-            "concurrency": self.settings.fetch.concurrency if concurrency is None else concurrency,
-        }
-
-    def _basic_status(self) -> dict[str, Any]:
-        """The status JSON's fields from the counters at hand (what ``status()`` refines)."""
-        p = self.progress()
-        state = ("stopping" if self._stop_requested or self._halt
-                 else "paused" if self._paused else "running")  # fmt: skip
-        return {
-            "state": state,
-            "bottleneck": {"name": "paused" if self._paused else "fetch", "detail": ""},
-            "elapsed_s": p["elapsed_s"], "pages": p["pages"], "pages_per_s": p["pages_per_s"],
-            "queued": p["queued"], "queued_memory": p["hot"],
-            "queued_disk": max(0, p["queued"] - p["hot"]), "in_flight": p["in_flight"],
-            "concurrency": self.settings.fetch.concurrency,
-            "hosts": {"total": p["hosts"], "ready": 0, "waiting": 0, "backoff": 0, "robots": 0,
-                      "blocked": self.frontier.blocked_queues},
-            "outcomes": {}, "busiest_hosts": [], "failing_hosts": [],
-            "cpu": {"loop_busy": 0.0, "shares": {}}, "history": [], "workers": [],
-        }  # fmt: skip
+        self._fresh_status()  # published together with the metrics
+        return render_metrics([self.metrics()])
 
     def _take_commands(self, now: float) -> bool:
         """Apply the operator's commands posted since the last tick (and a SIGHUP's reload);
@@ -1006,11 +965,15 @@ class Engine:
             self._reload_requested = False
             reply = self._reload(time.monotonic())
             log.warning("SIGHUP: %s", reply.get("error") or f"config reloaded ({reply})")
+        replies = []
         for item in pending:
             try:
-                reply = self.apply(item.command, time.monotonic())
+                replies.append(self.apply(item.command, time.monotonic()))
             except ConfigError as exc:
-                reply = {"error": str(exc)}
+                replies.append({"error": str(exc)})
+        if pending:  # a status read after the reply shows the change
+            self._sample(time.monotonic(), force=True)
+        for item, reply in zip(pending, replies, strict=True):
             item.answer(reply)
         return bool(pending)
 
@@ -1045,8 +1008,8 @@ class Engine:
             return {**applied, "concurrency": command.value}
         if name == "reload":
             return self._reload(now)
-        if name == "status":  # from a worker's coordinator: the latest snapshot
-            return self._published
+        if name == "status":  # from a worker's coordinator: a fresh snapshot (the loop's thread)
+            return {**self.status(), "metrics": self.metrics()}
         self._dirty = True
         if self._group is None:
             self._open_group(now)
@@ -1223,8 +1186,7 @@ class Engine:
         return sig, hs
 
     def _build_status(self, now: float, sample: Sample) -> None:
-        """Build the status and metrics snapshots (replaced whole; ``_publish`` hands them to
-        the control API)."""
+        """Build the status and metrics snapshots and publish them (replaced whole)."""
         window = self._recorder.window(sample)
         sig, hs = self._signals(now, window.loop_busy, window.shares, window.dns_share)
         frontier = self.frontier
@@ -1267,8 +1229,8 @@ class Engine:
             },
             "history": [list(point) for point in self._recorder.history],
             "paused": self._paused,
-            "blocked_hosts": getattr(frontier, "blocked_hosts", []),
-            "host_delays": getattr(frontier, "host_delays", {}),
+            "blocked_hosts": frontier.blocked_hosts,
+            "host_delays": frontier.host_delays,
             "workers": [],
         }
         self._status, self._status_at = status, now
@@ -1348,9 +1310,6 @@ class Engine:
         report["disk_space_pauses"] = self._space_pauses
         report["disk_space_paused_s"] = round(self._space_paused_s, 3)
         report["warnings"] = config_warnings(self.settings) + self._repairs
-        cpu = self._cpu_shares()
-        if cpu:  # report.html's "where time went"
-            report["cpu"] = cpu
         report["output_dir"] = str(self.layout.root)
         report["warc_files"] = [str(p) for p in self._warc.paths] if self._warc else []
         self._state = "finished"
@@ -1368,17 +1327,6 @@ class Engine:
             self._failed(OSError(exc.errno, f"writing {self.layout.report}: {exc}"))
             report["write_error"] = self._write_error
         return report
-
-    def _cpu_shares(self) -> dict[str, Any]:
-        """The loop's CPU shares as the status measures them (``status()``), if it does."""
-        status = getattr(self, "status", None)
-        if not callable(status):
-            return {}
-        with _quiet():
-            cpu = status().get("cpu")
-            if isinstance(cpu, dict) and cpu.get("shares"):
-                return cpu
-        return {}
 
     def _install_signals(self) -> dict[int, Any]:
         previous: dict[int, Any] = {}
