@@ -232,17 +232,13 @@ def _said(reply: dict[str, Any]) -> str:
 
 
 def _status_html(status: dict[str, Any], root: Path, out: TextIO) -> int:
-    """``ctl status --html``: the report page from the status (helper "views"'s renderer,
-    ``output/report_html.py``, when it is there)."""
+    """``ctl status --html``: ``output_dir/report.html`` from the running crawl's status."""
+    from frontier_crawl.output import write_status_html
+
     try:
-        from frontier_crawl.output import report_html  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        raise CtlError("ctl status --html: report.html is not available in this build",
+        path = write_status_html(status, root)
+    except OSError as exc:
+        raise CtlError(f"ctl status --html: cannot write {root / 'report.html'}: {exc}",
                        EXIT_REFUSED) from None  # fmt: skip
-    write = getattr(report_html, "write_status_html", None)
-    if write is None:
-        raise CtlError("ctl status --html: report.html is not available in this build",
-                       EXIT_REFUSED)  # fmt: skip
-    path = write(status, root)
     out.write(f"{path}\n")
     return EXIT_OK
