@@ -1146,7 +1146,8 @@ class Engine:
             paused=self._paused,
             low_space=self._low_space is not None,
             in_flight=fetcher.in_flight,
-            concurrency=fetcher.in_flight + fetcher.free_slots,
+            # the configured number (in flight + free is more while a lowered one drains)
+            concurrency=getattr(fetcher, "concurrency", fetcher.in_flight + fetcher.free_slots),
             queued=self.frontier.queued,
             hosts_total=hs.total,
             hosts_ready=hs.ready,

@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import stat
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +23,10 @@ import pytest
 
 from frontier_crawl.demo.server import DemoServer, RequestLogEntry
 from frontier_crawl.demo.site import Site, SiteSpec
+from frontier_crawl.engine import Engine
 from tests.conftest import crawl_config, served_pages
 from tests.control_client import Api, ctl, finish, pages_of, start_crawl, wait_until
+from tests.scripted_server import NOT_FOUND, Answer, ScriptedServer, crawl_settings, page
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -413,3 +416,54 @@ def test_worker_processes(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
         proc.wait()
     assert site.expected_pages(server.port) <= set(served_pages(server, since))
     assert [e for e in server.log() if e.path == "/added-to-a-worker"]
+
+
+def most_open(entries: list[RequestLogEntry]) -> int:
+    """The most requests the server had open at once."""
+    edges = sorted([(e.started, 1) for e in entries] + [(e.finished, -1) for e in entries])
+    most = now = 0
+    for _t, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_concurrency(tmp_path: Path) -> None:
+    """Concurrency lowered to 1: the scripted server (slow answers, four hosts) never has two
+    requests open at once; raised again, it has."""
+    hosts = [f"h{i}.test" for i in range(4)]
+
+    def script(host: str, path: str, nth: int) -> Answer:
+        if path == "/robots.txt":
+            return NOT_FOUND
+        n = int(path.strip("/") or 0)
+        return Answer(200, page(f"/{n + 1}").body, delay_s=0.15) if n < 40 else NOT_FOUND
+
+    with ScriptedServer(script) as srv:
+        seeds = [srv.url(h, "/") for h in hosts]
+        # min_delay_s 0.01 (crawl_settings): each host is limited by its slow answers alone
+        settings = crawl_settings(tmp_path, seeds, srv.resolve(*hosts), control=LISTEN)
+        engine = Engine(settings)
+        reports: list[dict[str, object]] = []
+        crawl = threading.Thread(target=lambda: reports.append(engine.run()), daemon=True)
+        crawl.start()
+        try:
+            api = Api(Path(settings.crawl.output_dir))
+            wait_until("requests", lambda: len(srv.log()) >= 12)
+            assert most_open(srv.log()) >= 3
+            assert api.post("/api/concurrency", {"value": 1})["concurrency"] == 1
+            lowered_at = time.monotonic()
+            assert api.status()["concurrency"] == 1
+            time.sleep(2.0)
+            one = [e for e in srv.log() if e.started > lowered_at + 0.5]  # in flight drained
+            assert len(one) >= 5 and most_open(one) == 1
+            api.post("/api/concurrency", {"value": 4})
+            raised_at = time.monotonic()
+            time.sleep(1.0)
+            assert most_open([e for e in srv.log() if e.started > raised_at]) >= 3
+            api.post("/api/stop")
+            crawl.join(30)
+        finally:
+            engine._stop_requested = 1  # as a SIGTERM, should an assertion fail
+            crawl.join(30)
+    assert reports and reports[0]["stopped_by_signal"] is True
