@@ -256,6 +256,7 @@ class Engine:
         self._reshape = reshape
         self._commands: CommandSource | None = commands
         self._control: ControlServer | None = None
+        self._paused = False  #: by the operator (pause/resume)
         self._reload_requested = False  #: SIGHUP received
         self.layout = Layout(Path(settings.crawl.output_dir))
         self.layout.root.mkdir(parents=True, exist_ok=True)
@@ -330,7 +331,6 @@ class Engine:
         self._busiest_at = float("-inf")
         #: origin -> [failures, seconds held] (failed fetches and the holds they caused)
         self._failing: dict[str, list[float]] = {}
-        self._paused = False  #: an operator's pause (control commands): no new requests
 
     def _written_paths(self) -> list[Path]:
         """Every directory the crawl writes into (the space monitor counts each fs once)."""
@@ -1119,7 +1119,7 @@ class Engine:
         )  # fmt: skip
         self._recorder.add(sample)
         if force or now - self._status_wanted < STATUS_WANTED_S:
-            self._publish(now, sample)
+            self._build_status(now, sample)
 
     def _crawl_state(self) -> CrawlState:
         if self._state != "running":
@@ -1164,7 +1164,7 @@ class Engine:
         )
         return sig, hs
 
-    def _publish(self, now: float, sample: Sample) -> None:
+    def _build_status(self, now: float, sample: Sample) -> None:
         """Build the status and metrics snapshots and publish them (replaced whole)."""
         window = self._recorder.window(sample)
         sig, hs = self._signals(now, window.loop_busy, window.shares, window.dns_share)
@@ -1208,8 +1208,8 @@ class Engine:
             },
             "history": [list(point) for point in self._recorder.history],
             "paused": self._paused,
-            "blocked_hosts": getattr(frontier, "blocked_hosts", []),
-            "host_delays": getattr(frontier, "host_delays", {}),
+            "blocked_hosts": frontier.blocked_hosts,
+            "host_delays": frontier.host_delays,
             "workers": [],
         }
         self._status, self._status_at = status, now

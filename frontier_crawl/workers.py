@@ -37,6 +37,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized, SynchronizedArray
@@ -48,7 +49,9 @@ import msgspec
 
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.control.commands import Command
+from frontier_crawl.control.metrics import render_metrics
 from frontier_crawl.control.server import ControlServer
+from frontier_crawl.control.status import BOTTLENECKS, HISTORY_EVERY_S, HISTORY_S, empty_status
 from frontier_crawl.engine import Engine, set_aside_state
 from frontier_crawl.frontier import DamagedState, StateMismatch
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox, owner_of
@@ -238,6 +241,8 @@ class Coordinator:
         ]
         self._signals = 0
         self._control: ControlServer | None = None
+        self._history: deque[tuple[float, int]] = deque()
+        self._history_lock = threading.Lock()
 
     def _repair_inboxes(self) -> list[str]:
         """Set aside each damaged worker inbox before any worker starts: peers write into it,
@@ -368,15 +373,25 @@ class Coordinator:
         return snaps
 
     def status(self) -> dict[str, Any]:
-        """The crawl's status: every worker's snapshot, merged (``workers`` lists them)."""
-        return merge_status([{k: v for k, v in s.items() if k != "metrics"}
-                             for s in self._snapshots()])  # fmt: skip
+        """The crawl's status: every worker's snapshot, merged (``workers`` lists them); its
+        ``history`` is the coordinator's, one point per status asked for (every 2 s at most)."""
+        snaps = [{k: v for k, v in s.items() if k != "metrics"} for s in self._snapshots()]
+        merged = merge_status(snaps)
+        with self._history_lock:
+            history, now = self._history, time.time()
+            if snaps and (not history or now - history[-1][0] >= HISTORY_EVERY_S):
+                history.append((round(now, 3), int(merged.get("pages", 0))))
+                while now - history[0][0] > HISTORY_S:
+                    history.popleft()
+            merged["history"] = [list(point) for point in history]
+        return merged
 
     def metrics(self) -> bytes:
         """Prometheus text of every worker (label ``worker``)."""
-        from frontier_crawl.control.metrics import render_metrics
-
-        return render_metrics([s["metrics"] for s in self._snapshots() if "metrics" in s])
+        return render_metrics(
+            [{**s["metrics"], "worker": str(s["worker"])} for s in self._snapshots()
+             if "metrics" in s]
+        )  # fmt: skip
 
     def _on_hangup(self, signum: int, frame: FrameType | None) -> None:
         """SIGHUP: every worker reads crawl.toml again."""
@@ -400,17 +415,10 @@ _STATES = ("stopping", "running", "paused", "starting", "finished")
 
 def merge_status(snaps: list[dict[str, Any]]) -> dict[str, Any]:
     """One status from the workers' snapshots: counters added, the most telling state."""
-    if not snaps:
-        return {
-            "state": "starting", "bottleneck": {"name": "idle", "detail": "no worker has "
-            "reported yet"}, "elapsed_s": 0.0, "pages": 0, "pages_per_s": 0.0, "queued": 0,
-            "queued_memory": 0, "queued_disk": 0, "in_flight": 0, "concurrency": 0,
-            "hosts": {"total": 0, "ready": 0, "waiting": 0, "backoff": 0, "robots": 0,
-                      "blocked": 0},
-            "outcomes": {}, "busiest_hosts": [], "failing_hosts": [],
-            "cpu": {"loop_busy": 0.0, "shares": {}}, "history": [], "paused": False,
-            "blocked_hosts": [], "host_delays": {}, "workers": [],
-        }  # fmt: skip
+    if not snaps:  # every key present all the same (the seam)
+        empty = empty_status("starting")
+        empty["bottleneck"] = {"name": "idle", "detail": "no worker has reported yet"}
+        return empty
     merged: dict[str, Any] = {}
     for snap in snaps:
         for key, value in snap.items():
@@ -421,10 +429,10 @@ def merge_status(snaps: list[dict[str, Any]]) -> dict[str, Any]:
     states = [s.get("state", "running") for s in snaps]
     merged["state"] = next((s for s in _STATES if s in states), states[0])
     merged["paused"] = all(s.get("paused") for s in snaps)
-    merged["bottleneck"] = snaps[0].get("bottleneck", {})
+    merged["bottleneck"] = _merge_bottlenecks(snaps)
     merged["blocked_hosts"] = snaps[0].get("blocked_hosts", [])
     merged["host_delays"] = snaps[0].get("host_delays", {})
-    merged["cpu"] = snaps[0].get("cpu", {})
+    merged["cpu"] = _merge_cpu([s.get("cpu", {}) for s in snaps])
     merged["elapsed_s"] = max(float(s.get("elapsed_s", 0.0)) for s in snaps)
     for key in ("busiest_hosts", "failing_hosts"):
         rows = [row for s in snaps for row in s.get(key, [])]
@@ -433,6 +441,35 @@ def merge_status(snaps: list[dict[str, Any]]) -> dict[str, Any]:
     merged["history"] = []
     merged["workers"] = [{k: v for k, v in s.items() if k != "history"} for s in snaps]
     return merged
+
+
+def _merge_bottlenecks(snaps: list[dict[str, Any]]) -> dict[str, str]:
+    """The bottleneck most workers name (ties: the first in ``BOTTLENECKS`` order, draining
+    and paused before the rest), and what each of those workers says."""
+    named = [(int(s.get("worker", i)), s.get("bottleneck") or {}) for i, s in enumerate(snaps)]
+    counts = Counter(str(b.get("name", "idle")) for _w, b in named)
+    order: dict[str, int] = {n: i for i, n in enumerate(("draining", "paused", *BOTTLENECKS))}
+    name = min(counts, key=lambda n: (-counts[n], order.get(n, len(order))))
+    details = [(w, str(b.get("detail", ""))) for w, b in named if b.get("name") == name]
+    if len(snaps) == 1:
+        return {"name": name, "detail": details[0][1]}
+    who = "all workers" if len(details) == len(snaps) else f"{len(details)} of {len(snaps)} workers"
+    said = "; ".join(f"worker {w}: {d}" for w, d in details[:3])
+    return {"name": name, "detail": f"{who}: {said}" + ("; ..." if len(details) > 3 else "")}
+
+
+def _merge_cpu(cpus: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean loop busy fraction; each share weighted by its worker's busy time."""
+    busy = [float(c.get("loop_busy", 0.0)) for c in cpus]
+    total = sum(busy)
+    shares: dict[str, float] = {}
+    for c, b in zip(cpus, busy, strict=True):
+        for key, value in (c.get("shares") or {}).items():
+            shares[key] = shares.get(key, 0.0) + float(value) * (b / total if total else 0.0)
+    return {
+        "loop_busy": round(total / len(cpus), 4) if cpus else 0.0,
+        "shares": {k: round(v, 4) for k, v in shares.items()},
+    }
 
 
 def merge_reports(reports: list[Mapping[str, Any]]) -> dict[str, Any]:

@@ -62,13 +62,16 @@ def test_metrics_of_a_real_crawl(tmp_path: Path, e2e_site: tuple[Site, DemoServe
 
     # during the crawl: parseable, and consistent with itself
     mid = [parse(text)[0] for text in during]
-    busy = [m for m in mid if value(m, "frontier_crawl_transfers_in_flight") > 0]
-    assert busy, "no scrape saw a transfer in flight"
-    for m in busy:
+    assert len(mid) >= 5
+    for m in mid:
         assert value(m, "frontier_crawl_transfers_in_flight") <= value(
             m, "frontier_crawl_fetch_slots"
         )
+    requests = [value(m, "frontier_crawl_requests_total") for m in mid]
+    assert requests == sorted(requests) and requests[-1] > requests[0]
+    assert any(value(m, "frontier_crawl_queued_urls", where="memory") > 0 for m in mid)
     assert any(value(m, "frontier_crawl_pages_per_second") > 0 for m in mid)
+    assert any(value(m, "frontier_crawl_hosts", state="waiting") > 0 for m in mid)
 
     # after it: every number matches the report and the files
     samples, types = parse(render_metrics([engine.metrics()]))
