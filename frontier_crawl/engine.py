@@ -939,6 +939,11 @@ class Engine:
         """Apply the operator's commands posted since the last tick (and a SIGHUP's reload);
         True if any was applied."""
         pending = self._commands.take() if self._commands is not None else ()
+        if getattr(self._commands, "closed", False):  # a worker's pipe whose other end is gone
+            wake_on = getattr(self.fetcher, "wake_on", None)
+            if wake_on is not None:
+                wake_on(None)
+            self._commands = None
         if self._reload_requested:
             self._reload_requested = False
             reply = self._reload(time.monotonic())

@@ -147,6 +147,7 @@ class PipeCommands:
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
+        self.closed = False  #: the coordinator's end is gone (the fd would stay readable)
 
     @property
     def fileno(self) -> int:
@@ -159,7 +160,7 @@ class PipeCommands:
                 rid, command = self._conn.recv()
                 out.append(_Remote(self._conn, rid, command))
         except (EOFError, OSError):
-            pass
+            self.closed = True
         return out
 
 
