@@ -954,6 +954,13 @@ class Engine:
                 replies.append(self.apply(item.command, time.monotonic()))
             except ConfigError as exc:
                 replies.append({"error": str(exc)})
+            except OSError:  # a failed write (LMDB, outputs): the run ends as for any other
+                for rest in pending:
+                    rest.answer({"error": "a write failed: the crawl is stopping"})
+                raise
+            except Exception as exc:  # a bad command must not end the crawl: say so, go on
+                log.exception("operator command %s failed", item.command.name)
+                replies.append({"error": f"{item.command.name} failed: {exc!r}"})
         if pending:  # a status read after the reply shows the change
             self._sample(time.monotonic(), force=True)
         for item, reply in zip(pending, replies, strict=True):

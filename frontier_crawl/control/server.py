@@ -135,6 +135,17 @@ class _Handler(BaseHTTPRequestHandler):
     # -- one request ---------------------------------------------------------------------------
 
     def _serve(self, method: str) -> None:
+        try:
+            self._route(method)
+        except OSError:  # the client went away, or timed out (READ_TIMEOUT_S)
+            self.close_connection = True
+        except Exception as exc:
+            log.exception("control API: %s %s failed", method, self.path)
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": repr(exc)})
+
+    def _route(self, method: str) -> None:
         control = self.server.control
         url = urlsplit(self.path)
         path = url.path

@@ -213,6 +213,14 @@ def test_host_delay(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
         again = gaps(pages_of(server, slow, cleared_at + 0.5))
         assert again and sorted(again)[len(again) // 2] < 0.2, again
         assert api.status()["host_delays"] == {}
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text(f"# two new, one known\nhttp://{other}:{server.port}/added-by-ctl\n\n"
+                         f"http://{other}:{server.port}/added-by-ctl-2\n"
+                         f"http://{other}:{server.port}/\n")  # fmt: skip
+        added = ctl(cfg, "add-seeds", str(seeds))
+        assert added.returncode == 0 and "2 of 3 URL(s) admitted" in added.stdout, added
+        wait_until("the added seeds fetched", lambda: {"/added-by-ctl", "/added-by-ctl-2"}
+                   <= {e.path for e in pages_of(server, other, cleared_at)})  # fmt: skip
         assert ctl(cfg, "stop").returncode == 0
         finish(proc)
     finally:
