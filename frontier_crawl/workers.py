@@ -265,13 +265,13 @@ class Coordinator:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self._on_hangup)
         try:
-            for proc in self._procs:
-                proc.start()
-            if self._pipes:
+            if self._pipes:  # first: a listen address it cannot bind stops the crawl here
                 self._control = ControlServer(
                     self.settings.control.listen, self.root, self.status, self.metrics,
                     dispatch=self.dispatch,
                 )  # fmt: skip
+            for proc in self._procs:
+                proc.start()
             self._wait_for_the_end()
             for proc in self._procs:
                 proc.join()

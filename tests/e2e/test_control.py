@@ -13,7 +13,10 @@ import itertools
 import json
 import os
 import signal
+import socket
 import stat
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -475,3 +478,20 @@ def test_concurrency(tmp_path: Path) -> None:
             engine._stop_requested = 1  # as a SIGTERM, should an assertion fail
             crawl.join(30)
     assert reports and reports[0]["stopped_by_signal"] is True
+
+
+def test_listen_address_taken(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """A listen address that cannot be bound is a config error naming the key (exit 2),
+    before any request."""
+    site, server = web
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cfg = crawl_config(tmp_path, site, server.port, control={"listen": f"127.0.0.1:{port}"})
+        since = len(server.log(wait_s=0.0))
+        proc = subprocess.run([sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg)],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert f"control.listen: cannot listen on 127.0.0.1:{port}" in proc.stderr
+    assert len(server.log(wait_s=0.0)) == since
