@@ -246,14 +246,17 @@ class Engine:
         config_path: Path | None = None,
         commands: CommandSource | None = None,
         reshape: Callable[[CrawlSettings], CrawlSettings] | None = None,
+        loaded: CrawlSettings | None = None,
     ) -> None:
         """``config_path``: the crawl.toml a reload (SIGHUP, the control API) reads again;
-        ``reshape`` turns what it loads into this process's settings (a worker's). ``commands``:
+        ``reshape`` turns what it loads into this process's settings (a worker's), ``loaded``
+        being the file's settings before that (what a reload is compared with). ``commands``:
         operator commands from elsewhere (a worker's coordinator); without it, the engine
         serves its own control API when ``[control] listen`` is set."""
         self.settings = settings
         self._config_path = config_path
         self._reshape = reshape
+        self._loaded = loaded or settings  #: the file's settings, before ``reshape``
         self._commands: CommandSource | None = commands
         self._control: ControlServer | None = None
         self._paused = False  #: by the operator (pause/resume)
@@ -1036,13 +1039,14 @@ class Engine:
         except ConfigError as exc:
             log.error("config not reloaded, the running config stays: %s", exc)
             return {"error": f"config not reloaded, the running config stays: {exc}"}
-        if self._reshape is not None:
-            new = self._reshape(new)
-        plan = reload_plan(self.settings, new)
+        plan = reload_plan(self._loaded, new)
         if plan.refused:
             log.error("%s", plan.message)
             return {"error": plan.message, "refused": list(plan.refused)}
         if plan.changed:
+            self._loaded = new
+            if self._reshape is not None:
+                new = self._reshape(new)
             self.settings = new
             self.frontier.reconfigure(new, now)
             reconfigure = getattr(self.fetcher, "reconfigure", None)

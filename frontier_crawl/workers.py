@@ -185,6 +185,7 @@ def _worker_main(
             commands=PipeCommands(conn) if conn is not None else None,
             config_path=Path(config_path) if config_path else None,
             reshape=lambda s: _worker_settings(s, root, index),
+            loaded=settings,
         ).run()
     finally:
         peers.close()

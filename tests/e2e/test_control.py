@@ -417,7 +417,13 @@ def test_worker_processes(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
                   for e in pages_of(server, h, paused_at + SLACK_S, resumed_at)]  # fmt: skip
         assert during == []
         api.post("/api/resume")
-        time.sleep(1.5)
+        config(tmp_path, site, server, workers={"processes": 2}, politeness={"min_delay_s": 0.02})
+        done = ctl(cfg, "reload")  # every worker reads it: one reply
+        assert done.returncode == 0 and done.stdout.strip() == "reloaded: politeness.min_delay_s"
+        config(tmp_path, site, server, workers={"processes": 3})
+        refused = ctl(cfg, "reload")
+        assert refused.returncode == 1 and "workers.processes" in refused.stderr, refused
+        time.sleep(1.0)
         assert pages_of(server, blocked, paused_at) == []
         assert api.status()["blocked_hosts"] == [blocked]
         api.post("/api/unblock", {"host": blocked})
