@@ -251,14 +251,17 @@ class Engine:
         config_path: Path | None = None,
         commands: CommandSource | None = None,
         reshape: Callable[[CrawlSettings], CrawlSettings] | None = None,
+        loaded: CrawlSettings | None = None,
     ) -> None:
         """``config_path``: the crawl.toml a reload (SIGHUP, the control API) reads again;
-        ``reshape`` turns what it loads into this process's settings (a worker's). ``commands``:
+        ``reshape`` turns what it loads into this process's settings (a worker's), ``loaded``
+        being the file's settings before that (what a reload is compared with). ``commands``:
         operator commands from elsewhere (a worker's coordinator); without it, the engine
         serves its own control API when ``[control] listen`` is set."""
         self.settings = settings
         self._config_path = config_path
         self._reshape = reshape
+        self._loaded = loaded or settings  #: the file's settings, before ``reshape``
         self._commands: CommandSource | None = commands
         self._control: ControlServer | None = None
         self._paused = False  #: by the operator (pause/resume)
@@ -961,6 +964,11 @@ class Engine:
         """Apply the operator's commands posted since the last tick (and a SIGHUP's reload);
         True if any was applied."""
         pending = self._commands.take() if self._commands is not None else ()
+        if getattr(self._commands, "closed", False):  # a worker's pipe whose other end is gone
+            wake_on = getattr(self.fetcher, "wake_on", None)
+            if wake_on is not None:
+                wake_on(None)
+            self._commands = None
         if self._reload_requested:
             self._reload_requested = False
             reply = self._reload(time.monotonic())
@@ -971,6 +979,13 @@ class Engine:
                 replies.append(self.apply(item.command, time.monotonic()))
             except ConfigError as exc:
                 replies.append({"error": str(exc)})
+            except OSError:  # a failed write (LMDB, outputs): the run ends as for any other
+                for rest in pending:
+                    rest.answer({"error": "a write failed: the crawl is stopping"})
+                raise
+            except Exception as exc:  # a bad command must not end the crawl: say so, go on
+                log.exception("operator command %s failed", item.command.name)
+                replies.append({"error": f"{item.command.name} failed: {exc!r}"})
         if pending:  # a status read after the reply shows the change
             self._sample(time.monotonic(), force=True)
         for item, reply in zip(pending, replies, strict=True):
@@ -1046,13 +1061,14 @@ class Engine:
         except ConfigError as exc:
             log.error("config not reloaded, the running config stays: %s", exc)
             return {"error": f"config not reloaded, the running config stays: {exc}"}
-        if self._reshape is not None:
-            new = self._reshape(new)
-        plan = reload_plan(self.settings, new)
+        plan = reload_plan(self._loaded, new)
         if plan.refused:
             log.error("%s", plan.message)
             return {"error": plan.message, "refused": list(plan.refused)}
         if plan.changed:
+            self._loaded = new
+            if self._reshape is not None:
+                new = self._reshape(new)
             self.settings = new
             self.frontier.reconfigure(new, now)
             reconfigure = getattr(self.fetcher, "reconfigure", None)
@@ -1168,7 +1184,8 @@ class Engine:
             paused=self._paused,
             low_space=self._low_space is not None,
             in_flight=fetcher.in_flight,
-            concurrency=fetcher.in_flight + fetcher.free_slots,
+            # the configured number (in flight + free is more while a lowered one drains)
+            concurrency=getattr(fetcher, "concurrency", fetcher.in_flight + fetcher.free_slots),
             queued=self.frontier.queued,
             hosts_total=hs.total,
             hosts_ready=hs.ready,

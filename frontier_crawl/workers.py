@@ -147,6 +147,7 @@ class PipeCommands:
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
+        self.closed = False  #: the coordinator's end is gone (the fd would stay readable)
 
     @property
     def fileno(self) -> int:
@@ -159,7 +160,7 @@ class PipeCommands:
                 rid, command = self._conn.recv()
                 out.append(_Remote(self._conn, rid, command))
         except (EOFError, OSError):
-            pass
+            self.closed = True
         return out
 
 
@@ -184,6 +185,7 @@ def _worker_main(
             commands=PipeCommands(conn) if conn is not None else None,
             config_path=Path(config_path) if config_path else None,
             reshape=lambda s: _worker_settings(s, root, index),
+            loaded=settings,
         ).run()
     finally:
         peers.close()
@@ -264,13 +266,13 @@ class Coordinator:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self._on_hangup)
         try:
-            for proc in self._procs:
-                proc.start()
-            if self._pipes:
+            if self._pipes:  # first: a listen address it cannot bind stops the crawl here
                 self._control = ControlServer(
                     self.settings.control.listen, self.root, self.status, self.metrics,
                     dispatch=self.dispatch,
                 )  # fmt: skip
+            for proc in self._procs:
+                proc.start()
             self._wait_for_the_end()
             for proc in self._procs:
                 proc.join()

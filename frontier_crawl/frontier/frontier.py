@@ -1283,8 +1283,8 @@ class Frontier:
 
     def _respace(self, host: HostQueue, now: float) -> None:
         """Move a host's next request by the change of its spacing (not while backing off)."""
-        if host.errors or host.state is HostState.RETIRED or not host.last_start:
-            return
+        if host.errors or host.state is HostState.RETIRED or host.next_at == 0.0:
+            return  # backing off (that stays), retired, or never requested: nothing to move
         crawl_delay = host.rules.crawl_delay_s if host.rules is not None else None
         spacing = delay_for(0.0, crawl_delay, self._policy_of(host))  # adaptive: next response
         host.next_at += spacing - host.delay_s
