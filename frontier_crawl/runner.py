@@ -6,10 +6,12 @@ tick; otherwise (a pipe, a file, a CI log) one plain line per tick, as before.
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -84,13 +86,30 @@ def progress_panel(p: dict[str, Any]) -> Panel:
 
 @contextmanager
 def live_progress(console: Console) -> Iterator[Progress]:
-    """A progress callback redrawing one panel in place (for a terminal)."""
+    """A progress callback redrawing one panel in place (for a terminal). Log lines written
+    to stderr meanwhile are printed above the panel, not across it."""
     with Live(console=console, auto_refresh=False, transient=False) as live:
+        moved = _log_streams_to(sys.stderr)  # Live's proxy now: it prints above the panel
 
         def show(p: dict[str, Any]) -> None:
             live.update(progress_panel(p), refresh=True)
 
-        yield show
+        try:
+            yield show
+        finally:
+            for handler, stream in moved:
+                handler.setStream(stream)
+
+
+def _log_streams_to(stream: TextIO) -> list[tuple[logging.StreamHandler[TextIO], TextIO]]:
+    """Point the root logger's stderr handlers at ``stream``; (handler, old stream) pairs."""
+    moved: list[tuple[logging.StreamHandler[TextIO], TextIO]] = []
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.__stderr__:
+            old = handler.setStream(stream)
+            if old is not None:
+                moved.append((handler, old))
+    return moved
 
 
 def crawl(
