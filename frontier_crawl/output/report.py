@@ -34,8 +34,8 @@ RATE_BUCKET_S = 60.0  #: width of a pages-over-time bucket at first (doubled as 
 MAX_RATE_BUCKETS = 1000  #: past this many buckets, neighbours are merged pairwise
 MAX_RUNS = 1000  #: runs remembered (for the rate of each bucket); the oldest merge past this
 #: hosts tallied for the report's slowest and most failing hosts; past twice this many, the
-#: table is cut back to the HOSTS_KEPT most failing and HOSTS_KEPT slowest (a bounded sketch:
-#: a host cut early and failing later is counted from then on)
+#: table is cut back to the most failing and the slowest, HOSTS_KEPT / 2 of each (a bounded
+#: sketch: a host cut early and failing later is counted from then on)
 HOSTS_KEPT = 200
 HOSTS_SHOWN = 10  #: hosts listed in the report, per list
 
@@ -148,10 +148,11 @@ class CrawlStats:
         tally.fetch_s += fetch_s
 
     def _prune_hosts(self) -> None:
-        """Keep the HOSTS_KEPT most failing and the HOSTS_KEPT slowest hosts."""
-        hosts = self.hosts
-        keep = set(sorted(hosts, key=lambda h: -hosts[h].failures)[:HOSTS_KEPT])
-        keep.update(sorted(hosts, key=lambda h: -_mean_s(hosts[h]))[:HOSTS_KEPT])
+        """Keep the HOSTS_KEPT / 2 most failing and the HOSTS_KEPT / 2 slowest hosts (at most
+        HOSTS_KEPT: the table grows by as many new hosts again before the next cut)."""
+        hosts, half = self.hosts, HOSTS_KEPT // 2
+        keep = set(sorted(hosts, key=lambda h: -hosts[h].failures)[:half])
+        keep.update(sorted(hosts, key=lambda h: -_mean_s(hosts[h]))[:half])
         self.hosts = {h: t for h, t in hosts.items() if h in keep}
 
     def record_hold(self, url: str, seconds: float) -> None:
