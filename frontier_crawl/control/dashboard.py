@@ -319,6 +319,10 @@ function drawOperator(s) {
   fill($("operator"), rows, "none");
 }
 
+function line(b) {
+  if (!b || !b.name) return "";
+  return b.detail ? b.name + ": " + b.detail : b.name;
+}
 function drawWorkers(workers) {
   $("workers-panel").hidden = !workers || workers.length === 0;
   if (!workers || workers.length === 0) return;
@@ -328,7 +332,7 @@ function drawWorkers(workers) {
   const out = [head(cols.map(([label, , cls]) => [label, cls]))];
   workers.forEach((w, i) => {
     out.push(row([[i, "n"], [w.state, ""],
-                  [(w.bottleneck || {}).name + ": " + (w.bottleneck || {}).detail, "h"],
+                  [line(w.bottleneck), "h"],
                   [num(w.pages), "n"], [rate(w.pages_per_s), "n"], [num(w.queued), "n"],
                   [num(w.in_flight), "n"]]));
   });
@@ -348,7 +352,7 @@ function draw(s) {
   const state = $("state");
   state.textContent = s.state;
   state.className = "badge " + s.state;
-  $("elapsed").textContent = "running for " + secs(s.elapsed_s);
+  $("elapsed").textContent = secs(s.elapsed_s) + " elapsed";
   const b = s.bottleneck || {};
   $("bottleneck").dataset.name = b.name || "";
   $("bottleneck-name").textContent = b.name || "";
