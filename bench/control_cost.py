@@ -14,7 +14,13 @@ the final report included), and in the steady state, between the 20% and the 80%
 requests nginx logged (``/proc/<pid>/stat``, sampled every 20 ms), per request there. Pages are
 the report's ``fetched``, checked against nginx's access log (status 200, robots.txt excluded). The scraper
 runs in this process (its own CPU is not counted: a Prometheus server would do that work).
-Prints each run, then the medians and their ratio.
+Prints each run, then the medians and their ratios.
+
+``--components``: instead, one crawl in this process, and in its progress callback (the loop's
+thread) the CPU of each piece the API adds, timed over 200 calls each: a sample and status
+build (every 0.5 s while someone asks), the status as JSON and the metrics text (per scrape),
+and the command queue's per-tick ``take()`` (with nothing posted). Deterministic where the
+end-to-end ratio is at the mercy of the machine's load.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from nginx_server import Nginx, ensure_nginx, free_port
@@ -172,6 +179,42 @@ def run_once(work: Path, site: SiteInfo, nginx: Nginx, args: argparse.Namespace,
     return per_k, steady_k
 
 
+def components(work: Path, site: SiteInfo, args: argparse.Namespace) -> None:
+    """Time each piece the API adds, in a crawl of the bench site in this process."""
+    from frontier_crawl.config import load
+    from frontier_crawl.control.commands import CommandQueue
+    from frontier_crawl.control.metrics import render_metrics
+    from frontier_crawl.engine import Engine
+
+    cfg = config(work / "components", site, args.concurrency, None)
+    text = cfg.read_text().replace("progress_interval_s = 0", "progress_interval_s = 2")
+    cfg.write_text(text)
+    os.chdir(cfg.parent)
+    engine = Engine(load(cfg))
+    times: dict[str, float] = {}
+    queue = CommandQueue()
+
+    def timed(name: str, fn: Callable[[], object], n: int = 200) -> None:
+        t0 = time.process_time()
+        for _ in range(n):
+            fn()
+        times[name] = (time.process_time() - t0) / n * 1000
+
+    def measure(_progress: dict[str, object]) -> None:
+        if times:
+            return
+        timed("sample + status build", lambda: engine._sample(time.monotonic(), force=True))
+        timed("status as JSON", lambda: json.dumps(engine.status()))
+        timed("metrics text", lambda: render_metrics([engine.metrics()]))
+        timed("command take(), per tick", queue.take, 20_000)
+
+    engine._on_progress = measure
+    report = engine.run()
+    queue.close()
+    print(f"crawled {report['fetched']} pages; CPU per call: " + ", ".join(
+        f"{k} {v * 1000:.1f} us" for k, v in times.items()))  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pages", type=int, default=5_000)
@@ -179,6 +222,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--components", action="store_true",
+                    help="time each piece the API adds instead (in this process)")  # fmt: skip
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="fc-control-cost-"))
     nginx: Nginx | None = None
@@ -188,6 +233,9 @@ def main() -> None:
         nginx = Nginx(work, work / "site", port)
         nginx.start(ensure_nginx())
         print(f"site: {args.pages} pages over {args.hosts} hosts; load {os.getloadavg()[0]:.2f}")
+        if args.components:
+            components(work, site, args)
+            return
         variants = ("off", "on-idle", "on")
         runs: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
         for rep in range(args.reps):

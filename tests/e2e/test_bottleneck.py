@@ -130,11 +130,17 @@ def test_cpu_heavy_parse(tmp_path: Path) -> None:
     with ScriptedServer(tree_site(hosts, 40, size=20_000)) as srv:  # 20 KB pages
         s = settings(tmp_path, [srv.url(h, "/") for h in hosts], srv.resolve(*hosts))
         engine = Engine(s, parser=BusyParser(s.fetch.parse_types))
-        report, seen, hit = watch(engine, named("cpu"), stop=True)
+
+        def parse_bound(st: Status) -> bool:
+            # a window may be "cpu" before parsing dominates it (robots.txt first, or the
+            # machine's other load in unmeasured code, "other"): wait for one where it does
+            shares = st["cpu"]["shares"]
+            return named("cpu")(st) and max(shares, key=shares.__getitem__) == "parse"
+
+        report, seen, hit = watch(engine, parse_bound, stop=True)
     assert hit is not None, trail(seen)
-    shares = hit["cpu"]["shares"]
     assert hit["cpu"]["loop_busy"] >= 0.85
-    assert max(shares, key=shares.__getitem__) == "parse", shares
+    assert hit["cpu"]["shares"]["parse"] >= 0.5
     assert hit["bottleneck"]["detail"].startswith("the loop is busy")
     assert "parse" in hit["bottleneck"]["detail"]
     assert report["stopped_by_signal"]
