@@ -953,8 +953,9 @@ class Engine:
             self._commands = None
         if self._reload_requested:
             self._reload_requested = False
-            reply = self._reload(time.monotonic())
-            log.warning("SIGHUP: %s", reply.get("error") or f"config reloaded ({reply})")
+            reply = self._reload(time.monotonic())  # logs what it applied or refused
+            if "error" not in reply and not reply.get("changed"):
+                log.warning("SIGHUP: %s read again: nothing changed", self._config_path)
         replies = []
         for item in pending:
             try:
