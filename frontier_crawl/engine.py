@@ -29,7 +29,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -37,7 +37,6 @@ from frontier_crawl import __version__
 from frontier_crawl.config import ConfigError, CrawlSettings, load
 from frontier_crawl.config.reload import reload_plan
 from frontier_crawl.control.commands import Command
-from frontier_crawl.control.server import ControlServer
 from frontier_crawl.control.status import (
     SAMPLE_EVERY_S,
     CrawlState,
@@ -80,6 +79,9 @@ from frontier_crawl.output.recover import recover_lines, recover_warcs, set_asid
 from frontier_crawl.output.space import RESUME_MARGIN, LowSpace, SpaceMonitor, human_bytes
 from frontier_crawl.parse import LinkParser, Parser
 from frontier_crawl.parse.resolve import resolve_location
+
+if TYPE_CHECKING:
+    from frontier_crawl.control.server import ControlServer
 
 log = logging.getLogger(__name__)
 
@@ -923,6 +925,8 @@ class Engine:
         listen = self.settings.control.listen
         if not listen or self._commands is not None or self._peers is not None:
             return
+        from frontier_crawl.control.server import ControlServer  # http.server: ~50 ms
+
         self._control = ControlServer(
             listen, self.layout.root, self._fresh_status, self._metrics_text
         )
@@ -971,8 +975,9 @@ class Engine:
             self._commands = None
         if self._reload_requested:
             self._reload_requested = False
-            reply = self._reload(time.monotonic())
-            log.warning("SIGHUP: %s", reply.get("error") or f"config reloaded ({reply})")
+            reply = self._reload(time.monotonic())  # logs what it applied or refused
+            if "error" not in reply and not reply.get("changed"):
+                log.warning("SIGHUP: %s read again: nothing changed", self._config_path)
         replies = []
         for item in pending:
             try:

@@ -43,20 +43,22 @@ from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized, SynchronizedArray
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.control.commands import Command
 from frontier_crawl.control.metrics import render_metrics
-from frontier_crawl.control.server import ControlServer
 from frontier_crawl.control.status import BOTTLENECKS, HISTORY_EVERY_S, HISTORY_S, empty_status
 from frontier_crawl.engine import Engine, set_aside_state
 from frontier_crawl.frontier import DamagedState, StateMismatch
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox, owner_of
 from frontier_crawl.frontier.urls import canonicalize, origin
 from frontier_crawl.output import merge_rate_buckets, write_report, write_report_html
+
+if TYPE_CHECKING:
+    from frontier_crawl.control.server import ControlServer
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +269,8 @@ class Coordinator:
         previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self._on_hangup)
         try:
             if self._pipes:  # first: a listen address it cannot bind stops the crawl here
+                from frontier_crawl.control.server import ControlServer
+
                 self._control = ControlServer(
                     self.settings.control.listen, self.root, self.status, self.metrics,
                     dispatch=self.dispatch,

@@ -1312,7 +1312,7 @@ class Frontier:
         self._exclude = re.compile("|".join(f"(?:{x})" for x in exclude)) if exclude else None
         self._limits = Limits.from_settings(s.crawl)
         self._max_pages = s.crawl.max_pages
-        self._policy = DelayPolicy.from_settings(p)
+        policy, self._policy = self._policy, DelayPolicy.from_settings(p)
         self._cph = p.connections_per_host
         self._obey_robots = p.obey_robots
         self._robots_retry_s = p.robots_retry_s
@@ -1320,6 +1320,8 @@ class Frontier:
         self._max_host_errors = p.max_host_errors
         self._host_error_urls = p.host_error_urls
         self._memory_urls = s.frontier.memory_urls
+        if self._policy == policy:
+            return  # the hosts' spacing stands (the adaptive part of it too)
         for name, (delay, _own) in list(self._host_delays.items()):
             self.set_host_delay(name, delay, now)  # their policies keep the new backoff
         for host in list(self._hosts.values()):

@@ -147,3 +147,22 @@ def test_host_delay_applies_at_once(tmp_path: Path) -> None:
     assert f.next_ready(10.9, 10) == []  # 10 s from the start of a/2 again
     assert urls(f.next_ready(11.0, 10)) == []  # a/2 is still in flight (one connection)
     f.close()
+
+
+def test_reconfigure_applies_tunables_at_once(tmp_path: Path) -> None:
+    """A reloaded min_delay_s moves a waiting host's next request now; a reloaded exclude
+    applies to links from then on; a reload that leaves the policy alone moves nothing."""
+    f, _ = make(tmp_path, min_delay_s=10.0)
+    f.add([f"{A}/1", f"{A}/2", f"{A}/3"], depth=0, now=0.0)
+    (t,) = f.next_ready(0.0, 10)
+    f.complete(t, 0.1)
+    raw = {"crawl": {"seeds": [f"{A}/"]}, "scope": {"allow_domains": ["a.test", "b.test"]},
+           "politeness": {"min_delay_s": 10.0, "delay_factor": 0.0, "backoff_s": 0.0}}  # fmt: skip
+    f.reconfigure(parse(raw), 1.0)  # the same policy: still 10 s
+    assert f.next_ready(1.0, 10) == []
+    raw["politeness"]["min_delay_s"] = 0.5
+    raw["scope"]["exclude"] = [r"/x"]
+    f.reconfigure(parse(raw), 1.0)
+    assert urls(f.next_ready(1.0, 10)) == [f"{A}/2"]
+    assert f.add([f"{A}/x", f"{B}/y"], depth=0, now=1.0) == 1
+    f.close()
