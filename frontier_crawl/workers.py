@@ -496,6 +496,7 @@ def merge_reports(reports: list[Mapping[str, Any]]) -> dict[str, Any]:
     merged["rate_bucket_s"], merged["pages_over_time"] = merge_rate_buckets(
         [(float(r.get("rate_bucket_s", 60.0)), r.get("pages_over_time", [])) for r in reports]
     )
+    merged["runs"] = max((int(r.get("runs", 0)) for r in reports), default=0)  # side by side
     for key, order in (("slowest_hosts", "mean_fetch_s"), ("failing_hosts", "failures")):
         rows = [row for r in reports for row in r.get(key, [])]  # hosts are partitioned
         merged[key] = sorted(rows, key=lambda row: -row.get(order, 0))[:10]

@@ -95,6 +95,7 @@ def test_worker_reports_merge_into_one_report_html(
     workers = [json.loads((out / f"worker-{i}" / "report.json").read_text()) for i in (0, 1)]
     assert _series_pages(report) == report["fetched"] == sum(w["fetched"] for w in workers)
     assert report["rate_bucket_s"] == 60.0  # not the workers' widths added
+    assert report["runs"] == 1  # the workers ran side by side
     hosts = {r["host"] for w in workers for r in w["slowest_hosts"]}
     assert {r["host"] for r in report["slowest_hosts"]} == hosts  # 3 hosts, split by owner
     page = (out / "report.html").read_text()
