@@ -57,7 +57,14 @@ from frontier_crawl.fetch import (
     FetchRequest,
     FetchResult,
 )
-from frontier_crawl.frontier import DamagedState, Failure, Frontier, StateMismatch, Ticket
+from frontier_crawl.frontier import (
+    DamagedState,
+    Failure,
+    Frontier,
+    HostSignals,
+    StateMismatch,
+    Ticket,
+)
 from frontier_crawl.frontier.mailbox import Link
 from frontier_crawl.frontier.politeness import parse_retry_after, retry_delay
 from frontier_crawl.frontier.robots import MAX_ROBOTS_BYTES
@@ -1129,7 +1136,7 @@ class Engine:
         return "paused" if self._paused else "running"
 
     def _signals(self, now: float, window_busy: float, shares: dict[str, float],
-                 dns_share: float) -> tuple[Signals, Any]:  # fmt: skip
+                 dns_share: float) -> tuple[Signals, HostSignals]:  # fmt: skip
         hs = self.frontier.host_signals(now)
         holds: tuple[HostHold, ...] = ()
         if hs.next_due is not None:
