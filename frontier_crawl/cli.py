@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     except StateMismatch as exc:
         sys.stderr.write(f"frontier-crawl: {exc}\n")
         return EXIT_CONFIG
+    except ConfigError as exc:  # found at start: [control] listen cannot be bound
+        sys.stderr.write(f"frontier-crawl: config error: {exc}\n")
+        return EXIT_CONFIG
     except OSError as exc:  # a write failed before the engine's loop (or in the coordinator)
         logging.getLogger("frontier_crawl").debug("write failure", exc_info=exc)
         sys.stderr.write(

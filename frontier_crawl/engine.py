@@ -29,7 +29,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -37,7 +37,6 @@ from frontier_crawl import __version__
 from frontier_crawl.config import ConfigError, CrawlSettings, load
 from frontier_crawl.config.reload import reload_plan
 from frontier_crawl.control.commands import Command
-from frontier_crawl.control.server import ControlServer
 from frontier_crawl.control.status import (
     SAMPLE_EVERY_S,
     CrawlState,
@@ -86,6 +85,9 @@ from frontier_crawl.output.recover import recover_lines, recover_warcs, set_asid
 from frontier_crawl.output.space import RESUME_MARGIN, LowSpace, SpaceMonitor, human_bytes
 from frontier_crawl.parse import LinkParser, Parser
 from frontier_crawl.parse.resolve import resolve_location
+
+if TYPE_CHECKING:
+    from frontier_crawl.control.server import ControlServer
 
 log = logging.getLogger(__name__)
 
@@ -253,14 +255,17 @@ class Engine:
         config_path: Path | None = None,
         commands: CommandSource | None = None,
         reshape: Callable[[CrawlSettings], CrawlSettings] | None = None,
+        loaded: CrawlSettings | None = None,
     ) -> None:
         """``config_path``: the crawl.toml a reload (SIGHUP, the control API) reads again;
-        ``reshape`` turns what it loads into this process's settings (a worker's). ``commands``:
+        ``reshape`` turns what it loads into this process's settings (a worker's), ``loaded``
+        being the file's settings before that (what a reload is compared with). ``commands``:
         operator commands from elsewhere (a worker's coordinator); without it, the engine
         serves its own control API when ``[control] listen`` is set."""
         self.settings = settings
         self._config_path = config_path
         self._reshape = reshape
+        self._loaded = loaded or settings  #: the file's settings, before ``reshape``
         self._commands: CommandSource | None = commands
         self._control: ControlServer | None = None
         self._paused = False  #: by the operator (pause/resume)
@@ -905,6 +910,8 @@ class Engine:
         listen = self.settings.control.listen
         if not listen or self._commands is not None or self._peers is not None:
             return
+        from frontier_crawl.control.server import ControlServer  # http.server: ~50 ms
+
         self._control = ControlServer(
             listen, self.layout.root, self._fresh_status, self._metrics_text
         )
@@ -946,16 +953,29 @@ class Engine:
         """Apply the operator's commands posted since the last tick (and a SIGHUP's reload);
         True if any was applied."""
         pending = self._commands.take() if self._commands is not None else ()
+        if getattr(self._commands, "closed", False):  # a worker's pipe whose other end is gone
+            wake_on = getattr(self.fetcher, "wake_on", None)
+            if wake_on is not None:
+                wake_on(None)
+            self._commands = None
         if self._reload_requested:
             self._reload_requested = False
-            reply = self._reload(time.monotonic())
-            log.warning("SIGHUP: %s", reply.get("error") or f"config reloaded ({reply})")
+            reply = self._reload(time.monotonic())  # logs what it applied or refused
+            if "error" not in reply and not reply.get("changed"):
+                log.warning("SIGHUP: %s read again: nothing changed", self._config_path)
         replies = []
         for item in pending:
             try:
                 replies.append(self.apply(item.command, time.monotonic()))
             except ConfigError as exc:
                 replies.append({"error": str(exc)})
+            except OSError:  # a failed write (LMDB, outputs): the run ends as for any other
+                for rest in pending:
+                    rest.answer({"error": "a write failed: the crawl is stopping"})
+                raise
+            except Exception as exc:  # a bad command must not end the crawl: say so, go on
+                log.exception("operator command %s failed", item.command.name)
+                replies.append({"error": f"{item.command.name} failed: {exc!r}"})
         if pending:  # a status read after the reply shows the change
             self._sample(time.monotonic(), force=True)
         for item, reply in zip(pending, replies, strict=True):
@@ -1031,13 +1051,14 @@ class Engine:
         except ConfigError as exc:
             log.error("config not reloaded, the running config stays: %s", exc)
             return {"error": f"config not reloaded, the running config stays: {exc}"}
-        if self._reshape is not None:
-            new = self._reshape(new)
-        plan = reload_plan(self.settings, new)
+        plan = reload_plan(self._loaded, new)
         if plan.refused:
             log.error("%s", plan.message)
             return {"error": plan.message, "refused": list(plan.refused)}
         if plan.changed:
+            self._loaded = new
+            if self._reshape is not None:
+                new = self._reshape(new)
             self.settings = new
             self.frontier.reconfigure(new, now)
             reconfigure = getattr(self.fetcher, "reconfigure", None)
@@ -1153,7 +1174,8 @@ class Engine:
             paused=self._paused,
             low_space=self._low_space is not None,
             in_flight=fetcher.in_flight,
-            concurrency=fetcher.in_flight + fetcher.free_slots,
+            # the configured number (in flight + free is more while a lowered one drains)
+            concurrency=getattr(fetcher, "concurrency", fetcher.in_flight + fetcher.free_slots),
             queued=self.frontier.queued,
             hosts_total=hs.total,
             hosts_ready=hs.ready,

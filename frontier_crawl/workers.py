@@ -43,20 +43,22 @@ from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized, SynchronizedArray
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.control.commands import Command
 from frontier_crawl.control.metrics import render_metrics
-from frontier_crawl.control.server import ControlServer
 from frontier_crawl.control.status import BOTTLENECKS, HISTORY_EVERY_S, HISTORY_S, empty_status
 from frontier_crawl.engine import Engine, set_aside_state
 from frontier_crawl.frontier import DamagedState, StateMismatch
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox, owner_of
 from frontier_crawl.frontier.urls import canonicalize, origin
 from frontier_crawl.output import write_report
+
+if TYPE_CHECKING:
+    from frontier_crawl.control.server import ControlServer
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +149,7 @@ class PipeCommands:
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
+        self.closed = False  #: the coordinator's end is gone (the fd would stay readable)
 
     @property
     def fileno(self) -> int:
@@ -159,7 +162,7 @@ class PipeCommands:
                 rid, command = self._conn.recv()
                 out.append(_Remote(self._conn, rid, command))
         except (EOFError, OSError):
-            pass
+            self.closed = True
         return out
 
 
@@ -184,6 +187,7 @@ def _worker_main(
             commands=PipeCommands(conn) if conn is not None else None,
             config_path=Path(config_path) if config_path else None,
             reshape=lambda s: _worker_settings(s, root, index),
+            loaded=settings,
         ).run()
     finally:
         peers.close()
@@ -264,13 +268,15 @@ class Coordinator:
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, self._on_hangup)
         try:
-            for proc in self._procs:
-                proc.start()
-            if self._pipes:
+            if self._pipes:  # first: a listen address it cannot bind stops the crawl here
+                from frontier_crawl.control.server import ControlServer
+
                 self._control = ControlServer(
                     self.settings.control.listen, self.root, self.status, self.metrics,
                     dispatch=self.dispatch,
                 )  # fmt: skip
+            for proc in self._procs:
+                proc.start()
             self._wait_for_the_end()
             for proc in self._procs:
                 proc.join()

@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from frontier_crawl.config.reload import key_group
 from frontier_crawl.config.settings import SECTIONS
 
 _UNITS = {"_s": "seconds", "_bytes": "bytes", "_bytes_s": "bytes/second"}
@@ -67,6 +68,11 @@ def render_reference() -> str:
         "do not edit by hand. Unknown keys, wrong types and out-of-range values are errors that",
         "name the key (exit status 2).",
         "",
+        "Column *reload*: what a running crawl does with a changed value on SIGHUP or",
+        "`frontier-crawl ctl reload` (README, \"Watching and steering a crawl\"): **yes**, applied",
+        "at once; **restart**, refused while it runs (fixed at start); **identity**, refused (it",
+        "would be another crawl). A reload with any refused change applies nothing.",
+        "",
     ]
     for section, cls in SECTIONS.items():
         info = msgspec.inspect.type_info(cls)
@@ -74,8 +80,8 @@ def render_reference() -> str:
         lines += [
             f"## [{section}]",
             "",
-            "| key | default | unit | type | meaning |",
-            "|---|---|---|---|---|",
+            "| key | default | unit | type | reload | meaning |",
+            "|---|---|---|---|---|---|",
         ]
         for f in info.fields:
             t = f.type
@@ -86,8 +92,9 @@ def render_reference() -> str:
             bounds = _bounds(t)
             kind = _type_name(t) + (f" ({bounds})" if bounds else "")
             doc = re.sub(r"\s+", " ", doc).replace("|", "\\|")
-            lines.append(
-                f"| `{f.name}` | {_default(f.default)} | {_unit(f.name)} | {kind} | {doc} |"
-            )
+            group = key_group(f"{section}.{f.name}")
+            reload = {"reloadable": "yes", "fixed": "restart"}.get(group, group)
+            lines.append(f"| `{f.name}` | {_default(f.default)} | {_unit(f.name)} | {kind} "
+                         f"| {reload} | {doc} |")  # fmt: skip
         lines.append("")
     return "\n".join(lines)

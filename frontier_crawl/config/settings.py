@@ -494,7 +494,6 @@ class WorkersSection(_Section, frozen=True):
 
 
 _LISTEN_RE = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):(?P<port>\d{1,5})$")
-_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
 
 class ControlSection(_Section, frozen=True):
@@ -515,12 +514,6 @@ class ControlSection(_Section, frozen=True):
                 raise ValueError(
                     f'listen: expected "host:port" (e.g. "127.0.0.1:8740"), got {self.listen!r}'
                 )
-
-    @property
-    def loopback(self) -> bool:
-        """Whether the API listens on a loopback address only."""
-        host = self.listen.rpartition(":")[0]
-        return host in _LOOPBACK_NAMES or host.startswith("127.")
 
 
 class CrawlSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

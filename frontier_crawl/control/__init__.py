@@ -8,6 +8,10 @@ holds no locks around it. It imports only ``config`` and third-party libraries
 * ``status.py``: the bottleneck, named, from measured signals (a pure function), and the status
   JSON's shape.
 * ``metrics.py``: the Prometheus text rendered from status snapshots (one label: ``worker``).
+* ``commands.py``: operator commands, validated, and the queue the loop drains each tick (with
+  its wakeup fd).
+* ``server.py``: the HTTP listener (a daemon thread), its token and address files, the auth
+  and Host rules.
 """
 
 from frontier_crawl.control.status import (

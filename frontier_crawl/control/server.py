@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from frontier_crawl.config import ConfigError
 from frontier_crawl.control.commands import (
     COMMANDS,
     BadCommand,
@@ -135,6 +136,17 @@ class _Handler(BaseHTTPRequestHandler):
     # -- one request ---------------------------------------------------------------------------
 
     def _serve(self, method: str) -> None:
+        try:
+            self._route(method)
+        except OSError:  # the client went away, or timed out (READ_TIMEOUT_S)
+            self.close_connection = True
+        except Exception as exc:
+            log.exception("control API: %s %s failed", method, self.path)
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": repr(exc)})
+
+    def _route(self, method: str) -> None:
         control = self.server.control
         url = urlsplit(self.path)
         path = url.path
@@ -159,6 +171,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(HTTPStatus.METHOD_NOT_ALLOWED, {"error": f"{path}: use GET"},
                            extra={"Allow": "GET"})  # fmt: skip
                 return
+            self._drain()
             self._get(path)
             return
         name = _POST_PATHS.get(path)
@@ -290,7 +303,8 @@ class ControlServer:
         dispatch: Dispatch | None = None,
         dashboard: Callable[[], str] = _dashboard,
     ) -> None:
-        """Bind ``listen`` and write the address and token files (OSError if it cannot bind).
+        """Bind ``listen`` and write the address and token files (ConfigError naming
+        ``control.listen``) if it cannot bind).
         Commands go into :attr:`queue` (the engine drains it) unless ``dispatch`` answers them
         (the coordinator of worker processes)."""
         host, port = parse_listen(listen)
@@ -300,7 +314,11 @@ class ControlServer:
         self._token = secrets.token_urlsafe(32)
         self._dir = output_dir
         _Server.address_family = _family(host)
-        self._httpd = _Server((host, port), _Handler)
+        try:
+            self._httpd = _Server((host, port), _Handler)
+        except OSError as exc:
+            raise ConfigError(f"control.listen: cannot listen on {listen}: "
+                              f"{exc.strerror or exc}") from None  # fmt: skip
         self._httpd.control = self
         bound_host, self.port = self._httpd.server_address[:2]
         self.host = str(bound_host)

@@ -82,7 +82,7 @@ def run_demo(output: Path, *, hosts: int, pages: int, delay_s: float) -> int:
             f"demo web: {len(site.hosts)} hosts ({', '.join(site.hosts)}) on 127.0.0.1:{port}, "
             f"{len(site.expected_pages(port))} reachable pages"
         )
-        report = crawl(load(config), console)
+        report = crawl(load(config), console, config_path=config)
         served = server.log()
     expected = site.expected_pages(port)
     fetched = {f"http://{e.host}:{port}{e.path}" for e in served if e.status == 200}

@@ -188,9 +188,9 @@ class Fetcher:
         """The most requests in flight at once."""
         return self._concurrency
 
-    def wake_on(self, fd: int) -> None:
+    def wake_on(self, fd: int | None) -> None:
         """Make :meth:`poll` return at once when ``fd`` becomes readable (the engine's
-        command wakeup; its owner drains it)."""
+        command wakeup; its owner drains it). None: no longer."""
         self._loop.wake_on(fd)
 
     def reconfigure(self, fetch: FetchSection, politeness: PolitenessSection) -> None:

@@ -67,11 +67,16 @@ class MultiLoop:
         """Easy handles currently added."""
         return self._handles
 
-    def wake_on(self, fd: int) -> None:
+    def wake_on(self, fd: int | None) -> None:
         """Return from :meth:`run` as soon as ``fd`` is readable (a wakeup pipe or socketpair
-        whose owner drains it before the next run: a readable fd ends every wait at once)."""
-        self._selector.register(fd, selectors.EVENT_READ)
-        self._wake_fd = fd
+        whose owner drains it before the next run: a readable fd ends every wait at once).
+        None: stop watching it (before its owner closes it)."""
+        if self._wake_fd is not None:
+            self._selector.unregister(self._wake_fd)
+            self._wake_fd = None
+        if fd is not None:
+            self._selector.register(fd, selectors.EVENT_READ)
+            self._wake_fd = fd
 
     def add(self, handle: pycurl.Curl) -> None:
         """Start a configured transfer (curl arms its timer; the next run() kicks it off)."""

@@ -1283,8 +1283,8 @@ class Frontier:
 
     def _respace(self, host: HostQueue, now: float) -> None:
         """Move a host's next request by the change of its spacing (not while backing off)."""
-        if host.errors or host.state is HostState.RETIRED or not host.last_start:
-            return
+        if host.errors or host.state is HostState.RETIRED or host.next_at == 0.0:
+            return  # backing off (that stays), retired, or never requested: nothing to move
         crawl_delay = host.rules.crawl_delay_s if host.rules is not None else None
         spacing = delay_for(0.0, crawl_delay, self._policy_of(host))  # adaptive: next response
         host.next_at += spacing - host.delay_s
@@ -1312,7 +1312,7 @@ class Frontier:
         self._exclude = re.compile("|".join(f"(?:{x})" for x in exclude)) if exclude else None
         self._limits = Limits.from_settings(s.crawl)
         self._max_pages = s.crawl.max_pages
-        self._policy = DelayPolicy.from_settings(p)
+        policy, self._policy = self._policy, DelayPolicy.from_settings(p)
         self._cph = p.connections_per_host
         self._obey_robots = p.obey_robots
         self._robots_retry_s = p.robots_retry_s
@@ -1320,6 +1320,8 @@ class Frontier:
         self._max_host_errors = p.max_host_errors
         self._host_error_urls = p.host_error_urls
         self._memory_urls = s.frontier.memory_urls
+        if self._policy == policy:
+            return  # the hosts' spacing stands (the adaptive part of it too)
         for name, (delay, _own) in list(self._host_delays.items()):
             self.set_host_delay(name, delay, now)  # their policies keep the new backoff
         for host in list(self._hosts.values()):

@@ -13,7 +13,11 @@ import itertools
 import json
 import os
 import signal
+import socket
 import stat
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +26,10 @@ import pytest
 
 from frontier_crawl.demo.server import DemoServer, RequestLogEntry
 from frontier_crawl.demo.site import Site, SiteSpec
+from frontier_crawl.engine import Engine
 from tests.conftest import crawl_config, served_pages
 from tests.control_client import Api, ctl, finish, pages_of, start_crawl, wait_until
+from tests.scripted_server import NOT_FOUND, Answer, ScriptedServer, crawl_settings, page
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -210,6 +216,14 @@ def test_host_delay(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
         again = gaps(pages_of(server, slow, cleared_at + 0.5))
         assert again and sorted(again)[len(again) // 2] < 0.2, again
         assert api.status()["host_delays"] == {}
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text(f"# two new, one known\nhttp://{other}:{server.port}/added-by-ctl\n\n"
+                         f"http://{other}:{server.port}/added-by-ctl-2\n"
+                         f"http://{other}:{server.port}/\n")  # fmt: skip
+        added = ctl(cfg, "add-seeds", str(seeds))
+        assert added.returncode == 0 and "2 of 3 URL(s) admitted" in added.stdout, added
+        wait_until("the added seeds fetched", lambda: {"/added-by-ctl", "/added-by-ctl-2"}
+                   <= {e.path for e in pages_of(server, other, cleared_at)})  # fmt: skip
         assert ctl(cfg, "stop").returncode == 0
         finish(proc)
     finally:
@@ -403,7 +417,13 @@ def test_worker_processes(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
                   for e in pages_of(server, h, paused_at + SLACK_S, resumed_at)]  # fmt: skip
         assert during == []
         api.post("/api/resume")
-        time.sleep(1.5)
+        config(tmp_path, site, server, workers={"processes": 2}, politeness={"min_delay_s": 0.02})
+        done = ctl(cfg, "reload")  # every worker reads it: one reply
+        assert done.returncode == 0 and done.stdout.strip() == "reloaded: politeness.min_delay_s"
+        config(tmp_path, site, server, workers={"processes": 3})
+        refused = ctl(cfg, "reload")
+        assert refused.returncode == 1 and "workers.processes" in refused.stderr, refused
+        time.sleep(1.0)
         assert pages_of(server, blocked, paused_at) == []
         assert api.status()["blocked_hosts"] == [blocked]
         api.post("/api/unblock", {"host": blocked})
@@ -413,3 +433,71 @@ def test_worker_processes(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
         proc.wait()
     assert site.expected_pages(server.port) <= set(served_pages(server, since))
     assert [e for e in server.log() if e.path == "/added-to-a-worker"]
+
+
+def most_open(entries: list[RequestLogEntry]) -> int:
+    """The most requests the server had open at once."""
+    edges = sorted([(e.started, 1) for e in entries] + [(e.finished, -1) for e in entries])
+    most = now = 0
+    for _t, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_concurrency(tmp_path: Path) -> None:
+    """Concurrency lowered to 1: the scripted server (slow answers, four hosts) never has two
+    requests open at once; raised again, it has."""
+    hosts = [f"h{i}.test" for i in range(4)]
+
+    def script(host: str, path: str, nth: int) -> Answer:
+        if path == "/robots.txt":
+            return NOT_FOUND
+        n = int(path.strip("/") or 0)
+        return Answer(200, page(f"/{n + 1}").body, delay_s=0.15) if n < 40 else NOT_FOUND
+
+    with ScriptedServer(script) as srv:
+        seeds = [srv.url(h, "/") for h in hosts]
+        # min_delay_s 0.01 (crawl_settings): each host is limited by its slow answers alone
+        settings = crawl_settings(tmp_path, seeds, srv.resolve(*hosts), control=LISTEN)
+        engine = Engine(settings)
+        reports: list[dict[str, object]] = []
+        crawl = threading.Thread(target=lambda: reports.append(engine.run()), daemon=True)
+        crawl.start()
+        try:
+            api = Api(Path(settings.crawl.output_dir))
+            wait_until("requests", lambda: len(srv.log()) >= 12)
+            assert most_open(srv.log()) >= 3
+            assert api.post("/api/concurrency", {"value": 1})["concurrency"] == 1
+            lowered_at = time.monotonic()
+            assert api.status()["concurrency"] == 1
+            time.sleep(2.0)
+            one = [e for e in srv.log() if e.started > lowered_at + 0.5]  # in flight drained
+            assert len(one) >= 5 and most_open(one) == 1
+            api.post("/api/concurrency", {"value": 4})
+            raised_at = time.monotonic()
+            time.sleep(1.0)
+            assert most_open([e for e in srv.log() if e.started > raised_at]) >= 3
+            api.post("/api/stop")
+            crawl.join(30)
+        finally:
+            engine._stop_requested = 1  # as a SIGTERM, should an assertion fail
+            crawl.join(30)
+    assert reports and reports[0]["stopped_by_signal"] is True
+
+
+def test_listen_address_taken(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
+    """A listen address that cannot be bound is a config error naming the key (exit 2),
+    before any request."""
+    site, server = web
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cfg = crawl_config(tmp_path, site, server.port, control={"listen": f"127.0.0.1:{port}"})
+        since = len(server.log(wait_s=0.0))
+        proc = subprocess.run([sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg)],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert f"control.listen: cannot listen on 127.0.0.1:{port}" in proc.stderr
+    assert len(server.log(wait_s=0.0)) == since
