@@ -56,7 +56,14 @@ from frontier_crawl.fetch import (
     FetchRequest,
     FetchResult,
 )
-from frontier_crawl.frontier import DamagedState, Failure, Frontier, StateMismatch, Ticket
+from frontier_crawl.frontier import (
+    DamagedState,
+    Failure,
+    Frontier,
+    HostSignals,
+    StateMismatch,
+    Ticket,
+)
 from frontier_crawl.frontier.mailbox import Link
 from frontier_crawl.frontier.politeness import parse_retry_after, retry_delay
 from frontier_crawl.frontier.robots import MAX_ROBOTS_BYTES
@@ -102,8 +109,10 @@ MAX_REPAIRS = 100
 #: a status is built (hosts scanned for the busiest ones...) only while someone asked for one
 #: in the last this many seconds (``Engine.status``); samples are taken regardless
 STATUS_WANTED_S = 10.0
-#: the busiest hosts are found by a scan of every host: at most this often
+#: the busiest hosts are found by a scan of every host: at most this often, and at most 1% of
+#: the time (the next scan waits 100 times as long as the last took: with a million hosts)
 BUSIEST_EVERY_S = 5.0
+BUSIEST_SHARE = 0.01
 #: failing hosts remembered for the status (the least failing dropped past this many)
 MAX_FAILING_HOSTS = 1000
 
@@ -1172,7 +1181,7 @@ class Engine:
         return "paused" if self._paused else "running"
 
     def _signals(self, now: float, window_busy: float, shares: dict[str, float],
-                 dns_share: float) -> tuple[Signals, Any]:  # fmt: skip
+                 dns_share: float) -> tuple[Signals, HostSignals]:  # fmt: skip
         hs = self.frontier.host_signals(now)
         holds: tuple[HostHold, ...] = ()
         if hs.next_due is not None:
@@ -1212,12 +1221,14 @@ class Engine:
         window = self._recorder.window(sample)
         sig, hs = self._signals(now, window.loop_busy, window.shares, window.dns_share)
         frontier = self.frontier
-        if now - self._busiest_at >= BUSIEST_EVERY_S:
-            self._busiest_at = now
+        if now >= self._busiest_at:
+            t0 = time.perf_counter()
             self._busiest = [
                 {"host": h, "pages": started, "queued": queued}
                 for h, started, queued in frontier.busiest(10)
             ]
+            spent = time.perf_counter() - t0
+            self._busiest_at = now + max(BUSIEST_EVERY_S, spent / BUSIEST_SHARE)
         failing = sorted(self._failing.items(), key=lambda kv: kv[1][0], reverse=True)[:10]
         queued, hot = frontier.queued, frontier.hot_total
         status: dict[str, Any] = {

@@ -78,7 +78,6 @@ class Signals:
     in_flight: int = 0
     concurrency: int = 1  #: fetch slots in all
     queued: int = 0  #: URLs waiting in the frontier (memory and disk)
-    robots_in_flight: int = 0  #: of ``in_flight``, robots.txt fetches
     hosts_total: int = 0  #: hosts with something queued or in flight
     hosts_ready: int = 0
     hosts_waiting: int = 0  #: snoozed on their politeness delay or Crawl-delay
@@ -182,7 +181,7 @@ def classify(sig: Signals) -> Bottleneck:
     counts: list[tuple[int, BottleneckName]] = [
         (sig.hosts_waiting, "politeness"),
         (sig.hosts_backoff, "backoff"),
-        (sig.hosts_robots + sig.robots_in_flight, "robots"),
+        (sig.hosts_robots, "robots"),
     ]
     held, name = max(counts, key=lambda c: c[0])
     if held == 0:
