@@ -15,6 +15,15 @@ merges their reports into ``output_dir/report.json``.
 
 Signals: the coordinator forwards SIGINT/SIGTERM to the workers (graceful stop, then the merged
 report); a second signal is forwarded too and makes everyone exit at once.
+
+Cluster mode (``cluster.redis_url`` set, ``--node n``): the coordinator is node ``n`` of
+``cluster.nodes``; its workers run the partitions ``n*processes + i`` of ``nodes x
+processes`` (directories ``worker-<partition>``). A link for a partition of this node takes
+the LMDB path above; for another node's, the worker adds the batch to that partition's Redis
+stream (``frontier_crawl.cluster``), and the owner node's coordinator moves it into the
+worker's inbox. The coordinator's idea of "over" becomes this node's answer to the cluster's
+termination probe, and the crawl ends when Redis says every node is over
+(``frontier_crawl.cluster.node``).
 """
 
 from __future__ import annotations
@@ -34,9 +43,18 @@ from typing import Any
 
 import msgspec
 
+from frontier_crawl.cluster import (
+    ClusterError,
+    ClusterNode,
+    Keys,
+    Redis,
+    RemoteSender,
+    partitions_of,
+)
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.engine import Engine, set_aside_state
 from frontier_crawl.frontier import DamagedState, StateMismatch
+from frontier_crawl.frontier.frontier import LAYOUT_VERSION
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox, owner_of
 from frontier_crawl.output import write_report
 
@@ -55,38 +73,69 @@ def worker_dir(root: Path, index: int) -> Path:
     return root / f"worker-{index}"
 
 
+def node_root(settings: CrawlSettings, node: int | None) -> Path:
+    """``crawl.output_dir`` with ``{node}`` replaced by the node's number (0 without one)."""
+    return Path(settings.crawl.output_dir.replace("{node}", str(node or 0)))
+
+
+def cluster_identity(settings: CrawlSettings) -> dict[str, Any]:
+    """What every node of a cluster crawl must agree on: the frontier's identity keys (layout
+    version, seen-set sizing), the seeds, the scope and the partitioning."""
+    return {
+        "layout_version": LAYOUT_VERSION,
+        "frontier.seen_capacity": settings.frontier.seen_capacity,
+        "frontier.seen_error_rate": settings.frontier.seen_error_rate,
+        "crawl.seeds": sorted(settings.crawl.seeds),
+        "scope.allow_domains": list(settings.scope.allow_domains),
+        "scope.exclude": list(settings.scope.exclude),
+        "cluster.nodes": settings.cluster.nodes,
+        "workers.processes": worker_count(settings),
+    }
+
+
+def redis_of(settings: CrawlSettings) -> Redis:
+    c = settings.cluster
+    return Redis(c.redis_url, c.unreachable_timeout_s)
+
+
 class Peers:
     """A worker's view of the others: routing, sending, and its published status."""
 
     def __init__(
         self,
         index: int,
-        count: int,
+        local: range,
+        total: int,
         root: Path,
         map_size: int,
         status: SynchronizedArray[int],
         stop: Synchronized[int],
         run_id: bytes,
+        remote: RemoteSender | None = None,
     ) -> None:
-        self.worker = index
+        self.worker = index  #: this worker's partition (of ``total``)
         self.run_id = run_id
-        self.count = count
+        self.count = total
+        self._slot = index - local.start  #: its place in this node's status array
         self._status = status
         self._stop = stop
-        envs = {
-            j: worker_dir(root, j) / "state" / INBOX_ENV for j in range(count) if j != index
-        }
+        self._remote = remote  #: other nodes' partitions (cluster mode)
+        envs = {j: worker_dir(root, j) / "state" / INBOX_ENV for j in local if j != index}
         self._mailbox = Mailbox(envs, map_size, run_id)
+        self._local = local
 
     def route(self, origin: str) -> int:
         """The owning worker (not remembered here: the frontier keeps a bounded cache of it)."""
         return owner_of(origin, self.count)
 
     def send(self, dest: int, batch: bytes) -> None:
-        self._mailbox.send(dest, batch)
+        if dest in self._local or self._remote is None:
+            self._mailbox.send(dest, batch)
+        else:
+            self._remote.send(dest, batch)
 
     def publish(self, idle: bool, received: int) -> None:
-        base = self.worker * _FIELDS
+        base = self._slot * _FIELDS
         with self._status.get_lock():
             self._status[base] = int(idle)
             self._status[base + 1] = self._mailbox.sent
@@ -97,6 +146,8 @@ class Peers:
 
     def close(self) -> None:
         self._mailbox.close()
+        if self._remote is not None:
+            self._remote.close()
 
 
 def _worker_settings(settings: CrawlSettings, root: Path, index: int) -> CrawlSettings:
@@ -114,68 +165,113 @@ def _worker_settings(settings: CrawlSettings, root: Path, index: int) -> CrawlSe
 def _worker_main(
     raw: bytes,
     index: int,
-    count: int,
+    local: range,
+    total: int,
     status: SynchronizedArray[int],
     stop: Synchronized[int],
     run_id: bytes,
 ) -> None:
-    """Entry point of one worker process."""
+    """Entry point of one worker process (``settings.crawl.output_dir``: the node's root)."""
     settings = msgspec.msgpack.decode(raw, type=CrawlSettings)
     root = Path(settings.crawl.output_dir)
-    peers = Peers(index, count, root, settings.frontier.lmdb_map_size_bytes, status, stop, run_id)
+    remote = None
+    if settings.cluster.redis_url:
+        remote = RemoteSender(redis_of(settings), Keys(settings.cluster.key_prefix))
+    peers = Peers(
+        index, local, total, root, settings.frontier.lmdb_map_size_bytes, status, stop, run_id,
+        remote,
+    )  # fmt: skip
     try:
         report = Engine(_worker_settings(settings, root, index), peers=peers).run()
+    except ClusterError as exc:  # Redis gone for too long: this worker's state is committed
+        log.error("worker %d: %s", index, exc)
+        sys.exit(1)
     finally:
         peers.close()
     if report.get("write_error") or report.get("stopped_for_low_space"):
         sys.exit(1)  # the coordinator stops the others and lists this one as failed
 
 
-def _pin_worker_count(root: Path, count: int) -> None:
-    """Host ownership depends on the worker count: a crawl keeps the count it started with."""
+def _pin_worker_count(root: Path, count: int, cluster: dict[str, int] | None = None) -> None:
+    """Host ownership depends on the worker count (and in a cluster on the node count and
+    this node's number): a crawl keeps the ones it started with."""
     root.mkdir(parents=True, exist_ok=True)
     pin = root / "workers.json"
+    mine: dict[str, int] = {"processes": count, **(cluster or {})}
     if pin.exists():
-        saved = json.loads(pin.read_text()).get("processes")
+        pinned = json.loads(pin.read_text())
+        saved = pinned.get("processes")
         if saved != count:
             raise StateMismatch(
                 f"{root} holds a crawl run by {saved} worker process(es), this configuration asks "
                 f"for {count}: hosts are partitioned by that number. Set workers.processes = "
                 f"{saved} to resume it, or choose a new crawl.output_dir."
             )
+        changed = [k for k in ("nodes", "node") if pinned.get(k, mine.get(k)) != mine.get(k)]
+        if changed:
+            raise StateMismatch(
+                f"{root} holds the state of node {pinned.get('node')} of a "
+                f"{pinned.get('nodes')}-node crawl, this is node {mine.get('node')} of "
+                f"{mine.get('nodes')} ({', '.join(changed)} differ): hosts are partitioned by "
+                "them. Use that node's output directory, or a new crawl.output_dir."
+            )
         return
-    pin.write_text(json.dumps({"processes": count}))
+    pin.write_text(json.dumps(mine))
 
 
 class Coordinator:
     """Starts the workers, detects the end of the crawl, merges the reports."""
 
-    def __init__(self, settings: CrawlSettings) -> None:
-        self.settings = settings
-        self.root = Path(settings.crawl.output_dir)
+    def __init__(self, settings: CrawlSettings, node: int | None = None) -> None:
+        self.root = node_root(settings, node)
+        self.settings = settings = msgspec.structs.replace(
+            settings, crawl=msgspec.structs.replace(settings.crawl, output_dir=str(self.root))
+        )
         self.count = worker_count(settings)
-        _pin_worker_count(self.root, self.count)
+        c = settings.cluster
+        self.node = node if c.redis_url else None
+        self.partitions = partitions_of(node or 0, self.count) if c.redis_url else range(self.count)
+        self.total = self.count * (c.nodes if c.redis_url else 1)
+        self._run_id = run_id = os.urandom(8)
+        self._cluster: ClusterNode | None = None
+        if c.redis_url:
+            if node is None:
+                raise ClusterError("cluster.redis_url is set: start each node with --node N")
+            self._cluster = ClusterNode(
+                redis_of(settings),
+                Keys(c.key_prefix),
+                nodes=c.nodes,
+                node=node,
+                processes=self.count,
+                heartbeat_ttl_s=c.heartbeat_ttl_s,
+                ledger_path=self.root / "cluster.lmdb",
+                map_size=settings.frontier.lmdb_map_size_bytes,
+                run_id=run_id,
+            )  # refuses a --node out of range, before anything is written
+            _pin_worker_count(self.root, self.count, {"nodes": c.nodes, "node": node})
+        else:
+            _pin_worker_count(self.root, self.count)
         ctx = mp.get_context("spawn")
         self._status: SynchronizedArray[int] = ctx.Array("q", _FIELDS * self.count)
         self._stop: Synchronized[int] = ctx.Value("i", 0)
         raw = msgspec.msgpack.encode(settings)
-        run_id = os.urandom(8)
         self._procs = [
             ctx.Process(
                 target=_worker_main,
-                args=(raw, i, self.count, self._status, self._stop, run_id),
-                name=f"frontier-crawl-worker-{i}",
+                args=(raw, p, self.partitions, self.total, self._status, self._stop, run_id),
+                name=f"frontier-crawl-worker-{p}",
             )
-            for i in range(self.count)
+            for p in self.partitions
         ]
         self._signals = 0
+        self._cluster_error: ClusterError | None = None
 
     def _repair_inboxes(self) -> list[str]:
         """Set aside each damaged worker inbox before any worker starts: peers write into it,
         so it must be usable before the first of them opens it (its owner would set it aside
         too, but only once it gets there). Returns warnings for the report."""
         warnings: list[str] = []
-        for i in range(self.count):
+        for i in self.partitions:
             path = worker_dir(self.root, i) / "state" / INBOX_ENV
             if not path.exists():
                 continue
@@ -186,21 +282,51 @@ class Coordinator:
         return warnings
 
     def run(self) -> dict[str, Any]:
+        """Run the workers to the end of the crawl; in cluster mode join the cluster first
+        (``ClusterRefused``, ``ClusterUnavailable`` before any request) and publish the
+        node's report to it at the end."""
+        if self._cluster is not None:
+            self._cluster.join(cluster_identity(self.settings))
+        try:
+            report = self._run()
+            if self._cluster is not None and self._cluster_error is None:
+                report["node"] = self.node
+                self._cluster.publish_report(report)
+        finally:
+            if self._cluster is not None:
+                try:
+                    self._cluster.leave()
+                except ClusterError as exc:
+                    log.warning("node %s: %s", self.node, exc)
+        if self._cluster_error is not None:
+            raise self._cluster_error
+        return report
+
+    def _run(self) -> dict[str, Any]:
         repairs = self._repair_inboxes()
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        inboxes = Mailbox(
+            {p: worker_dir(self.root, p) / "state" / INBOX_ENV for p in self.partitions},
+            self.settings.frontier.lmdb_map_size_bytes,
+            self._run_id,
+        )
         try:
             for proc in self._procs:
                 proc.start()
-            self._wait_for_the_end()
+            if self._cluster is not None:
+                self._wait_for_the_cluster(self._cluster, inboxes)
+            else:
+                self._wait_for_the_end()
             for proc in self._procs:
                 proc.join()
         finally:
+            inboxes.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         failed = [p.name for p in self._procs if p.exitcode != 0]
         report = merge_reports(
             [json.loads((worker_dir(self.root, i) / "report.json").read_text())
-             for i in range(self.count)
+             for i in self.partitions
              if (worker_dir(self.root, i) / "report.json").exists()]
         )  # fmt: skip
         report["workers"] = self.count
@@ -209,6 +335,9 @@ class Coordinator:
         if failed:
             report["complete"] = False
             report["failed_workers"] = failed
+        if self._cluster_error is not None:
+            report["complete"] = False
+            report["cluster_error"] = str(self._cluster_error)
         write_report(self.root / "report.json", report)
         return report
 
@@ -216,11 +345,12 @@ class Coordinator:
         with self._status.get_lock():
             return tuple(self._status[:])
 
-    def _finished(self, snap: tuple[int, ...]) -> bool:
+    def _finished(self, snap: tuple[int, ...], pumped: int = 0) -> bool:
+        """Every worker idle, and every batch delivered into an inbox (by a worker of this
+        node, or by the coordinator from the node's streams: ``pumped``) ingested."""
         idle = all(snap[i * _FIELDS] for i in range(self.count))
-        sent = sum(snap[i * _FIELDS + 1] for i in range(self.count))
-        received = sum(snap[i * _FIELDS + 2] for i in range(self.count))
-        return idle and sent == received
+        sent, received = self._totals(snap)
+        return idle and sent + pumped == received
 
     def _wait_for_the_end(self) -> None:
         previous: tuple[int, ...] | None = None
@@ -234,6 +364,32 @@ class Coordinator:
                 return
             previous = snap
             time.sleep(COORDINATOR_TICK_S)
+
+    def _wait_for_the_cluster(self, node: ClusterNode, inboxes: Mailbox) -> None:
+        """Cluster mode: move batches from this node's streams into its inboxes, answer the
+        termination probe, stop the workers once the cluster is over (``cluster/node.py``)."""
+        previous: tuple[int, ...] | None = None
+        try:
+            while True:
+                if any(p.exitcode is not None for p in self._procs):
+                    break  # a worker ended (signal or failure): end them all
+                if node.begin():
+                    break  # the whole cluster is over
+                node.pump(inboxes.send)
+                snap = (*self._snapshot(), node.pumped)
+                quiet = previous == snap and self._finished(snap[:-1], node.pumped)
+                previous = snap
+                node.answer(quiet, self._totals(snap[:-1]))
+                time.sleep(COORDINATOR_TICK_S)
+        except ClusterError as exc:
+            log.error("node %s: %s", self.node, exc)
+            self._cluster_error = exc
+        self._stop.value = 1
+
+    def _totals(self, snap: tuple[int, ...]) -> tuple[int, int]:
+        sent = sum(snap[i * _FIELDS + 1] for i in range(self.count))
+        received = sum(snap[i * _FIELDS + 2] for i in range(self.count))
+        return sent, received
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         del frame
