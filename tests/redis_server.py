@@ -60,7 +60,9 @@ class RedisServer:
                 break
             except (redis.ConnectionError, redis.BusyLoadingError):
                 if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError(f"redis-server did not start: {self.dir / 'redis.log'}")
+                    raise RuntimeError(
+                        f"redis-server did not start: {self.dir / 'redis.log'}"
+                    ) from None
                 time.sleep(0.02)
         client.close()
 

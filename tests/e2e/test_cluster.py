@@ -22,7 +22,7 @@ import pytest
 
 from frontier_crawl.demo.server import DemoServer, politeness_violations, robots_first_violations
 from frontier_crawl.demo.site import Site, SiteSpec
-from frontier_crawl.frontier.mailbox import owner_of
+from frontier_crawl.frontier.mailbox import decode_links, owner_of
 from frontier_crawl.frontier.urls import origin
 from tests.conftest import crawl_config, served_pages, warc_response_uris
 from tests.redis_server import RedisServer, free_port
@@ -172,3 +172,138 @@ def test_three_nodes_crawl_exactly_once(
     assert f"{total:,}" in proc.stdout or str(total) in proc.stdout
     assert PASSWORD not in proc.stdout + proc.stderr
     print(f"3 nodes: {total} pages in {elapsed:.1f} s, {sent} batches over Redis")
+
+
+@pytest.mark.timeout(90)
+def test_before_every_node_joined_and_refusals(
+    tmp_path: Path, site_server: tuple[Site, DemoServer], redis_server: RedisServer
+) -> None:
+    """Node 0 of 2 alone crawls its own hosts; links for node 1's wait in Redis and the crawl
+    does not end. A second node 0, and a node whose identity differs, are refused (exit 2,
+    naming why). Node 1 then joins and the crawl completes."""
+    site, server = site_server
+    since = len(server.log())
+    cfg = cluster_config(tmp_path, site, server.port, redis_server.url, 2)
+    first = Node(cfg, 0).start()
+    client = redis_server.client()
+    expected = site.expected_pages(server.port)
+    mine = {u for u in expected if owner_of(origin(u), 2) == 0}
+    deadline = time.monotonic() + 40
+    while set(served_pages(server, since)) != mine or client.xlen("frontier-crawl:p:1") == 0:
+        assert time.monotonic() < deadline, (len(served_pages(server, since)), len(mine))
+        assert first.proc is not None and first.proc.poll() is None, first.output()[-2000:]
+        time.sleep(0.2)
+    time.sleep(1.0)  # node 0 idle, node 1 absent: the crawl must not end
+    assert first.proc is not None and first.proc.poll() is None
+    assert set(served_pages(server, since)) == mine  # nothing of node 1's hosts
+    # Redis memory is what waits: measured per pending link
+    entries = client.xrange("frontier-crawl:p:1")
+    links = sum(len(decode_links(fields[b"b"])) for _id, fields in entries)
+    memory = client.memory_usage("frontier-crawl:p:1", samples=0)
+    assert memory is not None and links > 0
+    print(f"{len(entries)} batches, {links} links wait for node 1: {memory} bytes in Redis, "
+          f"{memory / links:.0f} bytes per pending link")  # fmt: skip
+    # the same node number twice: refused while the first is alive
+    twice = subprocess.run(node_cmd(cfg, "--node", "0"), capture_output=True, text=True, timeout=30)
+    assert twice.returncode == 2 and "node 0 is already running" in twice.stderr, twice.stderr
+    # another identity: refused, naming the keys
+    (tmp_path / "other").mkdir()
+    other = cluster_config(
+        tmp_path / "other", site, server.port, redis_server.url, 2,
+        frontier={"seen_capacity": 200_000},
+    )  # fmt: skip
+    proc = subprocess.run(
+        node_cmd(other, "--node", "1"), capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "frontier.seen_capacity" in proc.stderr and "differs" in proc.stderr
+    assert PASSWORD not in twice.stderr + proc.stderr
+    second = Node(cfg, 1).start()
+    assert [first.wait(60), second.wait(60)] == [0, 0], second.output()[-2000:]
+    check_crawl(site, server, since, tmp_path, 2, refetch_bound=0)
+    assert_no_secret(tmp_path)
+
+
+@pytest.mark.timeout(120)
+def test_kill_9_of_one_node(
+    tmp_path: Path, site_server: tuple[Site, DemoServer], redis_server: RedisServer
+) -> None:
+    """kill -9 of node 1's process group mid-crawl: nodes 0 and 2 go on with their hosts; node 1
+    started again (at once: its membership names a process that has ended) completes the
+    crawl with nothing lost and refetches bounded as on one machine."""
+    site, server = site_server
+    since = len(server.log())
+    cfg = cluster_config(
+        tmp_path, site, server.port, redis_server.url, NODES, politeness={"min_delay_s": 0.05}
+    )
+    nodes = [Node(cfg, n).start() for n in range(NODES)]
+    expected = site.expected_pages(server.port)
+    of_1 = {u for u in expected if owner_of(origin(u), NODES) == 1}
+    deadline = time.monotonic() + 40
+    while not 0 < len(set(served_pages(server, since)) & of_1) < len(of_1) // 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    nodes[1].kill_9()
+    during = len(server.log())
+    time.sleep(2.0)
+    others = {
+        f"http://{e.host}:{server.port}{e.path}" for e in server.log()[during:] if e.status == 200
+    }
+    assert others and not others & of_1  # the others kept crawling, nobody took node 1's hosts
+    assert all(n.proc is not None and n.proc.poll() is None for n in (nodes[0], nodes[2]))
+    nodes[1].start()
+    codes = [node.wait(90) for node in nodes]
+    assert codes == [0] * NODES, [n.output()[-2000:] for n in nodes]
+    # per host of node 1: one in flight + what one 0.05 s commit interval completes at 0.05 s
+    hosts_1 = {origin(u) for u in of_1}
+    check_crawl(site, server, since, tmp_path, NODES, refetch_bound=3 * len(hosts_1))
+    assert_no_secret(tmp_path)
+
+
+@pytest.mark.timeout(120)
+def test_kill_9_of_redis(
+    tmp_path: Path, site_server: tuple[Site, DemoServer], redis_server: RedisServer
+) -> None:
+    """kill -9 of redis-server mid-crawl, 2 s down, restarted on the same directory (AOF,
+    appendfsync always): the nodes log it, retry with backoff, resume; nothing is lost."""
+    site, server = site_server
+    since = len(server.log())
+    cfg = cluster_config(
+        tmp_path, site, server.port, redis_server.url, NODES, politeness={"min_delay_s": 0.05}
+    )
+    nodes = [Node(cfg, n).start() for n in range(NODES)]
+    expected = site.expected_pages(server.port)
+    deadline = time.monotonic() + 40
+    while len(served_pages(server, since)) < len(expected) // 4:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    redis_server.kill()
+    time.sleep(2.0)
+    redis_server.start()
+    codes = [node.wait(90) for node in nodes]
+    assert codes == [0] * NODES, [n.output()[-2000:] for n in nodes]
+    check_crawl(site, server, since, tmp_path, NODES, refetch_bound=0)
+    logs = "".join(n.output() for n in nodes)
+    assert "unreachable" in logs and "retrying in" in logs and "reachable again" in logs
+    assert_no_secret(tmp_path)
+
+
+@pytest.mark.timeout(60)
+def test_redis_unreachable_at_start(tmp_path: Path, site_server: tuple[Site, DemoServer]) -> None:
+    """Nothing listens on the port: a clear message, retries with backoff, then exit 1 after
+    cluster.unreachable_timeout_s (2 s here, default 300 s: the test's time), no traceback,
+    the password redacted; no request sent."""
+    site, server = site_server
+    since = len(server.log())
+    url = f"redis://:{PASSWORD}@127.0.0.1:{free_port()}/0"
+    cfg = cluster_config(
+        tmp_path, site, server.port, url, NODES, cluster={"unreachable_timeout_s": 2.0}
+    )
+    started = time.monotonic()
+    proc = subprocess.run(node_cmd(cfg, "--node", "0"), capture_output=True, text=True, timeout=50)
+    assert proc.returncode == 1, proc.stderr
+    assert time.monotonic() - started >= 2.0
+    assert proc.stderr.count("retrying in") >= 3, proc.stderr  # 0.1, 0.2, 0.4 ... s
+    assert "unreachable" in proc.stderr and "redis://:***@127.0.0.1" in proc.stderr
+    assert PASSWORD not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+    assert len(server.log()) == since
