@@ -1,0 +1,73 @@
+"""Cluster parts without Redis: the password never shown, config and usage errors (exit 2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from frontier_crawl.cluster import batch_id, partitions_of, redact
+from frontier_crawl.cluster.node import differing_keys
+
+GOOD = """
+[crawl]
+seeds = ["http://example.test/"]
+output_dir = "out-{node}"
+"""
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+        ("redis://:pw@127.0.0.1:6379/0", "redis://:***@127.0.0.1:6379/0"),
+        ("rediss://user:p%40ss@redis.example:6380/2", "rediss://:***@redis.example:6380/2"),
+        ("redis://:pw@[::1]/0", "redis://:***@[::1]/0"),
+        ("redis://user@host/0", "redis://:***@host/0"),
+    ],
+)
+def test_redact_hides_the_password(url: str, shown: str) -> None:
+    assert redact(url) == shown
+    assert "pw" not in redact(url) and "p%40ss" not in redact(url)
+
+
+def test_partitions_and_batch_ids() -> None:
+    assert list(partitions_of(0, 2)) == [0, 1] and list(partitions_of(2, 2)) == [4, 5]
+    assert batch_id(b"abc") == batch_id(b"abc") != batch_id(b"abd")
+    assert len(batch_id(b"")) == 16
+    assert differing_keys({"a": 1, "b": [1]}, {"a": 1, "b": [2], "c": 0}) == ["b", "c"]
+
+
+def _cli(tmp_path: Path, text: str, *args: str) -> subprocess.CompletedProcess[str]:
+    cfg = tmp_path / "crawl.toml"
+    cfg.write_text(text)
+    return subprocess.run(
+        [sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("snippet", "args", "expected"),
+    [
+        ('[cluster]\nredis_url = "http://x/"\n', ["--node", "0"], "cluster.redis_url: must start"),
+        ('[cluster]\nredis_url = "redis://x/"\nnodes = 0\n', ["--node", "0"], "cluster.nodes"),
+        ("", ["--node", "0"], "--node needs a cluster: set cluster.redis_url"),
+        ("", ["report"], "report needs a cluster"),
+        ("", ["add-seeds", "urls.txt"], "add-seeds needs a cluster"),
+        ('[cluster]\nredis_url = "redis://:pw@x/"\n', [], "start each node with --node N"),
+    ],
+)
+def test_cluster_usage_errors_exit_2(
+    tmp_path: Path, snippet: str, args: list[str], expected: str
+) -> None:
+    proc = _cli(tmp_path, GOOD + snippet, *args)
+    assert proc.returncode == 2, proc.stderr
+    assert expected in proc.stderr
+    assert ":pw@" not in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out-0").exists()
