@@ -307,3 +307,39 @@ def test_redis_unreachable_at_start(tmp_path: Path, site_server: tuple[Site, Dem
     assert "unreachable" in proc.stderr and "redis://:***@127.0.0.1" in proc.stderr
     assert PASSWORD not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
     assert len(server.log()) == since
+
+
+@pytest.mark.timeout(120)
+def test_add_seeds_into_an_ended_cluster(tmp_path: Path, redis_server: RedisServer) -> None:
+    """Two nodes crawl the seeds' hosts and end; ``add-seeds`` routes the other hosts' roots to
+    their owners through Redis and re-opens the crawl; the nodes, started again, crawl them
+    and end again. The site's hosts do not link to each other (cross_host_ratio 0, broken
+    links 0), so only the added seeds reach the other hosts."""
+    site = Site(SiteSpec(hosts=6, pages=120, crawl_delay_s=None, cross_host_ratio=0.0,
+                         broken_ratio=0.0, seed=5))  # fmt: skip
+    with DemoServer(site) as server:
+        port = server.port
+        roots = sorted(site.seeds(port))
+        first, later = roots[:3], roots[3:]
+        cfg = cluster_config(
+            tmp_path, site, port, redis_server.url, 2,
+            crawl={"seeds": first}, scope={"allow_domains": ["demo"]},
+        )  # fmt: skip
+        nodes = [Node(cfg, n).start() for n in range(2)]
+        assert [n.wait(60) for n in nodes] == [0, 0], nodes[0].output()[-2000:]
+        hosts = {origin(u) for u in first}
+        expected = site.expected_pages(port)
+        assert set(served_pages(server)) == {u for u in expected if origin(u) in hosts}
+        urls = tmp_path / "urls.txt"
+        urls.write_text("# more hosts\n" + "\n".join(later) + "\nnot a url\n")
+        proc = subprocess.run(
+            node_cmd(cfg, "add-seeds", str(urls)), capture_output=True, text=True, timeout=30
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"added {len(later)} seed(s)" in proc.stdout and "1 line(s)" in proc.stdout
+        nodes = [Node(cfg, n).start() for n in range(2)]
+        assert [n.wait(60) for n in nodes] == [0, 0], nodes[0].output()[-2000:]
+        fetched = served_pages(server)
+        assert set(fetched) == expected and max(fetched.values()) == 1
+        assert politeness_violations(server.log(), DELAY) == []
+    assert_no_secret(tmp_path)
