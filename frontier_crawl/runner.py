@@ -64,7 +64,7 @@ def print_cluster_report(settings: CrawlSettings, console: Console) -> int:
     keys = Keys(settings.cluster.key_prefix)
     try:
         reports = cluster_reports(link, keys)
-        status = cluster_status(link, keys)
+        status = cluster_status(link, keys, worker_count(settings) * settings.cluster.nodes)
     finally:
         link.close()
     missing = [n for n in range(settings.cluster.nodes) if n not in reports]

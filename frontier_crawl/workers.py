@@ -369,18 +369,21 @@ class Coordinator:
         """Cluster mode: move batches from this node's streams into its inboxes, answer the
         termination probe, stop the workers once the cluster is over (``cluster/node.py``)."""
         previous: tuple[int, ...] | None = None
+        next_tick = 0.0
         try:
             while True:
                 if any(p.exitcode is not None for p in self._procs):
                     break  # a worker ended (signal or failure): end them all
-                if node.begin():
-                    break  # the whole cluster is over
-                node.pump(inboxes.send)
-                snap = (*self._snapshot(), node.pumped)
-                quiet = previous == snap and self._finished(snap[:-1], node.pumped)
-                previous = snap
-                node.answer(quiet, self._totals(snap[:-1]))
-                time.sleep(COORDINATOR_TICK_S)
+                if time.monotonic() >= next_tick:  # a probe answer per tick, batches at once
+                    next_tick = time.monotonic() + COORDINATOR_TICK_S
+                    if node.begin():
+                        break  # the whole cluster is over
+                    node.pump(inboxes.send)
+                    snap = (*self._snapshot(), node.pumped)
+                    quiet = previous == snap and self._finished(snap[:-1], node.pumped)
+                    previous = snap
+                    node.answer(quiet, self._totals(snap[:-1]))
+                node.pump(inboxes.send, wait_s=max(0.0, next_tick - time.monotonic()))
         except ClusterError as exc:
             log.error("node %s: %s", self.node, exc)
             self._cluster_error = exc

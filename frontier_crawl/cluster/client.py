@@ -4,7 +4,10 @@ Every call goes through :meth:`Redis.call`: on a connection problem (refused, re
 out, Redis still loading its AOF after a restart) it logs a warning naming the Redis (with
 any password replaced by ``***``, :func:`redact`) and retries with exponential backoff
 (0.1 s doubling to 5 s) until ``unreachable_timeout_s`` have passed without an answer; then
-it raises :class:`ClusterUnavailable`. A call that is retried may have been executed once
+it raises :class:`ClusterUnavailable`. Error replies that say Redis cannot take writes for
+now (``OOM``: ``maxmemory`` reached under ``noeviction``; ``MISCONF``, ``READONLY``...) are
+retried the same way: the owners go on draining their streams, which frees memory (XACK and
+XDEL are allowed under ``noeviction``). A call that is retried may have been executed once
 already (the answer was lost): every caller is written so that doing it twice is harmless
 (a stream entry added twice is admitted once, by its batch id, see ``node.py``).
 """
@@ -32,6 +35,7 @@ GROUP = "owner"
 CONSUMER = "owner"
 
 _RETRIED = (redis.ConnectionError, redis.TimeoutError)  # BusyLoadingError is a ConnectionError
+_RETRIED_REPLIES = ("OOM", "MISCONF", "READONLY", "MASTERDOWN", "TRYAGAIN")
 
 
 class ClusterError(Exception):
@@ -68,7 +72,7 @@ class Keys:
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
         self.identity = f"{prefix}:identity"
-        self.counts = f"{prefix}:counts"  #: hash: sent, acked (batches, over all runs)
+        self.counts = f"{prefix}:counts"  #: hash: sent (batches added, over all runs)
         self.probe = f"{prefix}:probe"  #: termination probe number (node.py)
         self.status = f"{prefix}:status"  #: hash: node -> its answer to the probe
         self.done = f"{prefix}:done"  #: set once the crawl has ended
@@ -105,7 +109,14 @@ class Redis:
         first_failure = 0.0
         while True:
             try:
-                result = fn(self.client)
+                try:
+                    result = fn(self.client)
+                except redis.ResponseError as exc:
+                    if not str(exc).startswith(_RETRIED_REPLIES):
+                        raise
+                    # out of memory (maxmemory with noeviction), a failed RDB save, a replica:
+                    # as for an outage, wait for Redis (the owners' draining frees memory)
+                    raise redis.ConnectionError(f"Redis answered: {exc}") from None
             except _RETRIED as exc:
                 now = time.monotonic()
                 first_failure = first_failure or now

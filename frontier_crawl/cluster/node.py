@@ -9,7 +9,8 @@ Delivery (:meth:`ClusterNode.pump`). The coordinator reads its partitions' strea
 XREADGROUP, writes each new batch into the owner worker's LMDB inbox (the same inbox the
 node's own workers deliver into, committed when ``deliver`` returns), records its batch id in
 the node's ledger (``cluster.lmdb``, also committed), and only then acknowledges and deletes
-the entry (XACK, XDEL and the ``acked`` count in one MULTI). A kill before the XACK leaves the
+the entry (XACK and XDEL in one MULTI: both are allowed when Redis is at ``maxmemory``, so
+the owners can always drain). A kill before the XACK leaves the
 entry pending: after the restart it is read again (XREADGROUP from id 0 under the same
 consumer name) and, its id being in the ledger, acknowledged without being delivered twice.
 Redis holds nothing once acknowledged: its memory is the batches in flight (never trimmed by
@@ -28,12 +29,13 @@ it, then looks at its workers (two consecutive identical snapshots of their idle
 batch counts, as one machine does) and answers, for that round: its run id, whether it is
 quiet (every worker idle in both snapshots and every batch delivered inside the node, or from
 its streams, ingested), and its counts. Node 0 decides: once every node has answered the
-round, it compares the answers and Redis's counts of batches sent and acknowledged with those
-of the previous round. All quiet, sent == acked, and nothing changed: the crawl is over, and
-node 0 sets ``<prefix>:done`` (under WATCH of the counts, so a batch added meanwhile, by a
-node or by ``add-seeds``, cancels it). Otherwise it starts the next round. Why that suffices:
-every answer of a round was computed after the round began, so a batch that moved between
-two rounds changed some count (sent, acked, a node's ingested count) and work that a node
+round, it compares the answers, Redis's count of batches sent and the streams' total length
+with those of the previous round. All quiet, every stream empty (every batch acknowledged
+and deleted), and nothing changed: the crawl is over, and node 0 sets ``<prefix>:done``
+(under WATCH of the counts, so a batch added meanwhile, by a node or by ``add-seeds``,
+cancels it). Otherwise it starts the next round. Why that suffices: every answer of a round
+was computed after the round began, so a batch that moved between two rounds changed some
+count (sent, a stream's length, a node's delivered or ingested count), and work that a node
 started between them came from such a batch. Every node sees ``done`` and ends by itself.
 Until every node has joined (and while one is down) no round completes and the crawl cannot
 end: links for the missing node's partitions wait in their streams.
@@ -168,6 +170,7 @@ class ClusterNode:
         #: they are done, then b">" (new entries)
         self._cursor: dict[str, bytes] = {keys.stream(p): b"0" for p in self.partitions}
         self._next_prune = time.monotonic()
+        self._block_ms = 0
         self.pumped = 0  #: batches written into this node's inboxes (this run)
         self.duplicates = 0  #: entries acknowledged without delivery (id already in the ledger)
         self._probe = 0
@@ -267,11 +270,14 @@ class ClusterNode:
 
     # ------------------------------------------------------------------------------ delivery
 
-    def pump(self, deliver: Callable[[int, bytes], None]) -> int:
-        """Move new batches from this node's streams into its inboxes (module docstring).
+    def pump(self, deliver: Callable[[int, bytes], None], wait_s: float = 0.0) -> int:
+        """Move new batches from this node's streams into its inboxes (module docstring),
+        waiting up to ``wait_s`` for the first one (XREADGROUP BLOCK: a batch is moved as
+        soon as it arrives, and an idle node does not poll).
 
         ``deliver(partition, batch)`` must have committed the batch when it returns."""
         assert self._ledger is not None
+        self._block_ms = int(wait_s * 1000)
         reply: Any = self.redis.call("reading the node's streams", self._read)
         moved = 0
         for raw_stream, entries in reply or []:
@@ -302,13 +308,15 @@ class ClusterNode:
 
     def _read(self, client: redis.Redis) -> Any:
         streams: Any = self._cursor
-        return client.xreadgroup(GROUP, CONSUMER, streams, count=READ_COUNT)
+        # BLOCK only once every stream reads new entries (pending ones never block anyway)
+        reading_new = all(c == b">" for c in self._cursor.values())
+        block = self._block_ms if self._block_ms and reading_new else None  # 0 would be forever
+        return client.xreadgroup(GROUP, CONSUMER, streams, count=READ_COUNT, block=block)
 
     def _ack(self, client: redis.Redis, stream: str, ids: list[bytes]) -> None:
         with client.pipeline(transaction=True) as pipe:
             pipe.xack(stream, GROUP, *ids)
             pipe.xdel(stream, *ids)
-            pipe.hincrby(self.keys.counts, "acked", len(ids))
             pipe.execute()
 
     def _prune(self) -> None:
@@ -325,7 +333,7 @@ class ClusterNode:
         """Start a coordinator tick: True once the crawl is over (``done`` set)."""
         self.heartbeat(time.monotonic())
         probe, done = self.redis.call(
-            "reading the probe", lambda c: (c.get(self.keys.probe), c.get(self.keys.done))
+            "reading the probe", lambda c: c.mget([self.keys.probe, self.keys.done])
         )
         self._probe = int(probe or 0)
         return bool(done)
@@ -349,15 +357,16 @@ class ClusterNode:
             answers.get(n, {}).get("probe") != self._probe for n in range(self.nodes)
         ):
             return  # the round is not complete
-        sent, acked = (int(x or 0) for x in client.hmget(self.keys.counts, ["sent", "acked"]))
+        sent = int(client.hget(self.keys.counts, "sent") or 0)
+        waiting = in_flight(client, self.keys, self.total)
         round_ = (
             [(n, a["run"], a["quiet"], a["counts"]) for n, a in sorted(answers.items())],
             sent,
-            acked,
+            waiting,
         )
         over = (
             all(a["quiet"] for a in answers.values())
-            and sent == acked
+            and waiting == 0
             and round_ == self._previous_round
         )
         self._previous_round = round_
@@ -367,8 +376,7 @@ class ClusterNode:
         with client.pipeline(transaction=True) as pipe:
             try:
                 pipe.watch(self.keys.counts)  # type: ignore[no-untyped-call]
-                now_sent, now_acked = pipe.hmget(self.keys.counts, ["sent", "acked"])
-                if (int(now_sent or 0), int(now_acked or 0)) != (sent, acked):
+                if int(pipe.hget(self.keys.counts, "sent") or 0) != sent:
                     pipe.reset()
                     client.incr(self.keys.probe)
                     return
@@ -386,6 +394,14 @@ class ClusterNode:
         self.redis.call(
             "publishing the report", lambda c: c.hset(self.keys.reports, str(self.node), text)
         )
+
+
+def in_flight(client: redis.Redis, keys: Keys, partitions: int) -> int:
+    """Stream entries not yet acknowledged (and deleted) by their owners, over all partitions."""
+    with client.pipeline(transaction=False) as pipe:
+        for p in range(partitions):
+            pipe.xlen(keys.stream(p))
+        return sum(int(n) for n in pipe.execute())
 
 
 def _alive(pid: int) -> bool:
@@ -427,14 +443,13 @@ def cluster_reports(link: Redis, keys: Keys) -> dict[int, dict[str, Any]]:
     return {int(k): json.loads(v) for k, v in raw.items()}
 
 
-def cluster_status(link: Redis, keys: Keys) -> dict[str, Any]:
-    """What Redis knows of the crawl: counts, ended or not, memory used."""
+def cluster_status(link: Redis, keys: Keys, partitions: int) -> dict[str, Any]:
+    """What Redis knows of the crawl: batches sent and in flight, ended or not, memory used."""
 
     def read(c: redis.Redis) -> dict[str, Any]:
-        sent, acked = c.hmget(keys.counts, ["sent", "acked"])
         return {
-            "batches_sent": int(sent or 0),
-            "batches_acknowledged": int(acked or 0),
+            "batches_sent": int(c.hget(keys.counts, "sent") or 0),
+            "batches_in_flight": in_flight(c, keys, partitions),
             "ended": bool(c.get(keys.done)),
             "redis_used_memory_bytes": int(c.info("memory")["used_memory"]),
         }
