@@ -6,7 +6,9 @@ same run, alternating. Pages are counted from nginx's access log.
     .venv/bin/python bench/cluster_cost.py                      # 10,000 pages, 50 hosts, 3 reps
     .venv/bin/python bench/cluster_cost.py --pages 3000 --reps 1
 
-Prints each run's wall time (process start to the last node's exit), pages/s, and for the
+Prints each run's wall time (process start to the last node's exit), the log span (first
+request to last response), pages/s, the crawler's CPU per page (every node process and its
+workers, from ``RUSAGE_CHILDREN``; redis-server not included), and for the
 cluster runs Redis's memory at the crawl's peak (``INFO memory`` used_memory sampled every
 20 ms, minus its value before the run) and the most stream entries pending at once; then the
 median ratio cluster / one node (target >= 0.9). Redis: Debian's redis-server on a free port,
@@ -16,6 +18,7 @@ own directory, AOF with appendfsync always (the settings the README recommends).
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import statistics
 import subprocess
@@ -60,6 +63,7 @@ class Sampler(threading.Thread):
 def run(label: str, cfg: Path, nodes: int, nginx: Nginx, site: SiteInfo,
         sampler: Sampler | None, timeout: float) -> float:  # fmt: skip
     offset = nginx.log_offset()
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     args = [[fc_binary(), "--config", str(cfg), "--node", str(n)] for n in range(nodes)]
     if nodes == 1:
@@ -75,10 +79,14 @@ def run(label: str, cfg: Path, nodes: int, nginx: Nginx, site: SiteInfo,
         if proc.returncode != 0:
             raise SystemExit(f"{label}: exit {proc.returncode}: {err.decode()[-2000:]}")
     wall = time.monotonic() - started
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
     if sampler is not None:
         sampler.halt.set()
         sampler.join()
-    log = [e for e in nginx.read_log(offset) if e.status == 200 and e.uri != "/robots.txt"]
+    entries = nginx.read_log(offset)
+    span = max(e.end for e in entries) - min(e.start for e in entries) if entries else 0.0
+    log = [e for e in entries if e.status == 200 and e.uri != "/robots.txt"]
     got = {(e.host, e.uri) for e in log}
     note = ""
     if got != site.expected or len(log) != len(got):
@@ -89,8 +97,9 @@ def run(label: str, cfg: Path, nodes: int, nginx: Nginx, site: SiteInfo,
             f", Redis peak +{(sampler.peak - sampler.base) / 1024:.0f} KiB over "
             f"{sampler.base / 1024:.0f} KiB, at most {sampler.peak_pending} entries pending"
         )
-    print(f"{label}: {len(log)} pages in {wall:.2f} s = {len(log) / wall:.0f} pages/s{extra}{note}",
-          flush=True)  # fmt: skip
+    print(f"{label}: {len(log)} pages in {wall:.2f} s (log span {span:.2f} s) = "
+          f"{len(log) / wall:.0f} pages/s, crawler CPU {1000 * cpu / max(len(log), 1):.2f} "
+          f"ms/page{extra}{note}", flush=True)  # fmt: skip
     return len(log) / wall
 
 

@@ -12,10 +12,16 @@ from rich.console import Console
 from frontier_crawl.cluster import Keys, add_batches, cluster_reports, cluster_status
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.engine import Engine
-from frontier_crawl.frontier.mailbox import Link, encode_links, owner_of
+from frontier_crawl.frontier.mailbox import Link, encode_links
 from frontier_crawl.frontier.urls import canonicalize, origin
 from frontier_crawl.output import render_report
-from frontier_crawl.workers import Coordinator, merge_reports, redis_of, worker_count
+from frontier_crawl.workers import (
+    Coordinator,
+    merge_reports,
+    partition_of,
+    redis_of,
+    worker_count,
+)
 
 
 def progress_printer(console: Console) -> Callable[[dict[str, Any]], None]:
@@ -99,7 +105,8 @@ def add_seeds(settings: CrawlSettings, path: Path, console: Console) -> int:
         if url is None:
             bad += 1
             continue
-        by_partition.setdefault(owner_of(origin(url), total), []).append((url, 0, None, 0))
+        owner = partition_of(origin(url), total, settings.workers.partition_by)
+        by_partition.setdefault(owner, []).append((url, 0, None, 0))
     batches = {p: [encode_links(links)] for p, links in by_partition.items()}
     link = redis_of(settings)
     try:

@@ -28,6 +28,7 @@ termination probe, and the crawl ends when Redis says every node is over
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import multiprocessing as mp
@@ -42,6 +43,7 @@ from types import FrameType
 from typing import Any
 
 import msgspec
+from publicsuffixlist import PublicSuffixList
 
 from frontier_crawl.cluster import (
     ClusterError,
@@ -56,6 +58,7 @@ from frontier_crawl.engine import Engine, set_aside_state
 from frontier_crawl.frontier import DamagedState, StateMismatch
 from frontier_crawl.frontier.frontier import LAYOUT_VERSION
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox, owner_of
+from frontier_crawl.frontier.urls import host_of
 from frontier_crawl.output import write_report
 
 log = logging.getLogger(__name__)
@@ -71,6 +74,27 @@ def worker_count(settings: CrawlSettings) -> int:
 
 def worker_dir(root: Path, index: int) -> Path:
     return root / f"worker-{index}"
+
+
+@functools.cache
+def _suffixes() -> PublicSuffixList:
+    return PublicSuffixList()
+
+
+def partition_key(origin: str, by: str) -> str:
+    """What a host's partition is hashed from (``workers.partition_by``): its origin, or its
+    registered domain (an IP address, or a host that is itself a public suffix, by itself)."""
+    if by == "host":
+        return origin
+    host = host_of(origin)
+    if not host or host[-1].isdigit() or ":" in host:  # IPv4 (no TLD ends in a digit), IPv6
+        return host
+    return _suffixes().privatesuffix(host) or host
+
+
+def partition_of(origin: str, partitions: int, by: str) -> int:
+    """The partition that owns ``origin`` (the same in every process and on every node)."""
+    return owner_of(partition_key(origin, by), partitions)
 
 
 def node_root(settings: CrawlSettings, node: int | None) -> Path:
@@ -90,6 +114,7 @@ def cluster_identity(settings: CrawlSettings) -> dict[str, Any]:
         "scope.exclude": list(settings.scope.exclude),
         "cluster.nodes": settings.cluster.nodes,
         "workers.processes": worker_count(settings),
+        "workers.partition_by": settings.workers.partition_by,
     }
 
 
@@ -112,8 +137,10 @@ class Peers:
         stop: Synchronized[int],
         run_id: bytes,
         remote: RemoteSender | None = None,
+        partition_by: str = "host",
     ) -> None:
         self.worker = index  #: this worker's partition (of ``total``)
+        self._by = partition_by
         self.run_id = run_id
         self.count = total
         self._slot = index - local.start  #: its place in this node's status array
@@ -126,7 +153,7 @@ class Peers:
 
     def route(self, origin: str) -> int:
         """The owning worker (not remembered here: the frontier keeps a bounded cache of it)."""
-        return owner_of(origin, self.count)
+        return partition_of(origin, self.count, self._by)
 
     def send(self, dest: int, batch: bytes) -> None:
         if dest in self._local or self._remote is None:
@@ -179,7 +206,7 @@ def _worker_main(
         remote = RemoteSender(redis_of(settings), Keys(settings.cluster.key_prefix))
     peers = Peers(
         index, local, total, root, settings.frontier.lmdb_map_size_bytes, status, stop, run_id,
-        remote,
+        remote, settings.workers.partition_by,
     )  # fmt: skip
     try:
         report = Engine(_worker_settings(settings, root, index), peers=peers).run()
@@ -192,12 +219,16 @@ def _worker_main(
         sys.exit(1)  # the coordinator stops the others and lists this one as failed
 
 
-def _pin_worker_count(root: Path, count: int, cluster: dict[str, int] | None = None) -> None:
+def _pin_worker_count(
+    root: Path, count: int, cluster: dict[str, int] | None = None, by: str = "host"
+) -> None:
     """Host ownership depends on the worker count (and in a cluster on the node count and
     this node's number): a crawl keeps the ones it started with."""
     root.mkdir(parents=True, exist_ok=True)
     pin = root / "workers.json"
-    mine: dict[str, int] = {"processes": count, **(cluster or {})}
+    mine: dict[str, int | str] = {"processes": count, **(cluster or {})}
+    if by != "host":  # absent from pins written before the setting existed: "host"
+        mine["partition_by"] = by
     if pin.exists():
         pinned = json.loads(pin.read_text())
         saved = pinned.get("processes")
@@ -206,6 +237,13 @@ def _pin_worker_count(root: Path, count: int, cluster: dict[str, int] | None = N
                 f"{root} holds a crawl run by {saved} worker process(es), this configuration asks "
                 f"for {count}: hosts are partitioned by that number. Set workers.processes = "
                 f"{saved} to resume it, or choose a new crawl.output_dir."
+            )
+        if pinned.get("partition_by", "host") != by:
+            raise StateMismatch(
+                f"{root} holds a crawl partitioned by {pinned.get('partition_by', 'host')}, this "
+                f"configuration asks for {by}. Set workers.partition_by = "
+                f"{pinned.get('partition_by', 'host')!r} to resume it, or choose a new "
+                "crawl.output_dir."
             )
         changed = [k for k in ("nodes", "node") if pinned.get(k, mine.get(k)) != mine.get(k)]
         if changed:
@@ -248,9 +286,14 @@ class Coordinator:
                 map_size=settings.frontier.lmdb_map_size_bytes,
                 run_id=run_id,
             )  # refuses a --node out of range, before anything is written
-            _pin_worker_count(self.root, self.count, {"nodes": c.nodes, "node": node})
+            _pin_worker_count(
+                self.root,
+                self.count,
+                {"nodes": c.nodes, "node": node},
+                settings.workers.partition_by,
+            )
         else:
-            _pin_worker_count(self.root, self.count)
+            _pin_worker_count(self.root, self.count, None, settings.workers.partition_by)
         ctx = mp.get_context("spawn")
         self._status: SynchronizedArray[int] = ctx.Array("q", _FIELDS * self.count)
         self._stop: Synchronized[int] = ctx.Value("i", 0)

@@ -491,6 +491,16 @@ class WorkersSection(_Section, frozen=True):
             "0: one per core. Fixed for the life of a crawl."
         ),
     ] = 1
+    partition_by: Annotated[
+        Literal["host", "registered-domain"],
+        Meta(
+            description="What the partition hash is taken of: 'host' (the origin), or "
+            "'registered-domain' (example.co.uk for www.example.co.uk:8080, by the Public "
+            "Suffix List; IP addresses by themselves), so that all hosts of one site share a "
+            "partition and politeness.per_ip holds among them across processes and nodes. "
+            "Fixed for the life of a crawl."
+        ),
+    ] = "host"
 
 
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")

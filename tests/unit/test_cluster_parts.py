@@ -71,3 +71,28 @@ def test_cluster_usage_errors_exit_2(
     assert expected in proc.stderr
     assert ":pw@" not in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "out-0").exists()
+
+
+@pytest.mark.parametrize(
+    ("origin", "key"),
+    [
+        ("http://www.example.co.uk:8080", "example.co.uk"),
+        ("https://a.b.example.com", "example.com"),
+        ("http://example.com", "example.com"),
+        ("http://foo.github.io", "foo.github.io"),  # a private suffix: each site its own
+        ("http://alpha.demo:8000", "alpha.demo"),  # unknown TLD: the "*" rule
+        ("http://127.0.0.1:8000", "127.0.0.1"),
+        ("http://[::1]:8000", "::1"),
+        ("http://co.uk", "co.uk"),  # a public suffix itself
+    ],
+)
+def test_partition_by_registered_domain(origin: str, key: str) -> None:
+    from frontier_crawl.workers import partition_key, partition_of
+
+    assert partition_key(origin, "registered-domain") == key
+    assert partition_key(origin, "host") == origin
+    # every host of a site in one partition, whatever the scheme, port or subdomain
+    sites = [f"{s}://{h}.example.co.uk{p}" for s in ("http", "https") for h in "abcdefgh"
+             for p in ("", ":8080")]  # fmt: skip
+    assert len({partition_of(o, 7, "registered-domain") for o in sites}) == 1
+    assert len({partition_of(o, 7, "host") for o in sites}) > 1
