@@ -26,7 +26,9 @@ def free_port() -> int:
 class RedisServer:
     """``start()`` / ``kill()`` (-9) / ``stop()``; ``start()`` again reuses the directory."""
 
-    def __init__(self, directory: Path, password: str = "", appendfsync: str = "always") -> None:
+    def __init__(
+        self, directory: Path, password: str = "", appendfsync: str = "always", tls: bool = False
+    ) -> None:
         if REDIS_SERVER is None:
             pytest.skip("redis-server is not installed (.ci/run installs it)")
         self.dir = directory
@@ -35,10 +37,21 @@ class RedisServer:
         self.appendfsync = appendfsync
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.tls = tls
+        if tls:  # a CA of the test's own (trustme) and a certificate for 127.0.0.1
+            import trustme
+
+            ca = trustme.CA()
+            cert = ca.issue_cert("127.0.0.1")
+            ca.cert_pem.write_to_path(str(self.dir / "ca.pem"))
+            cert.private_key_pem.write_to_path(str(self.dir / "key.pem"))
+            cert.cert_chain_pems[0].write_to_path(str(self.dir / "cert.pem"))
 
     @property
     def url(self) -> str:
         auth = f":{self.password}@" if self.password else ""
+        if self.tls:
+            return f"rediss://{auth}127.0.0.1:{self.port}/0?ssl_ca_certs={self.dir / 'ca.pem'}"
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
@@ -51,6 +64,11 @@ class RedisServer:
         ]  # fmt: skip
         if self.password:
             args += ["--requirepass", self.password]
+        if self.tls:
+            args[1:3] = ["--port", "0", "--tls-port", str(self.port)]
+            args += ["--tls-cert-file", str(self.dir / "cert.pem"), "--tls-key-file",
+                     str(self.dir / "key.pem"), "--tls-ca-cert-file", str(self.dir / "ca.pem"),
+                     "--tls-auth-clients", "no"]  # fmt: skip
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = self.client()
         deadline = time.monotonic() + 10

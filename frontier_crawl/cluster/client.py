@@ -57,13 +57,19 @@ def redact(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:
         return "<unparsable redis_url>"
-    if parts.password is None and parts.username is None:
-        return url
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f":***@{host}" if parts.port is None else f":***@{host}:{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    query = "&".join(
+        f"{k}=***" if k.lower() == "password" else f"{k}={v}" if v or "=" in q else k
+        for q in parts.query.split("&")
+        if q
+        for k, _, v in [q.partition("=")]
+    )
+    netloc = parts.netloc
+    if parts.password is not None or parts.username is not None:
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f":***@{host}" if parts.port is None else f":***@{host}:{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 class Keys:

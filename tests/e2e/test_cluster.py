@@ -343,3 +343,27 @@ def test_add_seeds_into_an_ended_cluster(tmp_path: Path, redis_server: RedisServ
         assert set(fetched) == expected and max(fetched.values()) == 1
         assert politeness_violations(server.log(), DELAY) == []
     assert_no_secret(tmp_path)
+
+
+@pytest.mark.timeout(90)
+def test_two_nodes_over_tls_with_a_password(
+    tmp_path: Path, site_server: tuple[Site, DemoServer]
+) -> None:
+    """rediss:// (redis-server's own TLS, a test CA) and a password: the crawl completes and
+    neither the password nor a traceback appears in any output."""
+    site, server = site_server
+    since = len(server.log())
+    redis_tls = RedisServer(tmp_path / "redis-tls", password=PASSWORD, tls=True)
+    redis_tls.start()
+    try:
+        assert redis_tls.url.startswith("rediss://")
+        cfg = cluster_config(tmp_path, site, server.port, redis_tls.url, 2)
+        nodes = [Node(cfg, n).start() for n in range(2)]
+        assert [n.wait(75) for n in nodes] == [0, 0], nodes[0].output()[-2000:]
+        check_crawl(site, server, since, tmp_path, 2, refetch_bound=0)
+        proc = subprocess.run(node_cmd(cfg, "report"), capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert PASSWORD not in proc.stdout + proc.stderr
+    finally:
+        redis_tls.stop()
+    assert_no_secret(tmp_path)

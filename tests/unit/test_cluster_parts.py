@@ -26,6 +26,8 @@ output_dir = "out-{node}"
         ("rediss://user:p%40ss@redis.example:6380/2", "rediss://:***@redis.example:6380/2"),
         ("redis://:pw@[::1]/0", "redis://:***@[::1]/0"),
         ("redis://user@host/0", "redis://:***@host/0"),
+        ("redis://host/0?password=pw&db=1", "redis://host/0?password=***&db=1"),
+        ("rediss://:pw@h:1/0?ssl_ca_certs=/a/ca.pem", "rediss://:***@h:1/0?ssl_ca_certs=/a/ca.pem"),
     ],
 )
 def test_redact_hides_the_password(url: str, shown: str) -> None:
