@@ -32,11 +32,10 @@ NODES = 3
 PASSWORD = "s3cret-Pa55word"  # must never appear in any output
 
 
-@pytest.fixture(scope="module")
-def site_server() -> Iterator[tuple[Site, DemoServer]]:
-    """8 hosts, ~400 pages, on a port that gives every one of 3 partitions some hosts (owners
-    hash the origin, port included: a port that does not is skipped)."""
-    site = Site(SiteSpec(hosts=8, pages=400, crawl_delay_s=None, seed=31))
+def spread(spec: SiteSpec) -> Iterator[tuple[Site, DemoServer]]:
+    """The site on a port that gives every partition some hosts, with 3 and with 2 partitions
+    (owners hash the origin, port included: a port that does not is skipped)."""
+    site = Site(spec)
     for _ in range(20):
         with DemoServer(site) as server:
             origins = {origin(url) for url in site.expected_pages(server.port)}
@@ -46,6 +45,21 @@ def site_server() -> Iterator[tuple[Site, DemoServer]]:
                 yield site, server
                 return
     pytest.fail("20 ports in a row left a partition without hosts")
+
+
+@pytest.fixture(scope="module")
+def site_server() -> Iterator[tuple[Site, DemoServer]]:
+    """8 hosts, ~400 pages: the fault tests."""
+    yield from spread(SiteSpec(hosts=8, pages=400, crawl_delay_s=None, seed=31))
+
+
+@pytest.fixture(scope="module")
+def big_site() -> Iterator[tuple[Site, DemoServer]]:
+    """Realistic sizes for the main test: 16 hosts, 2,000 pages of 20 to 60 KB."""
+    yield from spread(
+        SiteSpec(hosts=16, pages=2000, page_bytes=20_000, page_bytes_max=60_000,
+                 crawl_delay_s=None, seed=37)
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -142,9 +156,9 @@ def assert_no_secret(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(90)
 def test_three_nodes_crawl_exactly_once(
-    tmp_path: Path, site_server: tuple[Site, DemoServer], redis_server: RedisServer
+    tmp_path: Path, big_site: tuple[Site, DemoServer], redis_server: RedisServer
 ) -> None:
-    site, server = site_server
+    site, server = big_site
     since = len(server.log())
     cfg = cluster_config(tmp_path, site, server.port, redis_server.url, NODES)
     # a --node out of range is refused before anything is written
