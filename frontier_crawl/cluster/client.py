@@ -35,7 +35,7 @@ GROUP = "owner"
 CONSUMER = "owner"
 
 _RETRIED = (redis.ConnectionError, redis.TimeoutError)  # BusyLoadingError is a ConnectionError
-_RETRIED_REPLIES = ("OOM", "MISCONF", "READONLY", "MASTERDOWN", "TRYAGAIN")
+_RETRIED_REPLIES = ("MISCONF", "READONLY", "MASTERDOWN", "TRYAGAIN", "LOADING")
 
 
 class ClusterError(Exception):
@@ -49,6 +49,21 @@ class ClusterUnavailable(ClusterError):
 class ClusterRefused(ClusterError):
     """This node may not join: wrong ``--node``, a live node with that number, another crawl
     identity (exit status 2)."""
+
+
+def _not_now(text: str) -> str | None:
+    """Why an error reply means "not now" ("full", "login", "busy"), None if it does not.
+
+    In a MULTI the reply names the command first ("Command # 1 (XADD ...) of pipeline caused
+    error: ..."), so the code is looked for anywhere in the first part of the text."""
+    head = text[:300]
+    if "NOAUTH" in head or "WRONGPASS" in head:
+        return "login"
+    if "OOM" in head or "> 'maxmemory'" in text:
+        return "full"
+    if any(code in head for code in _RETRIED_REPLIES):
+        return "busy"
+    return None
 
 
 def redact(url: str) -> str:
@@ -108,8 +123,11 @@ class Redis:
         except ValueError as exc:  # redis-py names the problem, never the password
             raise ClusterRefused(f"cluster.redis_url {self.where}: {exc}") from None
 
-    def call(self, what: str, fn: Callable[[redis.Redis], T]) -> T:
-        """``fn(client)``, retried while Redis is unreachable (module docstring)."""
+    def call(self, what: str, fn: Callable[[redis.Redis], T], *, when_full: T | None = None) -> T:
+        """``fn(client)``, retried while Redis is unreachable (module docstring).
+
+        ``when_full``: returned at once, without retrying, if Redis answers that it is out of
+        memory (for calls that must not hold up draining the streams, which frees it)."""
         deadline = time.monotonic() + self.unreachable_timeout_s
         delay = BACKOFF_FIRST_S
         first_failure = 0.0
@@ -118,11 +136,22 @@ class Redis:
                 try:
                     result = fn(self.client)
                 except redis.ResponseError as exc:
-                    if not str(exc).startswith(_RETRIED_REPLIES):
+                    reason = _not_now(str(exc))
+                    if reason == "login":
+                        raise redis.AuthenticationError(str(exc)[:200]) from None
+                    if when_full is not None and reason == "full":
+                        return when_full
+                    if reason is None:
                         raise
                     # out of memory (maxmemory with noeviction), a failed RDB save, a replica:
                     # as for an outage, wait for Redis (the owners' draining frees memory)
-                    raise redis.ConnectionError(f"Redis answered: {exc}") from None
+                    raise redis.ConnectionError(
+                        "Redis answered that it is out of memory (maxmemory, noeviction)"
+                        if reason == "full"
+                        else f"Redis answered: {str(exc)[:200]}"
+                    ) from None
+            except redis.AuthenticationError as exc:  # a ConnectionError: before _RETRIED
+                raise ClusterRefused(f"Redis at {self.where} refused the login: {exc}") from None
             except _RETRIED as exc:
                 now = time.monotonic()
                 first_failure = first_failure or now
@@ -140,14 +169,6 @@ class Redis:
                 time.sleep(min(delay, max(0.0, deadline - now)))
                 delay = min(delay * 2, BACKOFF_MAX_S)
                 continue
-            except redis.AuthenticationError as exc:
-                raise ClusterRefused(f"Redis at {self.where} refused the login: {exc}") from None
-            except redis.ResponseError as exc:
-                if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
-                    raise ClusterRefused(
-                        f"Redis at {self.where} refused the login: {exc}"
-                    ) from None
-                raise
             if first_failure:
                 log.warning(
                     "Redis at %s reachable again after %.1f s (%s)",

@@ -175,6 +175,7 @@ class ClusterNode:
         self.duplicates = 0  #: entries acknowledged without delivery (id already in the ledger)
         self._probe = 0
         self._previous_round: object = None
+        self._evaluated = -1  #: the probe round last evaluated
         self._joined = False
 
     # ------------------------------------------------------------------------------ membership
@@ -205,7 +206,8 @@ class ClusterNode:
         log.info("node %d joined the cluster at %s", self.node, self.redis.where)
 
     def _identity(self, client: redis.Redis, ours: str) -> bytes | None:
-        client.set(self.keys.identity, ours, nx=True)  # the first node's stays
+        if client.get(self.keys.identity) is None:  # (a write only when needed: Redis may be full)
+            client.set(self.keys.identity, ours, nx=True)  # the first node's stays
         raw: Any = client.get(self.keys.identity)
         return bytes(raw) if raw is not None else None
 
@@ -345,18 +347,25 @@ class ClusterNode:
         mine = json.dumps(
             {"probe": self._probe, "run": self._run, "quiet": quiet, "counts": counted}
         )
+        # Redis full (maxmemory): no answer this tick, so no round completes (and the streams
+        # are not empty anyway); the coordinator goes on draining them, which frees memory
         self.redis.call(
-            "answering the probe", lambda c: c.hset(self.keys.status, str(self.node), mine)
+            "answering the probe",
+            lambda c: bool(c.hset(self.keys.status, str(self.node), mine)) or True,
+            when_full=False,
         )
         if self.node == 0:
-            self.redis.call("deciding the end", self._decide)
+            self.redis.call("deciding the end", self._decide, when_full=False)
 
-    def _decide(self, client: redis.Redis) -> None:
+    def _decide(self, client: redis.Redis) -> bool:
         answers = {int(k): json.loads(v) for k, v in client.hgetall(self.keys.status).items()}
         if len(answers) < self.nodes or any(
             answers.get(n, {}).get("probe") != self._probe for n in range(self.nodes)
         ):
-            return  # the round is not complete
+            return True  # the round is not complete
+        if self._evaluated == self._probe:  # its INCR failed (retried, or Redis full): again
+            client.incr(self.keys.probe)
+            return True
         sent = int(client.hget(self.keys.counts, "sent") or 0)
         waiting = in_flight(client, self.keys, self.total)
         round_ = (
@@ -369,23 +378,25 @@ class ClusterNode:
             and waiting == 0
             and round_ == self._previous_round
         )
-        self._previous_round = round_
+        self._previous_round = round_  # (a round is compared with an earlier one only)
+        self._evaluated = self._probe
         if not over:
             client.incr(self.keys.probe)
-            return
+            return True
         with client.pipeline(transaction=True) as pipe:
             try:
                 pipe.watch(self.keys.counts)  # type: ignore[no-untyped-call]
                 if int(pipe.hget(self.keys.counts, "sent") or 0) != sent:
                     pipe.reset()
                     client.incr(self.keys.probe)
-                    return
+                    return True
                 pipe.multi()
                 pipe.set(self.keys.done, b"1")
                 pipe.execute()
                 log.info("the cluster crawl is over (every partition idle, %d batches)", sent)
             except redis.WatchError:
                 client.incr(self.keys.probe)
+        return True
 
     # ------------------------------------------------------------------------------ reports
 

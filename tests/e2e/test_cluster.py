@@ -381,3 +381,46 @@ def test_two_nodes_over_tls_with_a_password(
     finally:
         redis_tls.stop()
     assert_no_secret(tmp_path)
+
+
+@pytest.mark.timeout(60)
+def test_wrong_password_is_refused_at_once(
+    tmp_path: Path, site_server: tuple[Site, DemoServer], redis_server: RedisServer
+) -> None:
+    site, server = site_server
+    wrong = redis_server.url.replace(PASSWORD, "not-the-password")
+    cfg = cluster_config(tmp_path, site, server.port, wrong, 2)
+    started = time.monotonic()
+    proc = subprocess.run(node_cmd(cfg, "--node", "0"), capture_output=True, text=True, timeout=50)
+    assert proc.returncode == 2 and "refused the login" in proc.stderr, proc.stderr
+    assert time.monotonic() - started < 20  # not retried as if Redis were down
+    assert "not-the-password" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.timeout(120)
+def test_redis_full_mid_crawl(
+    tmp_path: Path, site_server: tuple[Site, DemoServer], redis_server: RedisServer
+) -> None:
+    """maxmemory reached (noeviction) for 2 s mid-crawl: senders wait and retry (logged), the
+    owners keep draining; once Redis has room the crawl completes, nothing lost."""
+    site, server = site_server
+    since = len(server.log())
+    cfg = cluster_config(
+        tmp_path, site, server.port, redis_server.url, NODES, politeness={"min_delay_s": 0.05}
+    )
+    nodes = [Node(cfg, n).start() for n in range(NODES)]
+    expected = site.expected_pages(server.port)
+    deadline = time.monotonic() + 40
+    while len(served_pages(server, since)) < len(expected) // 4:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    client = redis_server.client()
+    client.config_set("maxmemory", 1)  # below what Redis uses: every denyoom write refused
+    time.sleep(2.0)
+    client.config_set("maxmemory", 0)
+    codes = [node.wait(90) for node in nodes]
+    assert codes == [0] * NODES, [n.output()[-2000:] for n in nodes]
+    check_crawl(site, server, since, tmp_path, NODES, refetch_bound=0)
+    logs = "".join(n.output() for n in nodes)
+    assert "out of memory (maxmemory" in logs and "reachable again" in logs, logs[-3000:]
+    assert_no_secret(tmp_path)
