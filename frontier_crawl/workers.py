@@ -57,7 +57,7 @@ from frontier_crawl.config import CrawlSettings
 from frontier_crawl.engine import Engine, set_aside_state
 from frontier_crawl.frontier import DamagedState, StateMismatch
 from frontier_crawl.frontier.frontier import LAYOUT_VERSION
-from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox, owner_of
+from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox, decode_links, owner_of
 from frontier_crawl.frontier.urls import host_of
 from frontier_crawl.output import write_report
 
@@ -95,6 +95,16 @@ def partition_key(origin: str, by: str) -> str:
 def partition_of(origin: str, partitions: int, by: str) -> int:
     """The partition that owns ``origin`` (the same in every process and on every node)."""
     return owner_of(partition_key(origin, by), partitions)
+
+
+def _is_batch(data: bytes) -> bool:
+    """Whether stream bytes are a link batch (checked before they reach an inbox, whose
+    every entry must decode)."""
+    try:
+        decode_links(data)
+    except msgspec.DecodeError:
+        return False
+    return True
 
 
 def node_root(settings: CrawlSettings, node: int | None) -> Path:
@@ -333,7 +343,6 @@ class Coordinator:
         try:
             report = self._run()
             if self._cluster is not None and self._cluster_error is None:
-                report["node"] = self.node
                 self._cluster.publish_report(report)
         finally:
             if self._cluster is not None:
@@ -378,6 +387,10 @@ class Coordinator:
         if failed:
             report["complete"] = False
             report["failed_workers"] = failed
+        if self._cluster is not None:
+            report["node"] = self.node
+            report["cluster_duplicate_batches"] = self._cluster.duplicates
+            report["cluster_rejected_batches"] = self._cluster.rejected
         if self._cluster_error is not None:
             report["complete"] = False
             report["cluster_error"] = str(self._cluster_error)
@@ -421,12 +434,14 @@ class Coordinator:
                     next_tick = time.monotonic() + COORDINATOR_TICK_S
                     if node.begin():
                         break  # the whole cluster is over
-                    node.pump(inboxes.send)
+                    node.pump(inboxes.send, valid=_is_batch)
                     snap = (*self._snapshot(), node.pumped)
                     quiet = previous == snap and self._finished(snap[:-1], node.pumped)
                     previous = snap
                     node.answer(quiet, self._totals(snap[:-1]))
-                node.pump(inboxes.send, wait_s=max(0.0, next_tick - time.monotonic()))
+                node.pump(
+                    inboxes.send, wait_s=max(0.0, next_tick - time.monotonic()), valid=_is_batch
+                )
         except ClusterError as exc:
             log.error("node %s: %s", self.node, exc)
             self._cluster_error = exc

@@ -173,6 +173,7 @@ class ClusterNode:
         self._block_ms = 0
         self.pumped = 0  #: batches written into this node's inboxes (this run)
         self.duplicates = 0  #: entries acknowledged without delivery (id already in the ledger)
+        self.rejected = 0  #: entries that were not link batches
         self._probe = 0
         self._previous_round: object = None
         self._evaluated = -1  #: the probe round last evaluated
@@ -272,12 +273,19 @@ class ClusterNode:
 
     # ------------------------------------------------------------------------------ delivery
 
-    def pump(self, deliver: Callable[[int, bytes], None], wait_s: float = 0.0) -> int:
+    def pump(
+        self,
+        deliver: Callable[[int, bytes], None],
+        wait_s: float = 0.0,
+        valid: Callable[[bytes], bool] | None = None,
+    ) -> int:
         """Move new batches from this node's streams into its inboxes (module docstring),
         waiting up to ``wait_s`` for the first one (XREADGROUP BLOCK: a batch is moved as
         soon as it arrives, and an idle node does not poll).
 
-        ``deliver(partition, batch)`` must have committed the batch when it returns."""
+        ``deliver(partition, batch)`` must have committed the batch when it returns. An entry
+        that is not a batch (no id, or ``valid`` says its bytes are not one: written by
+        something else than a node) is acknowledged, dropped and counted (``rejected``)."""
         assert self._ledger is not None
         self._block_ms = int(wait_s * 1000)
         reply: Any = self.redis.call("reading the node's streams", self._read)
@@ -293,6 +301,18 @@ class ClusterNode:
                 self._cursor[stream] = entries[-1][0]  # go on after the last one
             ids = [entry_id for entry_id, _ in entries]
             fields = [f for _, f in entries if f]  # a deleted entry still pending: no fields
+            good = [
+                f for f in fields
+                if isinstance(f.get(b"i"), bytes) and isinstance(f.get(b"b"), bytes)
+                and (valid is None or valid(f[b"b"]))
+            ]  # fmt: skip
+            if len(good) < len(fields):
+                self.rejected += len(fields) - len(good)
+                log.warning(
+                    "node %d: %d entries of %s are not link batches: dropped",
+                    self.node, len(fields) - len(good), stream,
+                )  # fmt: skip
+                fields = good
             known = self._ledger.known([f[b"i"] for f in fields])
             fresh: list[bytes] = []
             for f in fields:

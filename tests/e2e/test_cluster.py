@@ -232,10 +232,20 @@ def test_before_every_node_joined_and_refusals(
     assert proc.returncode == 2, proc.stderr
     assert "frontier.seen_capacity" in proc.stderr and "differs" in proc.stderr
     assert PASSWORD not in twice.stderr + proc.stderr
+    # a batch sent twice (a sender killed between XADD and its outbox delete resends it) is
+    # admitted once, by its id; entries that are not batches are dropped and counted
+    _, fields = entries[0]
+    client.xadd("frontier-crawl:p:1", fields)
+    client.xadd("frontier-crawl:p:1", {b"i": b"x" * 16, b"b": b"not msgpack \xff"})
+    client.xadd("frontier-crawl:p:1", {b"junk": b"1"})
+    client.hincrby("frontier-crawl:counts", "sent", 3)
     second = Node(cfg, 1).start()
     assert [first.wait(60), second.wait(60)] == [0, 0], second.output()[-2000:]
     check_crawl(site, server, since, tmp_path, 2, refetch_bound=0)
     assert_no_secret(tmp_path)
+    report = json.loads((tmp_path / "out-1" / "report.json").read_text())
+    assert report["cluster_duplicate_batches"] >= 1 and report["cluster_rejected_batches"] == 2
+    assert "are not link batches: dropped" in second.output()
 
 
 @pytest.mark.timeout(120)
