@@ -85,7 +85,18 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"frontier-crawl: config error: {exc}\n")
         return EXIT_CONFIG
     if args.check:
-        sys.stdout.write(to_toml(settings))
+        import msgspec
+
+        from frontier_crawl.cluster import redact
+
+        # the effective config in full, but never the Redis password
+        shown = msgspec.structs.replace(
+            settings,
+            cluster=msgspec.structs.replace(
+                settings.cluster, redis_url=redact(settings.cluster.redis_url)
+            ),
+        )
+        sys.stdout.write(to_toml(shown))
         return EXIT_OK
     from frontier_crawl.cluster import ClusterError, ClusterRefused
     from frontier_crawl.frontier import StateMismatch

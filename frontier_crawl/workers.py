@@ -108,8 +108,10 @@ def _is_batch(data: bytes) -> bool:
 
 
 def node_root(settings: CrawlSettings, node: int | None) -> Path:
-    """``crawl.output_dir`` with ``{node}`` replaced by the node's number (0 without one)."""
-    return Path(settings.crawl.output_dir.replace("{node}", str(node or 0)))
+    """``crawl.output_dir``, in a cluster crawl with ``{node}`` replaced by the node's number."""
+    if not settings.cluster.redis_url or node is None:
+        return Path(settings.crawl.output_dir)
+    return Path(settings.crawl.output_dir.replace("{node}", str(node)))
 
 
 def cluster_identity(settings: CrawlSettings) -> dict[str, Any]:

@@ -434,3 +434,35 @@ def test_redis_full_mid_crawl(
     logs = "".join(n.output() for n in nodes)
     assert "out of memory (maxmemory" in logs and "reachable again" in logs, logs[-3000:]
     assert_no_secret(tmp_path)
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_stops_one_node_gracefully(
+    tmp_path: Path, site_server: tuple[Site, DemoServer], redis_server: RedisServer
+) -> None:
+    """SIGTERM to node 0 mid-crawl: it drains, writes and publishes its report and exits 0;
+    node 1 goes on (its links for node 0 wait in Redis); node 0 started again completes the
+    crawl with every page fetched once."""
+    site, server = site_server
+    since = len(server.log())
+    cfg = cluster_config(
+        tmp_path, site, server.port, redis_server.url, 2, politeness={"min_delay_s": 0.05}
+    )
+    nodes = [Node(cfg, n).start() for n in range(2)]
+    expected = site.expected_pages(server.port)
+    deadline = time.monotonic() + 40
+    while len(served_pages(server, since)) < len(expected) // 4:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert nodes[0].proc is not None
+    nodes[0].proc.send_signal(signal.SIGTERM)  # the coordinator forwards it to its workers
+    assert nodes[0].wait(30) == 0, nodes[0].output()[-2000:]
+    report = json.loads((tmp_path / "out-0" / "report.json").read_text())
+    assert report["stopped_by_signal"] is True and report["complete"] is False
+    assert nodes[1].proc is not None and nodes[1].proc.poll() is None
+    published = redis_server.client().hget("frontier-crawl:reports", "0")
+    assert published is not None and json.loads(published)["stopped_by_signal"] is True
+    nodes[0].start()
+    assert [n.wait(90) for n in nodes] == [0, 0], nodes[0].output()[-2000:]
+    check_crawl(site, server, since, tmp_path, 2, refetch_bound=0)
+    assert_no_secret(tmp_path)

@@ -98,3 +98,10 @@ def test_partition_by_registered_domain(origin: str, key: str) -> None:
              for p in ("", ":8080")]  # fmt: skip
     assert len({partition_of(o, 7, "registered-domain") for o in sites}) == 1
     assert len({partition_of(o, 7, "host") for o in sites}) > 1
+
+
+@pytest.mark.timeout(60)
+def test_check_does_not_print_the_password(tmp_path: Path) -> None:
+    proc = _cli(tmp_path, GOOD + '[cluster]\nredis_url = "redis://:pw-123@h:6379/0"\n', "--check")
+    assert proc.returncode == 0, proc.stderr
+    assert 'redis_url = "redis://:***@h:6379/0"' in proc.stdout and "pw-123" not in proc.stdout
