@@ -33,15 +33,17 @@ PASSWORD = "s3cret-Pa55word"  # must never appear in any output
 
 
 def spread(spec: SiteSpec) -> Iterator[tuple[Site, DemoServer]]:
-    """The site on a port that gives every partition some hosts, with 3 and with 2 partitions
-    (owners hash the origin, port included: a port that does not is skipped)."""
+    """The site on a port that gives every partition some hosts, with 3 and with 2 partitions,
+    and 3 of 4 some (owners hash the origin, port included: a port that does not is skipped)."""
     site = Site(spec)
     for _ in range(20):
         with DemoServer(site) as server:
             origins = {origin(url) for url in site.expected_pages(server.port)}
-            if {owner_of(o, NODES) for o in origins} == set(range(NODES)) and {
-                owner_of(o, 2) for o in origins
-            } == {0, 1}:
+            if (
+                {owner_of(o, NODES) for o in origins} == set(range(NODES))
+                and {owner_of(o, 2) for o in origins} == {0, 1}
+                and len({owner_of(o, 4) for o in origins}) >= 3  # 2 nodes x 2 processes
+            ):
                 yield site, server
                 return
     pytest.fail("20 ports in a row left a partition without hosts")
@@ -126,7 +128,13 @@ def cluster_config(tmp_path: Path, site: Site, port: int, url: str, nodes: int, 
 
 
 def check_crawl(
-    site: Site, server: DemoServer, since: int, tmp_path: Path, nodes: int, refetch_bound: int
+    site: Site,
+    server: DemoServer,
+    since: int,
+    tmp_path: Path,
+    nodes: int,
+    refetch_bound: int,
+    processes: int = 1,
 ) -> Counter[str]:
     """Every page once (refetches bounded), robots.txt first, polite, each host in its owner
     partition only; returns the pages served."""
@@ -138,12 +146,14 @@ def check_crawl(
     assert robots_first_violations(log) == []
     assert politeness_violations(log, DELAY) == []
     owners: dict[str, set[int]] = {}
-    for n in range(nodes):
-        warcs = list((tmp_path / f"out-{n}" / f"worker-{n}" / "warc").iterdir())
-        for uri in warc_response_uris(warcs):
-            owners.setdefault(uri.split("/")[2], set()).add(n)
-    assert all(ws == {owner_of(origin(f"http://{h}/"), nodes)} for h, ws in owners.items()), owners
-    assert {w for ws in owners.values() for w in ws} == set(range(nodes))
+    total = nodes * processes
+    for p in range(total):
+        warc_dir = tmp_path / f"out-{p // processes}" / f"worker-{p}" / "warc"
+        for uri in warc_response_uris(list(warc_dir.iterdir()) if warc_dir.exists() else []):
+            owners.setdefault(uri.split("/")[2], set()).add(p)
+    assert all(ws == {owner_of(origin(f"http://{h}/"), total)} for h, ws in owners.items()), owners
+    used = {w for ws in owners.values() for w in ws}
+    assert {p // processes for p in used} == set(range(nodes))  # every node had hosts
     return fetched
 
 
@@ -370,21 +380,26 @@ def test_add_seeds_into_an_ended_cluster(tmp_path: Path, redis_server: RedisServ
 
 
 @pytest.mark.timeout(90)
-def test_two_nodes_over_tls_with_a_password(
+def test_two_nodes_of_two_processes_over_tls_with_a_password(
     tmp_path: Path, site_server: tuple[Site, DemoServer]
 ) -> None:
-    """rediss:// (redis-server's own TLS, a test CA) and a password: the crawl completes and
-    neither the password nor a traceback appears in any output."""
+    """2 nodes x 2 processes; rediss:// (redis-server's own TLS, a test CA) and a password: the
+    crawl completes, exactly and politely, and neither the password nor a traceback appears
+    in any output."""
     site, server = site_server
     since = len(server.log())
     redis_tls = RedisServer(tmp_path / "redis-tls", password=PASSWORD, tls=True)
     redis_tls.start()
     try:
         assert redis_tls.url.startswith("rediss://")
-        cfg = cluster_config(tmp_path, site, server.port, redis_tls.url, 2)
+        # 2 processes per node: links between partitions of one node take the LMDB path,
+        # between nodes the Redis one
+        cfg = cluster_config(
+            tmp_path, site, server.port, redis_tls.url, 2, workers={"processes": 2}
+        )
         nodes = [Node(cfg, n).start() for n in range(2)]
         assert [n.wait(75) for n in nodes] == [0, 0], nodes[0].output()[-2000:]
-        check_crawl(site, server, since, tmp_path, 2, refetch_bound=0)
+        check_crawl(site, server, since, tmp_path, 2, refetch_bound=0, processes=2)
         proc = subprocess.run(node_cmd(cfg, "report"), capture_output=True, text=True, timeout=30)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert PASSWORD not in proc.stdout + proc.stderr
