@@ -30,12 +30,10 @@ def main() -> int:
     args = ap.parse_args()
     hosts = HOSTS[: args.hosts]
     with tempfile.TemporaryDirectory() as tmp, RawHttpServer(handler, idle_timeout_s=60) as srv:
-        s = parse(
-            {
-                "crawl": {"seeds": [srv.url(h, "/") for h in hosts], "output_dir": tmp},
-                "fetch": {"resolve": srv.resolve(*hosts)},
-            }
-        )
+        s = parse({
+            "crawl": {"seeds": [srv.url(h, "/") for h in hosts], "output_dir": tmp},
+            "fetch": {"resolve": srv.resolve(*hosts)},
+        })
         t0 = time.monotonic()
         report = Engine(s).run()
         wall = time.monotonic() - t0

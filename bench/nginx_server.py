@@ -82,9 +82,7 @@ class LogEntry:
         parts = line.split(" ", 5)
         if len(parts) != 6:
             return None
-        return cls(
-            float(parts[0]), float(parts[1]), parts[2], int(parts[3]), int(parts[4]), parts[5]
-        )
+        return cls(float(parts[0]), float(parts[1]), parts[2], int(parts[3]), int(parts[4]), parts[5])
 
 
 class Nginx:

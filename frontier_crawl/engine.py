@@ -95,7 +95,6 @@ class _Unsettled:
     key: bytes  #: its frontier entry, marked done once settled
     counted: tuple[str, int, str | None, int]  #: its CrawlStats.record arguments
 
-
 #: errors that say the host (not this URL) is in trouble: the name does not resolve, the
 #: connection (TCP or TLS) cannot be made. A timeout or reset once connected is the URL's.
 _CONNECTION_ERRORS = frozenset({ErrorKind.DNS, ErrorKind.CONNECT, ErrorKind.TLS})
@@ -700,11 +699,8 @@ class Engine:
                 header_bytes=r.header_bytes,
                 payload=r.raw_body,
                 truncated=(
-                    truncation_reason(r.error.value)
-                    if r.error is not None
-                    else "length"
-                    if r.cut
-                    else None
+                    truncation_reason(r.error.value) if r.error is not None
+                    else "length" if r.cut else None
                 ),
                 revisit_of=Revisit(seen.url, seen.fetched_at) if seen is not None else None,
             )

@@ -845,13 +845,9 @@ class Frontier:
     def _pop(self, host: HostQueue, now: float) -> tuple[bytes, QueueEntry] | None:
         """The host's next entry in memory (a due retry first), refilled from LMDB if need be."""
         retries = host.retries
-        if (
-            retries
-            and retries[0][0] <= now
-            and (
-                (host.starts >= retries[0][4] and not host.took_retry)
-                or not (host.hot or host.unloaded)
-            )
+        if retries and retries[0][0] <= now and (
+            (host.starts >= retries[0][4] and not host.took_retry)
+            or not (host.hot or host.unloaded)
         ):
             key, entry = heapq.heappop(retries)[2:4]
             if not retries:

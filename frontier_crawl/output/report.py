@@ -193,24 +193,14 @@ def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
         ("hosts held (Retry-After, backoff)", _holds(get("held_by"), get("host_held_s"))),
     ]  # fmt: skip
     if get("disk_space_pauses"):
-        rows.append(
-            (
-                "paused for disk space",
-                f"{get('disk_space_pauses')} time(s), {get('disk_space_paused_s', 0)} s",
-            )
-        )
+        rows.append(("paused for disk space",
+                     f"{get('disk_space_pauses')} time(s), {get('disk_space_paused_s', 0)} s"))
     if get("stopped_for_low_space"):
-        rows.append(
-            ("stopped", "free space below output.min_free_bytes: resume with the same command")
-        )
+        rows.append(("stopped", "free space below output.min_free_bytes: resume with the "
+                                "same command"))
     if get("write_error"):
-        rows.append(
-            (
-                "stopped: write failed",
-                f"{get('write_error')}: the counts above are "
-                "committed; resume with the same command",
-            )
-        )
+        rows.append(("stopped: write failed", f"{get('write_error')}: the counts above are "
+                                              "committed; resume with the same command"))
     warnings = get("warnings")
     if isinstance(warnings, list) and warnings:
         rows.append(("warnings", "\n".join(str(w) for w in warnings)))

@@ -221,7 +221,9 @@ def test_low_space_action_stop_then_resume(
     floor = 24 * MIB
     filler = tmpfs.path / "filler"
     filler.write_bytes(b"\0" * (tmpfs.free() - floor - 3 * MIB // 2))
-    cfg = _config(tmp_path, tmpfs, site, server.port, min_free_bytes=floor, low_space_action="stop")
+    cfg = _config(
+        tmp_path, tmpfs, site, server.port, min_free_bytes=floor, low_space_action="stop"
+    )
     proc = _crawl(cfg)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]

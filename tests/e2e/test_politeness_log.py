@@ -19,6 +19,8 @@ SLOW_S = 0.1
 BACKOFF_S = 2.0  # well above any adaptive delay here, even on a loaded machine
 
 
+
+
 def gaps(log: list[RequestLogEntry], host: str) -> list[tuple[str, float]]:
     """(path of the later request, gap to the previous one) for one host, in order."""
     mine = sorted((e for e in log if e.host == host), key=lambda e: e.started)

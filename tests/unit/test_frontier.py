@@ -236,7 +236,9 @@ def test_a_hold_keeps_the_host_and_is_returned(frontier: Frontier) -> None:
 
 
 @pytest.mark.parametrize("cph", [1, 4, 16])
-def test_the_delay_spaces_request_starts_whatever_the_connections(tmp_path: Path, cph: int) -> None:
+def test_the_delay_spaces_request_starts_whatever_the_connections(
+    tmp_path: Path, cph: int
+) -> None:
     f, _ = make(tmp_path, connections_per_host=cph, min_delay_s=0.2)
     f.add([f"{A}/{i}" for i in range(40)], depth=0)
     starts: list[float] = []

@@ -46,7 +46,7 @@ def anchors(*hrefs: str) -> str:
         ("\\\\other.test\\p", "http://other.test/p"),
         ("/%2e%2E/x", "http://h.test/x"),
         ("http:x", "http://h.test/a/x"),
-        ('/a b"<>`{}', "http://h.test/a%20b%22%3C%3E%60%7B%7D"),
+        ("/a b\"<>`{}", "http://h.test/a%20b%22%3C%3E%60%7B%7D"),
         ("?q=a b'", "http://h.test/a/b.html?q=a%20b%27"),
         ("?q=2", "http://h.test/a/b.html?q=2"),
         ("", "http://h.test/a/b.html"),

@@ -117,7 +117,9 @@ def _settings(allow: list[str], seeds: list[str] | None = None) -> dict[str, obj
         ("a.*.example.com", "not a host name"),
     ],
 )
-def test_url_point_12_scope_entries_that_cannot_match_are_refused(entry: str, problem: str) -> None:
+def test_url_point_12_scope_entries_that_cannot_match_are_refused(
+    entry: str, problem: str
+) -> None:
     with pytest.raises(ConfigError, match=r"^scope\.allow_domains\[1\]: .*" + problem):
         check_scope(parse(_settings(["example.com", entry])))
 
