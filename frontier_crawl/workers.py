@@ -432,15 +432,21 @@ class Coordinator:
             while True:
                 if any(p.exitcode is not None for p in self._procs):
                     break  # a worker ended (signal or failure): end them all
-                if time.monotonic() >= next_tick:  # a probe answer per tick, batches at once
+                if time.monotonic() >= next_tick:  # the probe once a tick, batches at once
                     next_tick = time.monotonic() + COORDINATOR_TICK_S
-                    if node.begin():
-                        break  # the whole cluster is over
-                    node.pump(inboxes.send, valid=_is_batch)
+                    node.heartbeat(time.monotonic())
                     snap = (*self._snapshot(), node.pumped)
-                    quiet = previous == snap and self._finished(snap[:-1], node.pumped)
+                    if previous == snap and self._finished(snap[:-1], node.pumped):
+                        # quiet so far: read the round, look again after reading it, answer.
+                        # A busy node does not answer (no round completes without it) and
+                        # costs Redis nothing but its batches.
+                        if node.begin():
+                            break  # the whole cluster is over
+                        again = (*self._snapshot(), node.pumped)
+                        if again == snap:
+                            node.answer(True, self._totals(snap[:-1]))
+                        snap = again
                     previous = snap
-                    node.answer(quiet, self._totals(snap[:-1]))
                 node.pump(
                     inboxes.send, wait_s=max(0.0, next_tick - time.monotonic()), valid=_is_batch
                 )

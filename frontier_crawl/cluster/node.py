@@ -24,19 +24,20 @@ started again at once). ``<prefix>:identity`` holds the first node's crawl ident
 whose identity differs is refused, naming the keys.
 
 End of the crawl (:meth:`ClusterNode.begin` / :meth:`ClusterNode.answer`): a probe in
-rounds. Each round has a number in ``<prefix>:probe``. Every coordinator tick, a node reads
-it, then looks at its workers (two consecutive identical snapshots of their idle flags and
-batch counts, as one machine does) and answers, for that round: its run id, whether it is
-quiet (every worker idle in both snapshots and every batch delivered inside the node, or from
-its streams, ingested), and its counts. Node 0 decides: once every node has answered the
-round, it compares the answers, Redis's count of batches sent and the streams' total length
-with those of the previous round. All quiet, every stream empty (every batch acknowledged
-and deleted), and nothing changed: the crawl is over, and node 0 sets ``<prefix>:done``
-(under WATCH of the counts, so a batch added meanwhile, by a node or by ``add-seeds``,
-cancels it). Otherwise it starts the next round. Why that suffices: every answer of a round
-was computed after the round began, so a batch that moved between two rounds changed some
-count (sent, a stream's length, a node's delivered or ingested count), and work that a node
-started between them came from such a batch. Every node sees ``done`` and ends by itself.
+rounds. Each round has a number in ``<prefix>:probe``. A node whose workers look quiet
+(every worker idle and every batch delivered inside the node, or from its streams, ingested,
+in two snapshots a coordinator tick apart, as one machine does) reads the round number,
+looks once more (the same snapshot again) and answers, for that round: its run id, that it
+is quiet, and its counts. A busy node does not answer: no round completes without it. Node 0
+decides: once every node has answered the round, it compares the answers, Redis's count of
+batches sent and the streams' total length with those of the previous round. All quiet,
+every stream empty (every batch acknowledged and deleted), and nothing changed: the crawl is
+over, and node 0 sets ``<prefix>:done`` (under WATCH of the counts, so a batch added
+meanwhile, by a node or by ``add-seeds``, cancels it). Otherwise it starts the next round.
+Why that suffices: every answer of a round was computed after the round began, so a batch
+that moved between two rounds changed some count (sent, a stream's length, a node's
+delivered or ingested count), and work that a node started between them came from such a
+batch. Every node sees ``done`` and ends by itself.
 Until every node has joined (and while one is down) no round completes and the crawl cannot
 end: links for the missing node's partitions wait in their streams.
 """
