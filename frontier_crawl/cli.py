@@ -1,9 +1,12 @@
-"""Command line: ``frontier-crawl --config crawl.toml [--check]``, ``demo``, ``config-reference``.
+"""Command line: ``frontier-crawl --config crawl.toml [--check] [--node N]``, ``report``,
+``add-seeds urls.txt``, ``demo``, ``config-reference``.
 
 Exit status: 0 crawl finished (or stopped gracefully by a signal), 1 runtime failure (a write
-that failed, such as a full disk; a stop for low disk space; a failed worker), 2 bad
-configuration or usage (reported before any network traffic). After a 1 the same command
-resumes the crawl once the cause is gone.
+that failed, such as a full disk; a stop for low disk space; a failed worker; Redis unreachable
+for ``cluster.unreachable_timeout_s``), 2 bad configuration or usage (reported before any
+network traffic; in a cluster also a ``--node`` out of range or already running, or a crawl
+identity that differs from the cluster's). After a 1 the same command resumes the crawl once
+the cause is gone.
 """
 
 from __future__ import annotations
@@ -35,7 +38,15 @@ def _parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="validate the config, print it in full, and exit"
     )
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.add_argument(
+        "--node", type=int, help="cluster crawl: this machine's node number, 0 .. cluster.nodes-1"
+    )
     sub = p.add_subparsers(dest="command")
+    sub.add_parser("report", help="cluster crawl: the whole cluster's report, from any node")
+    seeds = sub.add_parser(
+        "add-seeds", help="cluster crawl: route seed URLs (one a line) to their owners"
+    )
+    seeds.add_argument("urls", type=Path, help="file with one URL per line ('#' comments)")
     demo = sub.add_parser("demo", help="serve a generated web on 127.0.0.1 and crawl it")
     demo.add_argument("--output", type=Path, default=Path("demo-crawl"), help="output directory")
     demo.add_argument("--hosts", type=int, default=4, help="number of generated hosts")
@@ -95,13 +106,52 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"frontier-crawl: config error: {exc}\n")
         return EXIT_CONFIG
     if args.check:
-        sys.stdout.write(to_toml(settings))
+        import msgspec
+
+        from frontier_crawl.cluster import redact
+
+        # the effective config in full, but never the Redis password
+        shown = msgspec.structs.replace(
+            settings,
+            cluster=msgspec.structs.replace(
+                settings.cluster, redis_url=redact(settings.cluster.redis_url)
+            ),
+        )
+        sys.stdout.write(to_toml(shown))
         return EXIT_OK
+    from frontier_crawl.cluster import ClusterError, ClusterRefused
     from frontier_crawl.frontier import StateMismatch
     from frontier_crawl.runner import crawl
 
+    if args.command in ("report", "add-seeds") or args.node is not None:
+        if not settings.cluster.redis_url:
+            sys.stderr.write(
+                f"frontier-crawl: {'--node' if args.command is None else args.command} needs a "
+                "cluster: set cluster.redis_url (and cluster.nodes)\n"
+            )
+            return EXIT_CONFIG
+    elif settings.cluster.redis_url:
+        sys.stderr.write(
+            "frontier-crawl: cluster.redis_url is set: start each node with --node N "
+            f"(0 .. {settings.cluster.nodes - 1}), or use the report or add-seeds command\n"
+        )
+        return EXIT_CONFIG
     try:
-        report = crawl(settings, out, config_path=args.config)
+        if args.command == "report":
+            from frontier_crawl.runner import print_cluster_report
+
+            return print_cluster_report(settings, out)
+        if args.command == "add-seeds":
+            from frontier_crawl.runner import add_seeds
+
+            return add_seeds(settings, args.urls, out)
+        report = crawl(settings, out, config_path=args.config, node=args.node)
+    except ClusterRefused as exc:
+        sys.stderr.write(f"frontier-crawl: refused: {exc}\n")
+        return EXIT_CONFIG
+    except ClusterError as exc:
+        sys.stderr.write(f"frontier-crawl: {exc}\n")
+        return EXIT_FAILURE
     except StateMismatch as exc:
         sys.stderr.write(f"frontier-crawl: {exc}\n")
         return EXIT_CONFIG
@@ -126,6 +176,7 @@ def exit_status(report: dict[str, object]) -> int:
         or report.get("write_error")
         or report.get("stopped_for_low_space")
         or report.get("failed_workers")
+        or report.get("cluster_error")
     )
     return EXIT_FAILURE if failed else EXIT_OK
 

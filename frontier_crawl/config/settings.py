@@ -491,6 +491,64 @@ class WorkersSection(_Section, frozen=True):
             "0: one per core. Fixed for the life of a crawl."
         ),
     ] = 1
+    partition_by: Annotated[
+        Literal["host", "registered-domain"],
+        Meta(
+            description="What the partition hash is taken of: 'host' (the origin), or "
+            "'registered-domain' (example.co.uk for www.example.co.uk:8080, by the Public "
+            "Suffix List; IP addresses by themselves), so that all hosts of one site share a "
+            "partition and politeness.per_ip holds among them across processes and nodes. "
+            "Fixed for the life of a crawl."
+        ),
+    ] = "host"
+
+
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+class ClusterSection(_Section, frozen=True):
+    redis_url: Annotated[
+        str,
+        Meta(
+            description="Redis carrying link batches, membership and counters between nodes "
+            "(redis://, rediss:// for TLS, unix://; a password in it is never logged). Empty: "
+            "no cluster, this machine runs the whole crawl."
+        ),
+    ] = ""
+    nodes: Annotated[
+        Annotated[int, Meta(ge=1, le=1024)],
+        Meta(
+            description="Machines in the crawl, each started with --node 0 .. nodes-1; hosts "
+            "are partitioned over nodes x workers.processes. Fixed for the life of a crawl."
+        ),
+    ] = 1
+    key_prefix: Annotated[
+        str,
+        Meta(description="Prefix of every Redis key of this crawl (several crawls, one Redis)."),
+    ] = "frontier-crawl"
+    heartbeat_ttl_s: Annotated[
+        Annotated[float, Meta(ge=1)],
+        Meta(
+            description="A node's membership key expires this long after its last heartbeat "
+            "(sent every third of it); until then its --node number is refused to others."
+        ),
+    ] = 15.0
+    unreachable_timeout_s: Annotated[
+        PosFloat,
+        Meta(
+            description="How long a node retries (with backoff, logged) while Redis is "
+            "unreachable, at start or mid-crawl, before it stops with exit status 1 (resumable)."
+        ),
+    ] = 300.0
+
+    def __post_init__(self) -> None:
+        if self.redis_url and not self.redis_url.startswith(_REDIS_SCHEMES):
+            raise ValueError(
+                "redis_url: must start with redis://, rediss:// or unix:// "
+                f"(got a URL starting {self.redis_url.split(':', 1)[0]!r})"
+            )
+        if not self.key_prefix or any(c.isspace() for c in self.key_prefix):
+            raise ValueError("key_prefix: must be non-empty, without spaces")
 
 
 _LISTEN_RE = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):(?P<port>\d{1,5})$")
@@ -527,6 +585,7 @@ class CrawlSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     output: OutputSection = OutputSection()
     workers: WorkersSection = WorkersSection()
     control: ControlSection = ControlSection()
+    cluster: ClusterSection = ClusterSection()
 
 
 SECTIONS: dict[str, type[_Section]] = {
@@ -538,4 +597,5 @@ SECTIONS: dict[str, type[_Section]] = {
     "output": OutputSection,
     "workers": WorkersSection,
     "control": ControlSection,
+    "cluster": ClusterSection,
 }

@@ -1,0 +1,39 @@
+"""One crawl over several machines: Redis carries link batches, membership and counters.
+
+Frontiers stay local on each node's disk; Redis holds messages, not the crawl. The only
+subsystem that imports ``redis``; ``frontier_crawl.workers`` wires it (see ``node.py`` for
+the protocol: partitions, delivery, membership, the end of the crawl).
+"""
+
+from frontier_crawl.cluster.client import (
+    ClusterError,
+    ClusterRefused,
+    ClusterUnavailable,
+    Keys,
+    Redis,
+    redact,
+)
+from frontier_crawl.cluster.node import (
+    ClusterNode,
+    add_batches,
+    cluster_reports,
+    cluster_status,
+    partitions_of,
+)
+from frontier_crawl.cluster.sender import RemoteSender, batch_id
+
+__all__ = [
+    "ClusterError",
+    "ClusterNode",
+    "ClusterRefused",
+    "ClusterUnavailable",
+    "Keys",
+    "Redis",
+    "RemoteSender",
+    "add_batches",
+    "batch_id",
+    "cluster_reports",
+    "cluster_status",
+    "partitions_of",
+    "redact",
+]

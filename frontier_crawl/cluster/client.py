@@ -1,0 +1,180 @@
+"""One Redis connection with the retry policy every cluster call uses, and key names.
+
+Every call goes through :meth:`Redis.call`: on a connection problem (refused, reset, timed
+out, Redis still loading its AOF after a restart) it logs a warning naming the Redis (with
+any password replaced by ``***``, :func:`redact`) and retries with exponential backoff
+(0.1 s doubling to 5 s) until ``unreachable_timeout_s`` have passed without an answer; then
+it raises :class:`ClusterUnavailable`. Error replies that say Redis cannot take writes for
+now (``OOM``: ``maxmemory`` reached under ``noeviction``; ``MISCONF``, ``READONLY``...) are
+retried the same way: the owners go on draining their streams, which frees memory (XACK and
+XDEL are allowed under ``noeviction``). A call that is retried may have been executed once
+already (the answer was lost): every caller is written so that doing it twice is harmless
+(a stream entry added twice is admitted once, by its batch id, see ``node.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+BACKOFF_FIRST_S = 0.1
+BACKOFF_MAX_S = 5.0
+SOCKET_TIMEOUT_S = 10.0
+CONNECT_TIMEOUT_S = 3.0
+GROUP = "owner"
+"""The one consumer group of every partition stream; its one consumer is the owner node."""
+CONSUMER = "owner"
+
+_RETRIED = (redis.ConnectionError, redis.TimeoutError)  # BusyLoadingError is a ConnectionError
+_RETRIED_REPLIES = ("MISCONF", "READONLY", "MASTERDOWN", "TRYAGAIN", "LOADING")
+
+
+class ClusterError(Exception):
+    """A cluster problem the command line reports without a traceback."""
+
+
+class ClusterUnavailable(ClusterError):
+    """Redis did not answer for ``cluster.unreachable_timeout_s`` (exit status 1, resumable)."""
+
+
+class ClusterRefused(ClusterError):
+    """This node may not join: wrong ``--node``, a live node with that number, another crawl
+    identity (exit status 2)."""
+
+
+def _not_now(text: str) -> str | None:
+    """Why an error reply means "not now" ("full", "login", "busy"), None if it does not.
+
+    In a MULTI the reply names the command first ("Command # 1 (XADD ...) of pipeline caused
+    error: ..."), so the code is looked for anywhere in the first part of the text."""
+    head = text[:300]
+    if "NOAUTH" in head or "WRONGPASS" in head:
+        return "login"
+    if "OOM" in head or "> 'maxmemory'" in text:
+        return "full"
+    if any(code in head for code in _RETRIED_REPLIES):
+        return "busy"
+    return None
+
+
+def redact(url: str) -> str:
+    """``url`` with its password (and user name) replaced by ``***``: safe to log."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable redis_url>"
+    query = "&".join(
+        f"{k}=***" if k.lower() == "password" else f"{k}={v}" if v or "=" in q else k
+        for q in parts.query.split("&")
+        if q
+        for k, _, v in [q.partition("=")]
+    )
+    netloc = parts.netloc
+    if parts.password is not None or parts.username is not None:
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f":***@{host}" if parts.port is None else f":***@{host}:{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+class Keys:
+    """The Redis keys of one crawl, all under ``cluster.key_prefix``."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.identity = f"{prefix}:identity"
+        self.counts = f"{prefix}:counts"  #: hash: sent (batches added, over all runs)
+        self.probe = f"{prefix}:probe"  #: termination probe number (node.py)
+        self.status = f"{prefix}:status"  #: hash: node -> its answer to the probe
+        self.done = f"{prefix}:done"  #: set once the crawl has ended
+        self.reports = f"{prefix}:reports"  #: hash: node -> its merged report (JSON)
+
+    def stream(self, partition: int) -> str:
+        return f"{self.prefix}:p:{partition}"
+
+    def member(self, node: int) -> str:
+        return f"{self.prefix}:member:{node}"
+
+
+class Redis:
+    """A redis-py client for ``url`` whose calls retry as the module docstring says."""
+
+    def __init__(self, url: str, unreachable_timeout_s: float) -> None:
+        self.url = url
+        self.where = redact(url)
+        self.unreachable_timeout_s = unreachable_timeout_s
+        try:
+            self.client: redis.Redis = redis.Redis.from_url(
+                url,
+                socket_timeout=SOCKET_TIMEOUT_S,
+                socket_connect_timeout=CONNECT_TIMEOUT_S,
+                retry_on_timeout=False,
+            )
+        except ValueError as exc:  # redis-py names the problem, never the password
+            raise ClusterRefused(f"cluster.redis_url {self.where}: {exc}") from None
+
+    def call(self, what: str, fn: Callable[[redis.Redis], T], *, when_full: T | None = None) -> T:
+        """``fn(client)``, retried while Redis is unreachable (module docstring).
+
+        ``when_full``: returned at once, without retrying, if Redis answers that it is out of
+        memory (for calls that must not hold up draining the streams, which frees it)."""
+        deadline = time.monotonic() + self.unreachable_timeout_s
+        delay = BACKOFF_FIRST_S
+        first_failure = 0.0
+        while True:
+            try:
+                try:
+                    result = fn(self.client)
+                except redis.ResponseError as exc:
+                    reason = _not_now(str(exc))
+                    if reason == "login":
+                        raise redis.AuthenticationError(str(exc)[:200]) from None
+                    if when_full is not None and reason == "full":
+                        return when_full
+                    if reason is None:
+                        raise
+                    # out of memory (maxmemory with noeviction), a failed RDB save, a replica:
+                    # as for an outage, wait for Redis (the owners' draining frees memory)
+                    raise redis.ConnectionError(
+                        "Redis answered that it is out of memory (maxmemory, noeviction)"
+                        if reason == "full"
+                        else f"Redis answered: {str(exc)[:200]}"
+                    ) from None
+            except redis.AuthenticationError as exc:  # a ConnectionError: before _RETRIED
+                raise ClusterRefused(f"Redis at {self.where} refused the login: {exc}") from None
+            except _RETRIED as exc:
+                now = time.monotonic()
+                first_failure = first_failure or now
+                if now >= deadline:
+                    raise ClusterUnavailable(
+                        f"Redis at {self.where} unreachable for {now - first_failure:.0f} s "
+                        f"({what}: {exc}); gave up after cluster.unreachable_timeout_s = "
+                        f"{self.unreachable_timeout_s:g} s. Start Redis (or fix the URL) and "
+                        "run the same command to resume."
+                    ) from None
+                log.warning(
+                    "Redis at %s unreachable (%s: %s): retrying in %.1f s",
+                    self.where, what, exc, delay,
+                )  # fmt: skip
+                time.sleep(min(delay, max(0.0, deadline - now)))
+                delay = min(delay * 2, BACKOFF_MAX_S)
+                continue
+            if first_failure:
+                log.warning(
+                    "Redis at %s reachable again after %.1f s (%s)",
+                    self.where, time.monotonic() - first_failure, what,
+                )  # fmt: skip
+            return result
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,489 @@
+"""One node of a cluster crawl, as its coordinator process sees it: membership, identity, the
+node's incoming streams, the cluster-wide end of the crawl, and the reports.
+
+Partitions. The crawl has ``nodes x processes`` partitions; node ``n`` runs the partitions
+``n*processes .. n*processes+processes-1``, one worker process each. Each partition has one
+Redis stream (``<prefix>:p:<partition>``) with one consumer group, read by its node only.
+
+Delivery (:meth:`ClusterNode.pump`). The coordinator reads its partitions' streams with
+XREADGROUP, writes each new batch into the owner worker's LMDB inbox (the same inbox the
+node's own workers deliver into, committed when ``deliver`` returns), records its batch id in
+the node's ledger (``cluster.lmdb``, also committed), and only then acknowledges and deletes
+the entry (XACK and XDEL in one MULTI: both are allowed when Redis is at ``maxmemory``, so
+the owners can always drain). A kill before the XACK leaves the
+entry pending: after the restart it is read again (XREADGROUP from id 0 under the same
+consumer name) and, its id being in the ledger, acknowledged without being delivered twice.
+Redis holds nothing once acknowledged: its memory is the batches in flight (never trimmed by
+MAXLEN, which in Redis 7.0 deletes entries whether acknowledged or not).
+
+Membership (:meth:`ClusterNode.join`). ``<prefix>:member:<n>`` is taken with SET NX and a
+random token, a TTL of ``heartbeat_ttl_s``, and extended every third of it while the token is
+still ours. A second process with the same ``--node`` is refused while the key lives, unless
+the key names this machine and a process that no longer exists (a node killed with -9 and
+started again at once). ``<prefix>:identity`` holds the first node's crawl identity; a node
+whose identity differs is refused, naming the keys.
+
+End of the crawl (:meth:`ClusterNode.begin` / :meth:`ClusterNode.answer`): a probe in
+rounds. Each round has a number in ``<prefix>:probe``. A node whose workers look quiet
+(every worker idle and every batch delivered inside the node, or from its streams, ingested,
+in two snapshots a coordinator tick apart, as one machine does) reads the round number,
+looks once more (the same snapshot again) and answers, for that round: its run id, that it
+is quiet, and its counts. A busy node does not answer: no round completes without it. Node 0
+decides: once every node has answered the round, it compares the answers, Redis's count of
+batches sent and the streams' total length with those of the previous round. All quiet,
+every stream empty (every batch acknowledged and deleted), and nothing changed: the crawl is
+over, and node 0 sets ``<prefix>:done`` (under WATCH of the counts, so a batch added
+meanwhile, by a node or by ``add-seeds``, cancels it). Otherwise it starts the next round.
+Why that suffices: every answer of a round was computed after the round began, so a batch
+that moved between two rounds changed some count (sent, a stream's length, a node's
+delivered or ingested count), and work that a node started between them came from such a
+batch. Every node sees ``done`` and ends by itself.
+Until every node has joined (and while one is down) no round completes and the crawl cannot
+end: links for the missing node's partitions wait in their streams.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import struct
+import time
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import redis
+
+from frontier_crawl.cluster.client import (
+    CONSUMER,
+    GROUP,
+    ClusterRefused,
+    Keys,
+    Redis,
+)
+
+log = logging.getLogger(__name__)
+
+READ_COUNT = 256  #: stream entries read per partition and call
+LEDGER_KEEP_S = 86_400.0  #: batch ids remembered this long (a resent batch inside it: once)
+LEDGER_PRUNE_EVERY_S = 3600.0
+
+_RENEW = """
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if not v then return redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) and 1 end
+return 0
+"""
+_TAKE_OVER = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) and 1
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def partitions_of(node: int, processes: int) -> range:
+    return range(node * processes, (node + 1) * processes)
+
+
+def differing_keys(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> list[str]:
+    return sorted(k for k in {*ours, *theirs} if ours.get(k) != theirs.get(k))
+
+
+class Ledger:
+    """Batch ids this node has written into its inboxes (LMDB, beside the workers' state)."""
+
+    def __init__(self, path: Path, map_size: int) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        self._env = lmdb.open(str(path), map_size=map_size, subdir=True, max_dbs=2)
+        self._db = self._env.open_db(b"pumped")
+
+    def known(self, ids: Sequence[bytes]) -> set[bytes]:
+        with self._env.begin(db=self._db) as txn:
+            return {i for i in ids if txn.get(i) is not None}
+
+    def add(self, ids: Sequence[bytes], now: float) -> None:
+        stamp = struct.pack(">d", now)
+        with self._env.begin(write=True, db=self._db) as txn:
+            for i in ids:
+                txn.put(i, stamp)
+
+    def prune(self, older_than: float) -> int:
+        gone = 0
+        with self._env.begin(write=True, db=self._db) as txn:
+            cursor = txn.cursor()
+            for key, value in list(cursor):
+                if struct.unpack(">d", value)[0] < older_than:
+                    txn.delete(key)
+                    gone += 1
+        return gone
+
+    def close(self) -> None:
+        self._env.close()
+
+
+class ClusterNode:
+    """Node ``node`` of ``nodes``, each running ``processes`` partitions (module docstring)."""
+
+    def __init__(
+        self,
+        redis_link: Redis,
+        keys: Keys,
+        *,
+        nodes: int,
+        node: int,
+        processes: int,
+        heartbeat_ttl_s: float,
+        ledger_path: Path,
+        map_size: int,
+        run_id: bytes,
+    ) -> None:
+        if not 0 <= node < nodes:
+            raise ClusterRefused(
+                f"--node {node} is out of range: cluster.nodes = {nodes}, so the nodes are "
+                f"numbered 0 to {nodes - 1}"
+            )
+        self.redis = redis_link
+        self.keys = keys
+        self.nodes = nodes
+        self.node = node
+        self.partitions = partitions_of(node, processes)
+        self.total = nodes * processes
+        self._ttl_ms = int(heartbeat_ttl_s * 1000)
+        self._heartbeat_every = heartbeat_ttl_s / 3
+        self._next_beat = 0.0
+        self._token = json.dumps(
+            {"token": os.urandom(8).hex(), "host": socket.gethostname(), "pid": os.getpid()}
+        )
+        self._ledger_path = ledger_path
+        self._map_size = map_size
+        self._ledger: Ledger | None = None
+        self._run = run_id.hex()
+        #: where each stream is read from: b"0" (our pending entries, after a restart) until
+        #: they are done, then b">" (new entries)
+        self._cursor: dict[str, bytes] = {keys.stream(p): b"0" for p in self.partitions}
+        self._next_prune = time.monotonic()
+        self._block_ms = 0
+        self.pumped = 0  #: batches written into this node's inboxes (this run)
+        self.duplicates = 0  #: entries acknowledged without delivery (id already in the ledger)
+        self.rejected = 0  #: entries that were not link batches
+        self._probe = 0
+        self._previous_round: object = None
+        self._evaluated = -1  #: the probe round last evaluated
+        self._joined = False
+
+    # ------------------------------------------------------------------------------ membership
+
+    def join(self, identity: Mapping[str, Any]) -> None:
+        """Check the crawl identity, take this node's membership, create the streams' groups."""
+        ours = json.loads(json.dumps(identity))  # as it reads back
+        raw = self.redis.call(
+            "storing the crawl identity",
+            lambda c: self._identity(c, json.dumps(ours)),
+        )
+        theirs = json.loads(raw) if raw else ours
+        changed = differing_keys(ours, theirs)
+        if changed:
+            detail = "; ".join(
+                f"{k}: {theirs.get(k)!r} in the cluster, {ours.get(k)!r} here" for k in changed
+            )
+            raise ClusterRefused(
+                f"this node's crawl identity differs from the cluster's ({detail}). Every node "
+                "must use the same configuration (these keys), or choose another "
+                "cluster.key_prefix for a new crawl."
+            )
+        self._take_membership()
+        for partition in range(self.total):
+            self.redis.call("creating the stream groups", partial(self._group, partition=partition))
+        self._ledger = Ledger(self._ledger_path, self._map_size)
+        self._joined = True
+        log.info("node %d joined the cluster at %s", self.node, self.redis.where)
+
+    def _identity(self, client: redis.Redis, ours: str) -> bytes | None:
+        if client.get(self.keys.identity) is None:  # (a write only when needed: Redis may be full)
+            client.set(self.keys.identity, ours, nx=True)  # the first node's stays
+        raw: Any = client.get(self.keys.identity)
+        return bytes(raw) if raw is not None else None
+
+    def _group(self, client: redis.Redis, partition: int) -> None:
+        try:
+            # from id 0: entries added before the group existed are read too
+            client.xgroup_create(self.keys.stream(partition), GROUP, id="0", mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    def _take_membership(self) -> None:
+        key = self.keys.member(self.node)
+        if self.redis.call("joining", lambda c: c.set(key, self._token, nx=True, px=self._ttl_ms)):
+            return
+        held, ttl_ms = self.redis.call("joining", lambda c: (c.get(key), c.pttl(key)))
+        if held is None:  # expired meanwhile
+            self._take_membership()
+            return
+        try:
+            holder = json.loads(held)
+        except ValueError:
+            holder = {}
+        if holder.get("host") == socket.gethostname() and not _alive(int(holder.get("pid", 0))):
+            taken = self.redis.call(
+                "joining",
+                lambda c: c.eval(_TAKE_OVER, 1, key, held, self._token, self._ttl_ms),
+            )
+            if taken:
+                log.warning(
+                    "node %d: taking over from process %s of this machine, which has ended",
+                    self.node, holder.get("pid"),
+                )  # fmt: skip
+                return
+        raise ClusterRefused(
+            f"node {self.node} is already running (process {holder.get('pid', '?')} on "
+            f"{holder.get('host', '?')}; its membership expires {max(ttl_ms, 0) / 1000:.0f} s "
+            "after its last heartbeat): start each --node once"
+        )
+
+    def heartbeat(self, now: float) -> None:
+        if now < self._next_beat:
+            return
+        self._next_beat = now + self._heartbeat_every
+        key = self.keys.member(self.node)
+        kept = self.redis.call(
+            "heartbeat", lambda c: c.eval(_RENEW, 1, key, self._token, self._ttl_ms)
+        )
+        if not kept:
+            raise ClusterRefused(
+                f"node {self.node}: another process has taken this node's membership "
+                "(started with the same --node while this one could not reach Redis)"
+            )
+
+    def leave(self) -> None:
+        if self._joined:
+            key = self.keys.member(self.node)
+            self.redis.call("leaving", lambda c: c.eval(_RELEASE, 1, key, self._token))
+        if self._ledger is not None:
+            self._ledger.close()
+            self._ledger = None
+
+    # ------------------------------------------------------------------------------ delivery
+
+    def pump(
+        self,
+        deliver: Callable[[int, bytes], None],
+        wait_s: float = 0.0,
+        valid: Callable[[bytes], bool] | None = None,
+    ) -> int:
+        """Move new batches from this node's streams into its inboxes (module docstring),
+        waiting up to ``wait_s`` for the first one (XREADGROUP BLOCK: a batch is moved as
+        soon as it arrives, and an idle node does not poll).
+
+        ``deliver(partition, batch)`` must have committed the batch when it returns. An entry
+        that is not a batch (no id, or ``valid`` says its bytes are not one: written by
+        something else than a node) is acknowledged, dropped and counted (``rejected``)."""
+        assert self._ledger is not None
+        self._block_ms = int(wait_s * 1000)
+        reply: Any = self.redis.call("reading the node's streams", self._read)
+        moved = 0
+        for raw_stream, entries in reply or []:
+            stream = raw_stream.decode() if isinstance(raw_stream, bytes) else str(raw_stream)
+            partition = int(stream.rsplit(":", 1)[1])
+            pending = self._cursor[stream] != b">"
+            if pending:
+                if not entries:
+                    self._cursor[stream] = b">"  # our pending entries are done
+                    continue
+                self._cursor[stream] = entries[-1][0]  # go on after the last one
+            ids = [entry_id for entry_id, _ in entries]
+            fields = [f for _, f in entries if f]  # a deleted entry still pending: no fields
+            good = [
+                f for f in fields
+                if isinstance(f.get(b"i"), bytes) and isinstance(f.get(b"b"), bytes)
+                and (valid is None or valid(f[b"b"]))
+            ]  # fmt: skip
+            if len(good) < len(fields):
+                self.rejected += len(fields) - len(good)
+                log.warning(
+                    "node %d: %d entries of %s are not link batches: dropped",
+                    self.node, len(fields) - len(good), stream,
+                )  # fmt: skip
+                fields = good
+            known = self._ledger.known([f[b"i"] for f in fields])
+            fresh: list[bytes] = []
+            for f in fields:
+                if f[b"i"] in known or f[b"i"] in fresh:
+                    self.duplicates += 1
+                    continue
+                deliver(partition, f[b"b"])
+                fresh.append(f[b"i"])
+            self._ledger.add(fresh, time.time())
+            self.pumped += len(fresh)
+            moved += len(fresh)
+            self.redis.call("acknowledging batches", partial(self._ack, stream=stream, ids=ids))
+        self._prune()
+        return moved
+
+    def _read(self, client: redis.Redis) -> Any:
+        streams: Any = self._cursor
+        # BLOCK only once every stream reads new entries (pending ones never block anyway)
+        reading_new = all(c == b">" for c in self._cursor.values())
+        block = self._block_ms if self._block_ms and reading_new else None  # 0 would be forever
+        return client.xreadgroup(GROUP, CONSUMER, streams, count=READ_COUNT, block=block)
+
+    def _ack(self, client: redis.Redis, stream: str, ids: list[bytes]) -> None:
+        with client.pipeline(transaction=True) as pipe:
+            pipe.xack(stream, GROUP, *ids)
+            pipe.xdel(stream, *ids)
+            pipe.execute()
+
+    def _prune(self) -> None:
+        now = time.monotonic()
+        if now < self._next_prune or any(c != b">" for c in self._cursor.values()):
+            return
+        self._next_prune = now + LEDGER_PRUNE_EVERY_S
+        assert self._ledger is not None
+        self._ledger.prune(time.time() - LEDGER_KEEP_S)
+
+    # ------------------------------------------------------------------------------ the end
+
+    def begin(self) -> bool:
+        """Start a coordinator tick: True once the crawl is over (``done`` set)."""
+        self.heartbeat(time.monotonic())
+        probe, done = self.redis.call(
+            "reading the probe", lambda c: c.mget([self.keys.probe, self.keys.done])
+        )
+        self._probe = int(probe or 0)
+        return bool(done)
+
+    def answer(self, quiet: bool, counts: Sequence[int]) -> None:
+        """Answer the round read by :meth:`begin` (after it: module docstring); node 0 also
+        decides."""
+        counted = [*counts, self.pumped]
+        mine = json.dumps(
+            {"probe": self._probe, "run": self._run, "quiet": quiet, "counts": counted}
+        )
+        # Redis full (maxmemory): no answer this tick, so no round completes (and the streams
+        # are not empty anyway); the coordinator goes on draining them, which frees memory
+        self.redis.call(
+            "answering the probe",
+            lambda c: bool(c.hset(self.keys.status, str(self.node), mine)) or True,
+            when_full=False,
+        )
+        if self.node == 0:
+            self.redis.call("deciding the end", self._decide, when_full=False)
+
+    def _decide(self, client: redis.Redis) -> bool:
+        answers = {int(k): json.loads(v) for k, v in client.hgetall(self.keys.status).items()}
+        if len(answers) < self.nodes or any(
+            answers.get(n, {}).get("probe") != self._probe for n in range(self.nodes)
+        ):
+            return True  # the round is not complete
+        if self._evaluated == self._probe:  # its INCR failed (retried, or Redis full): again
+            client.incr(self.keys.probe)
+            return True
+        sent = int(client.hget(self.keys.counts, "sent") or 0)
+        waiting = in_flight(client, self.keys, self.total)
+        round_ = (
+            [(n, a["run"], a["quiet"], a["counts"]) for n, a in sorted(answers.items())],
+            sent,
+            waiting,
+        )
+        over = (
+            all(a["quiet"] for a in answers.values())
+            and waiting == 0
+            and round_ == self._previous_round
+        )
+        self._previous_round = round_  # (a round is compared with an earlier one only)
+        self._evaluated = self._probe
+        if not over:
+            client.incr(self.keys.probe)
+            return True
+        with client.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(self.keys.counts)  # type: ignore[no-untyped-call]
+                if int(pipe.hget(self.keys.counts, "sent") or 0) != sent:
+                    pipe.reset()
+                    client.incr(self.keys.probe)
+                    return True
+                pipe.multi()
+                pipe.set(self.keys.done, b"1")
+                pipe.execute()
+                log.info("the cluster crawl is over (every partition idle, %d batches)", sent)
+            except redis.WatchError:
+                client.incr(self.keys.probe)
+        return True
+
+    # ------------------------------------------------------------------------------ reports
+
+    def publish_report(self, report: Mapping[str, Any]) -> None:
+        text = json.dumps(report)
+        self.redis.call(
+            "publishing the report", lambda c: c.hset(self.keys.reports, str(self.node), text)
+        )
+
+
+def in_flight(client: redis.Redis, keys: Keys, partitions: int) -> int:
+    """Stream entries not yet acknowledged (and deleted) by their owners, over all partitions."""
+    with client.pipeline(transaction=False) as pipe:
+        for p in range(partitions):
+            pipe.xlen(keys.stream(p))
+        return sum(int(n) for n in pipe.execute())
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def add_batches(link: Redis, keys: Keys, batches: Mapping[int, Sequence[bytes]]) -> int:
+    """Add batches to their partitions' streams in one MULTI (``add-seeds``), counted as sent;
+    clears ``done``, so that an ended cluster crawls them when its nodes run again (and
+    running nodes do at once). Returns the number of batches."""
+    from frontier_crawl.cluster.sender import batch_id
+
+    def add(client: redis.Redis) -> int:
+        with client.pipeline(transaction=True) as pipe:
+            n = 0
+            for partition, items in batches.items():
+                for batch in items:
+                    pipe.xadd(keys.stream(partition), {b"i": batch_id(batch), b"b": batch})
+                    n += 1
+            pipe.hincrby(keys.counts, "sent", n)
+            pipe.delete(keys.done)
+            pipe.execute()
+        return n
+
+    return link.call("adding seeds", add)
+
+
+def cluster_reports(link: Redis, keys: Keys) -> dict[int, dict[str, Any]]:
+    """Each node's last published report."""
+    raw = link.call("reading the reports", lambda c: c.hgetall(keys.reports))
+    return {int(k): json.loads(v) for k, v in raw.items()}
+
+
+def cluster_status(link: Redis, keys: Keys, partitions: int) -> dict[str, Any]:
+    """What Redis knows of the crawl: batches sent and in flight, ended or not, memory used."""
+
+    def read(c: redis.Redis) -> dict[str, Any]:
+        return {
+            "batches_sent": int(c.hget(keys.counts, "sent") or 0),
+            "batches_in_flight": in_flight(c, keys, partitions),
+            "ended": bool(c.get(keys.done)),
+            "redis_used_memory_bytes": int(c.info("memory")["used_memory"]),
+        }
+
+    return link.call("reading the status", read)

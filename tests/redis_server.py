@@ -1,0 +1,105 @@
+"""A real redis-server (Debian's) for the cluster tests and bench, on a free loopback port
+with its own directory, AOF on with ``appendfsync always``, stopped by its PID."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+REDIS_SERVER = shutil.which("redis-server")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """``start()`` / ``kill()`` (-9) / ``stop()``; ``start()`` again reuses the directory."""
+
+    def __init__(
+        self, directory: Path, password: str = "", appendfsync: str = "always", tls: bool = False
+    ) -> None:
+        if REDIS_SERVER is None:
+            pytest.skip("redis-server is not installed (.ci/run installs it)")
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.password = password
+        self.appendfsync = appendfsync
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.tls = tls
+        if tls:  # a CA of the test's own (trustme) and a certificate for 127.0.0.1
+            import trustme
+
+            ca = trustme.CA()
+            cert = ca.issue_cert("127.0.0.1")
+            ca.cert_pem.write_to_path(str(self.dir / "ca.pem"))
+            cert.private_key_pem.write_to_path(str(self.dir / "key.pem"))
+            cert.cert_chain_pems[0].write_to_path(str(self.dir / "cert.pem"))
+
+    @property
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        if self.tls:
+            return f"rediss://{auth}127.0.0.1:{self.port}/0?ssl_ca_certs={self.dir / 'ca.pem'}"
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        assert REDIS_SERVER is not None
+        args = [
+            REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+            "--save", "", "--appendonly", "yes", "--appendfsync", self.appendfsync,
+            "--maxmemory-policy", "noeviction", "--daemonize", "no", "--logfile",
+            str(self.dir / "redis.log"),
+        ]  # fmt: skip
+        if self.password:
+            args += ["--requirepass", self.password]
+        if self.tls:
+            args[1:3] = ["--port", "0", "--tls-port", str(self.port)]
+            args += ["--tls-cert-file", str(self.dir / "cert.pem"), "--tls-key-file",
+                     str(self.dir / "key.pem"), "--tls-ca-cert-file", str(self.dir / "ca.pem"),
+                     "--tls-auth-clients", "no"]  # fmt: skip
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = self.client()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except (redis.ConnectionError, redis.BusyLoadingError):
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError(
+                        f"redis-server did not start: {self.dir / 'redis.log'}"
+                    ) from None
+                time.sleep(0.02)
+        client.close()
+
+    def client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.url)
+
+    def kill(self) -> None:
+        """kill -9, by its PID."""
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        self.proc = None
