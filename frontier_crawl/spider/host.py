@@ -45,6 +45,7 @@ import sysconfig
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from itertools import islice
 from pathlib import Path
 from types import CodeType, GeneratorType, TracebackType
 from typing import TYPE_CHECKING, Any
@@ -68,6 +69,7 @@ _encode_meta = msgspec.msgpack.Encoder().encode
 _HTTP = ("http://", "https://")
 _HTTP_PROTOCOLS = frozenset(("http:", "https:"))
 _perf = time.perf_counter
+_END = object()
 
 
 class Page(msgspec.Struct, frozen=True):
@@ -156,6 +158,7 @@ class SpiderHost:
         self._rules = rules
         self._handle_all, self._handle = _handle_status(type(spider))
         self._callbacks: dict[str, Callable[..., Any]] = {}
+        self._names: dict[str, str] = {"": "", "parse": ""}  # callback -> stored name
         self._default_parse = type(spider).parse is Spider.parse
         self._seen_where: set[str] = set()
         self._opened: list[Any] = []
@@ -292,8 +295,27 @@ class SpiderHost:
                 self._sort(state, result, None)
                 return
             it = iter(result)
-            for n, obj in enumerate(it, 1):
-                if n > MAX_YIELDS_PER_PAGE:
+            append = state.requests.append
+            for obj in islice(it, MAX_YIELDS_PER_PAGE):
+                # The common request (default callback, no meta, absolute http(s) URL) is
+                # checked inline; everything else goes through _sort.
+                if (
+                    type(obj) is Request
+                    and obj.callback is None
+                    and not obj.meta
+                    and type(obj.priority) is int
+                    and type(obj.url) is str
+                    and obj.url.startswith(_HTTP)
+                ):
+                    append(NewRequest(obj.url, "", b"", obj.priority))
+                elif type(obj) is Request:
+                    new = self._request(state, obj, it)
+                    if new is not None:
+                        append(new)
+                else:
+                    self._sort(state, obj, it)
+            else:
+                if next(it, _END) is not _END:
                     self._problem(
                         state,
                         "bad-yield",
@@ -301,8 +323,6 @@ class SpiderHost:
                         f"more than {MAX_YIELDS_PER_PAGE} objects from one call; the rest "
                         "is ignored",
                     )
-                    break
-                self._sort(state, obj, it)
         except Exception as exc:
             self._exception(state, "callback-error", exc, callback)
         finally:
@@ -327,34 +347,18 @@ class SpiderHost:
 
     def _request(self, state: _Run, req: Request, it: Iterator[Any] | None) -> NewRequest | None:
         cb = req.callback
-        if cb is None or cb == "parse" or cb == "":
-            name = ""
-        else:
-            name = cb if isinstance(cb, str) else getattr(cb, "__name__", repr(cb))
-            if self._callback(name) is None or (
-                not isinstance(cb, str) and getattr(cb, "__self__", None) is not self.spider
-            ):
-                self._problem(
-                    state,
-                    "unknown-callback",
-                    self._yield_site(state, it),
-                    f"Request({_short(req.url)}) names callback {_short(cb)}, which "
-                    f"{type(self.spider).__name__} does not have",
-                )
+        name = self._names.get(cb) if type(cb) is str else None  # a known callback's stored name
+        if name is None:
+            name = self._callback_name(state, req, it)
+            if name is None:
                 return None
         meta = req.meta
         if not meta:
             packed = b""
-        elif not isinstance(meta, dict):
-            self._problem(
-                state,
-                "bad-meta",
-                self._yield_site(state, it),
-                f"Request({_short(req.url)}) meta must be a dict, got {type(meta).__name__}",
-            )
-            return None
         else:
             try:
+                if type(meta) is not dict:
+                    raise TypeError(f"meta must be a dict, got {type(meta).__name__}")
                 packed = _encode_meta(meta)
             except (TypeError, ValueError, OverflowError) as exc:
                 self._problem(
@@ -374,17 +378,43 @@ class SpiderHost:
                 f"Request({_short(req.url)}) priority must be an int, got {_short(priority)}",
             )
             return None
-        url = self._resolve(state, req.url)
-        if url is None:
-            self._problem(
-                state,
-                "bad-url",
-                self._yield_site(state, it),
-                f"Request({_short(req.url)}): not an http(s) URL once resolved against "
-                f"{state.page.url}",
-            )
-            return None
+        url: str | None = req.url
+        if type(url) is not str or not url.startswith(_HTTP):
+            url = self._resolve(state, url)
+            if url is None:
+                self._problem(
+                    state,
+                    "bad-url",
+                    self._yield_site(state, it),
+                    f"Request({_short(req.url)}): not an http(s) URL once resolved against "
+                    f"{state.page.url}",
+                )
+                return None
         return NewRequest(url, name, packed, priority)
+
+    def _callback_name(self, state: _Run, req: Request, it: Iterator[Any] | None) -> str | None:
+        """The stored name of a request's callback (a name or a bound method of the spider);
+        None, with an unknown-callback problem, if the spider has no such callback."""
+        cb = req.callback
+        if cb is None or cb == "" or cb == "parse":
+            return ""
+        name = cb if isinstance(cb, str) else getattr(cb, "__name__", None)
+        if (
+            isinstance(name, str)
+            and (isinstance(cb, str) or getattr(cb, "__self__", None) is self.spider)
+            and self._callback(name) is not None
+        ):
+            if isinstance(cb, str):
+                self._names[cb] = name
+            return name
+        self._problem(
+            state,
+            "unknown-callback",
+            self._yield_site(state, it),
+            f"Request({_short(req.url)}) names callback {_short(cb)}, which "
+            f"{type(self.spider).__name__} does not have",
+        )
+        return None
 
     def _resolve(self, state: _Run, url: Any) -> str | None:
         if type(url) is not str:
