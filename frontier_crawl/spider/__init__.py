@@ -1,0 +1,1 @@
+"""Spiders: user callbacks, items, pipelines and ``[[extract]]`` rules (see ``extract.py``)."""
