@@ -57,6 +57,7 @@ from frontier_crawl.config import ConfigError
 from frontier_crawl.config.loader import is_source_file
 from frontier_crawl.spider import load
 from frontier_crawl.spider.api import Request, Response, Spider
+from frontier_crawl.spider.extract import Rules, compile_rules
 
 if TYPE_CHECKING:
     from frontier_crawl.config import CrawlSettings
@@ -150,7 +151,7 @@ class SpiderHost:
         self,
         spider: Spider,
         pipelines: list[load.Pipeline] | tuple[load.Pipeline, ...] = (),
-        rules: Any = None,
+        rules: Rules | None = None,
         user_dirs: tuple[str, ...] = (),
     ) -> None:
         self.spider = spider
@@ -178,19 +179,14 @@ class SpiderHost:
         the error for: a source that fails to import, holds no/several Spider subclasses without
         `class`, a bad class name, a bad pipeline, a bad [[extract]] regex or selector."""
         section = settings.spider
-        rule_settings = tuple(getattr(settings, "extract", ()) or ())
+        rule_settings = settings.extract
         if section.source is None and not rule_settings and not section.pipelines:
             return None
         spider_cls = load.spider_class(section) if section.source is not None else Spider
         _handle_status(spider_cls)  # ConfigError now rather than at the first page
         spider = load.instantiate(spider_cls, "spider.class")
         pipelines = load.pipelines(section)
-        rules = None
-        if rule_settings:
-            # [[extract]] rules: helper "extract" provides spider/extract.py.
-            from frontier_crawl.spider.extract import compile_rules  # type: ignore[import-not-found,unused-ignore]
-
-            rules = compile_rules(rule_settings)
+        rules = compile_rules(rule_settings) if rule_settings else None
         dirs = []
         for source in (section.source, *(p.rpartition(":")[0] for p in section.pipelines)):
             if source is not None and is_source_file(source):
@@ -270,7 +266,7 @@ class SpiderHost:
             else:
                 self._call(state, callback, response)
         if self._rules is not None:
-            self._extract(state, response)
+            self._extract(state, self._rules, response)
         t1 = _perf()
         items = self._pipeline(state, response) if state.items else []
         return Yielded(state.requests, items, state.problems, t1 - t0, _perf() - t1)
@@ -431,9 +427,14 @@ class SpiderHost:
 
     # -- extraction rules and pipelines --------------------------------------------------
 
-    def _extract(self, state: _Run, response: Response) -> None:
+    def _extract(self, state: _Run, rules: Rules, response: Response) -> None:
+        """The rules' items for a 2xx HTML page; it is parsed only when a rule's URL matches."""
+        page = state.page
+        if not (200 <= page.status < 300 and "html" in page.content_type):
+            return
         try:
-            state.items.extend(self._rules.items(state.page.url, response.tree))
+            if rules.matches(page.url):
+                state.items.extend(rules.items(state.page.url, response.tree))
         except Exception as exc:
             self._exception(state, "callback-error", exc, None, fallback="[[extract]] rules")
 

@@ -438,3 +438,70 @@ def test_datetime_meta_and_date_item(tmp_path: Path) -> None:
         "        yield {'d': datetime.date(2026, 12, 1)}\n",
     )
     assert host.run(page()).items == [{"d": dt.date(2026, 12, 1).isoformat()}]
+
+
+RULES = """
+[[extract]]
+url = '/item/[0-9]+[.]html$'
+[extract.fields]
+name = "h1"
+"""
+
+ITEM_PAGE = b"<html><body><h1> Blue pen </h1><a href='/x'>x</a></body></html>"
+
+
+def test_rules_without_a_spider_follow_every_link_and_add_items(tmp_path: Path) -> None:
+    host = SpiderHost.load(settings(tmp_path, extra=RULES))
+    assert host is not None and type(host.spider) is Spider
+    y = host.run(page(url="http://a.test/item/7.html", body=ITEM_PAGE, links=["http://a.test/x"]))
+    assert y.items == [{"url": "http://a.test/item/7.html", "name": "Blue pen"}]
+    assert y.requests == [NewRequest("http://a.test/x", "", b"", 0)] and y.problems == []
+    other = host.run(page(url="http://a.test/list.html", body=ITEM_PAGE))
+    assert other.items == [] and len(other.requests) == 2
+
+
+def test_rules_and_spider_combined_through_pipelines(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "pipes.py",
+        """
+PARSED = []
+class Tag:
+    def process_item(self, item, response):
+        PARSED.append(response._tree is not None)
+        return {**item, "tagged": True}
+""",
+    )
+    write(
+        tmp_path,
+        "spider.py",
+        HEAD
+        + "class S(Spider):\n    def parse(self, response):\n        yield {'from': 'spider'}\n",
+    )
+    s = settings(tmp_path, {"source": "spider.py", "pipelines": ["pipes.py:Tag"]}, extra=RULES)
+    host = SpiderHost.load(s)
+    assert host is not None
+    y = host.run(page(url="http://a.test/item/7.html", body=ITEM_PAGE))
+    assert y.items == [
+        {"from": "spider", "tagged": True},  # the callback's items first, then the rules'
+        {"url": "http://a.test/item/7.html", "name": "Blue pen", "tagged": True},
+    ]
+    assert y.requests == []  # the spider yields no requests: none are followed
+    # no rule matches: the rules do not parse the page
+    assert host.run(page(url="http://a.test/about.html")).items == [
+        {"from": "spider", "tagged": True}
+    ]
+    # a non-2xx page the spider asked for gets no rule items
+    assert host.run(page(url="http://a.test/item/8.html", status=404, body=ITEM_PAGE)).items == [
+        {"from": "spider", "tagged": True}
+    ]
+    import sys
+
+    assert sys.modules[type(host._pipelines[0].obj).__module__].PARSED == [True, True, False, False]
+
+
+def test_bad_rule_is_a_config_error(tmp_path: Path) -> None:
+    from frontier_crawl.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^extract\[0\]\.fields\.name"):
+        SpiderHost.load(settings(tmp_path, extra=RULES.replace('"h1"', '"h1[["')))
