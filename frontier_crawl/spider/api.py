@@ -8,7 +8,9 @@ in the frontier and survive a restart; a relative URL is resolved against the re
 
 Non-2xx responses reach callbacks only when the spider asks, with a class attribute
 ``handle_status`` (like Scrapy's ``handle_httpstatus_list``): a collection of status codes
-(``[404, 410]``, ``range(400, 500)``) or ``"all"``. Redirects never reach callbacks: the
+(``[404, 410]``, ``range(400, 500)``) or ``"all"``; a callback method may carry its own
+(``parse_gone.handle_status = [404, 410]`` after its ``def``), which then applies to the
+requests naming that callback instead of the class's. Redirects never reach callbacks: the
 request's callback and meta go with the redirect target, so the callback sees the final
 response. robots.txt responses never reach callbacks.
 

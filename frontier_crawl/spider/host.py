@@ -20,8 +20,9 @@ Outcomes (``Problem.outcome``):
 - ``bad-meta``: a Request's meta is not a dict or does not serialise with msgpack.
 - ``unknown-callback``: a Request names a callback the spider does not have (also a page whose
   stored callback a changed spider no longer has).
-- ``bad-url``: a Request's URL is not a string, does not parse, or is not http(s) once resolved
-  against the page's URL.
+- ``bad-url``: a Request's URL is not a string, or is not http(s) once resolved against the
+  page's URL (by the WHATWG URL Standard, as links are). An absolute ``http(s)://`` URL is
+  passed on as written: the frontier's canonicaliser judges it, as it judges every link.
 
 ``Problem.where`` is a code location, ``file.py:LINE in Class.method``: for an exception the
 innermost frame in the user's code (the spider's and pipelines' directories; else outside the
@@ -47,7 +48,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
-from types import CodeType, GeneratorType, TracebackType
+from types import CodeType, FunctionType, GeneratorType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 import can_ada
@@ -158,6 +159,7 @@ class SpiderHost:
         self._pipelines = tuple(pipelines)
         self._rules = rules
         self._handle_all, self._handle = _handle_status(type(spider))
+        self._handle_by_callback = _callback_handle_status(type(spider))
         self._callbacks: dict[str, Callable[..., Any]] = {}
         self._names: dict[str, str] = {"": "", "parse": ""}  # callback -> stored name
         self._default_parse = type(spider).parse is Spider.parse
@@ -184,6 +186,7 @@ class SpiderHost:
             return None
         spider_cls = load.spider_class(section) if section.source is not None else Spider
         _handle_status(spider_cls)  # ConfigError now rather than at the first page
+        _callback_handle_status(spider_cls)
         spider = load.instantiate(spider_cls, "spider.class")
         pipelines = load.pipelines(section)
         rules = compile_rules(rule_settings) if rule_settings else None
@@ -197,10 +200,16 @@ class SpiderHost:
 
     def wants(self, status: int, callback: str) -> bool:
         """Whether a response with this status goes to the callback (2xx always; 304-confirmed
-        pages are 2xx; others only when the spider asks with ``handle_status``). robots.txt
-        never reaches it. (``callback`` is there for per-callback rules; today the spider's
-        ``handle_status`` applies to all its callbacks.)"""
-        return 200 <= status < 300 or self._handle_all or status in self._handle
+        pages are 2xx; others only when the spider asks with ``handle_status``: the callback
+        method's own attribute if it has one, else the spider class's). robots.txt never
+        reaches it."""
+        if 200 <= status < 300:
+            return True
+        if self._handle_by_callback:
+            own = self._handle_by_callback.get(callback or "parse")
+            if own is not None:
+                return own[0] or status in own[1]
+        return self._handle_all or status in self._handle
 
     def open(self) -> None:
         """Spider.open(), then each pipeline's open(spider); a failure is a ConfigError naming
@@ -290,6 +299,15 @@ class SpiderHost:
             if isinstance(result, Request) or _is_item(result):
                 self._sort(state, result, None)
                 return
+            if isinstance(result, str | bytes) or not hasattr(result, "__iter__"):
+                self._problem(
+                    state,
+                    "bad-yield",
+                    _site_of(callback, ""),
+                    f"returned {type(result).__name__} {_short(result)}: expected an iterable "
+                    "(or a generator) of Requests and items, a single one, or None",
+                )
+                return
             it = iter(result)
             append = state.requests.append
             for obj in islice(it, MAX_YIELDS_PER_PAGE):
@@ -321,9 +339,11 @@ class SpiderHost:
                     )
         except Exception as exc:
             self._exception(state, "callback-error", exc, callback)
-        finally:
-            if isinstance(it, GeneratorType):
-                it.close()
+        if isinstance(it, GeneratorType):
+            try:
+                it.close()  # runs its finally blocks now, not when it is collected
+            except Exception as exc:  # e.g. "generator ignored GeneratorExit"
+                self._exception(state, "callback-error", exc, callback)
 
     def _sort(self, state: _Run, obj: Any, it: Iterator[Any] | None) -> None:
         if isinstance(obj, Request):
@@ -539,12 +559,27 @@ def _library_dirs() -> tuple[str, ...]:
     return tuple(sorted(d.rstrip(os.sep) + os.sep for d in dirs))
 
 
-def _handle_status(cls: type[Spider]) -> tuple[bool, frozenset[int]]:
-    value = cls.handle_status
+def _callback_handle_status(cls: type[Spider]) -> dict[str, tuple[bool, frozenset[int]]]:
+    """Callbacks (methods) with their own ``handle_status`` attribute."""
+    out = {}
+    for name in dir(cls):
+        if name.startswith("_") or name == "handle_status":
+            continue
+        attr = getattr(cls, name, None)
+        if isinstance(attr, FunctionType) and hasattr(attr, "handle_status"):
+            out[name] = _handle_status(cls, attr.handle_status, f"{name}.handle_status")
+    return out
+
+
+def _handle_status(
+    cls: type[Spider], value: Any = None, attr: str = "handle_status"
+) -> tuple[bool, frozenset[int]]:
+    if value is None:
+        value = cls.handle_status
     if value == "all":
         return True, frozenset()
     bad = ConfigError(
-        f"spider.class: {cls.__name__}.handle_status must be a collection of HTTP status codes "
+        f"spider.class: {cls.__name__}.{attr} must be a collection of HTTP status codes "
         f'(ints 100-599, e.g. [404, 410] or range(400, 600)) or "all", got {_short(value)}'
     )
     if isinstance(value, str | bytes):

@@ -505,3 +505,104 @@ def test_bad_rule_is_a_config_error(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match=r"^extract\[0\]\.fields\.name"):
         SpiderHost.load(settings(tmp_path, extra=RULES.replace('"h1"', '"h1[["')))
+
+
+def test_handle_status_per_callback(tmp_path: Path) -> None:
+    host = host_for(
+        tmp_path,
+        HEAD
+        + """
+class S(Spider):
+    handle_status = [500]
+    def parse_gone(self, response):
+        yield {"gone": response.status}
+    parse_gone.handle_status = [404, 410]
+    def parse_any(self, response):
+        pass
+    parse_any.handle_status = "all"
+""",
+    )
+    assert host.wants(404, "parse_gone") and host.wants(410, "parse_gone")
+    assert not host.wants(500, "parse_gone")  # the callback's own list replaces the class's
+    assert host.wants(500, "") and not host.wants(404, "")  # parse: the class's
+    assert host.wants(503, "parse_any") and host.wants(200, "parse_gone")
+    y = host.run(page(status=410, callback="parse_gone"))
+    assert y.items == [{"gone": 410}]
+
+
+def test_bad_handle_status_on_a_callback(tmp_path: Path) -> None:
+    from frontier_crawl.config import ConfigError
+
+    write(
+        tmp_path,
+        "spider.py",
+        HEAD + "class S(Spider):\n    def parse_x(self, r):\n        pass\n"
+        "    parse_x.handle_status = 'some'\n",
+    )
+    with pytest.raises(ConfigError, match=r"^spider\.class: S\.parse_x\.handle_status must be"):
+        SpiderHost.load(settings(tmp_path, {"source": "spider.py"}))
+
+
+def test_returns_that_are_not_iterables(tmp_path: Path) -> None:
+    src = write(
+        tmp_path,
+        "spider.py",
+        HEAD
+        + """
+class S(Spider):
+    def parse(self, response):                     # RETURNS-STR
+        return "http://a.test/not-a-request"
+    def parse_int(self, response):                 # RETURNS-INT
+        return 3
+""",
+    )
+    host = SpiderHost.load(settings(tmp_path, {"source": "spider.py"}))
+    assert host is not None
+    (p,) = host.run(page()).problems
+    assert (p.outcome, p.where) == (
+        "bad-yield",
+        f"spider.py:{lineno(src, 'RETURNS-STR')} in S.parse",
+    )
+    assert "returned str" in p.message
+    (p,) = host.run(page(callback="parse_int")).problems
+    assert (p.outcome, p.where) == (
+        "bad-yield",
+        f"spider.py:{lineno(src, 'RETURNS-INT')} in S.parse_int",
+    )
+
+
+# A generator that ignores GeneratorExit is still suspended after close() fails; Python calls
+# close() again when it is collected and prints that error (an "unraisable" warning here).
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_generator_is_closed_and_one_that_will_not_close_is_recorded(tmp_path: Path) -> None:
+    host = host_for(
+        tmp_path,
+        HEAD
+        + """
+CLOSED = []
+class S(Spider):
+    def parse(self, response):
+        try:
+            for n in range(10 ** 6):
+                yield {"n": n}
+                if n == 1:
+                    raise ValueError("stop")
+        finally:
+            CLOSED.append(True)
+    def parse_stubborn(self, response):
+        while True:
+            try:
+                yield Request("http://a.test/x")
+            except GeneratorExit:
+                pass
+""",
+    )
+    y = host.run(page())
+    assert y.items == [{"n": 0}, {"n": 1}] and [p.outcome for p in y.problems] == ["callback-error"]
+    import sys
+
+    assert sys.modules[type(host.spider).__module__].CLOSED == [True]
+    y = host.run(page(callback="parse_stubborn"))  # cut at MAX_YIELDS_PER_PAGE, then closed
+    assert len(y.requests) == MAX_YIELDS_PER_PAGE
+    assert [p.outcome for p in y.problems] == ["bad-yield", "callback-error"]
+    assert y.problems[1].message == "RuntimeError: generator ignored GeneratorExit"
