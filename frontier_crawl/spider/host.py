@@ -161,7 +161,8 @@ class SpiderHost:
         self._handle_all, self._handle = _handle_status(type(spider))
         self._handle_by_callback = _callback_handle_status(type(spider))
         self._callbacks: dict[str, Callable[..., Any]] = {}
-        self._names: dict[str, str] = {"": "", "parse": ""}  # callback -> stored name
+        # a request's callback -> its stored name, for the callbacks seen so far
+        self._names: dict[str | None, str] = {None: "", "": "", "parse": ""}
         self._default_parse = type(spider).parse is Spider.parse
         self._seen_where: set[str] = set()
         self._opened: list[Any] = []
@@ -310,19 +311,29 @@ class SpiderHost:
                 return
             it = iter(result)
             append = state.requests.append
+            names = self._names
             for obj in islice(it, MAX_YIELDS_PER_PAGE):
-                # The common request (default callback, no meta, absolute http(s) URL) is
-                # checked inline; everything else goes through _sort.
-                if (
-                    type(obj) is Request
-                    and obj.callback is None
-                    and not obj.meta
-                    and type(obj.priority) is int
-                    and type(obj.url) is str
-                    and obj.url.startswith(_HTTP)
-                ):
-                    append(NewRequest(obj.url, "", b"", obj.priority))
-                elif type(obj) is Request:
+                # The common request (a callback already seen, meta absent or a dict, an int
+                # priority, an absolute http(s) URL) is checked inline; the rest, and any
+                # problem, goes through _request or _sort.
+                if type(obj) is Request:
+                    cb, url, meta, priority = obj.callback, obj.url, obj.meta, obj.priority
+                    name = names.get(cb) if cb is None or type(cb) is str else None
+                    if (
+                        name is not None
+                        and type(priority) is int
+                        and type(url) is str
+                        and url.startswith(_HTTP)
+                    ):
+                        if not meta:
+                            append(NewRequest(url, name, b"", priority))
+                            continue
+                        if type(meta) is dict:
+                            try:
+                                append(NewRequest(url, name, _encode_meta(meta), priority))
+                                continue
+                            except (TypeError, ValueError, OverflowError):
+                                pass  # _request records it
                     new = self._request(state, obj, it)
                     if new is not None:
                         append(new)
@@ -363,7 +374,7 @@ class SpiderHost:
 
     def _request(self, state: _Run, req: Request, it: Iterator[Any] | None) -> NewRequest | None:
         cb = req.callback
-        name = self._names.get(cb) if type(cb) is str else None  # a known callback's stored name
+        name = self._names.get(cb) if cb is None or type(cb) is str else None
         if name is None:
             name = self._callback_name(state, req, it)
             if name is None:
