@@ -318,7 +318,7 @@ class SpiderHost:
                 # problem, goes through _request or _sort.
                 if type(obj) is Request:
                     cb, url, meta, priority = obj.callback, obj.url, obj.meta, obj.priority
-                    name = names.get(cb) if cb is None or type(cb) is str else None
+                    name = "" if cb is None else names.get(cb) if type(cb) is str else None
                     if (
                         name is not None
                         and type(priority) is int
