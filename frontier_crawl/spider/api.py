@@ -136,8 +136,12 @@ class Response:
 
     @property
     def tree(self) -> LexborHTMLParser:
-        """The parsed page (selectolax lexbor), parsed on first use and kept."""
+        """The parsed page (selectolax lexbor): the engine's parse if it handed it over
+        (``Page.tree``), else parsed on first use and kept."""
         if self._tree is None:
+            if self._page.tree is not None:
+                self._tree = self._page.tree
+                return self._tree
             charset = self._page.charset
             if charset is None or charset.replace("_", "-").lower() in ("utf-8", "utf8"):
                 self._tree = LexborHTMLParser(self._page.body)

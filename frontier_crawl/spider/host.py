@@ -87,6 +87,9 @@ class Page(msgspec.Struct, frozen=True):
     depth: int
     callback: str  # "" means the seeds' callback, "parse"
     meta: bytes  # msgpack of the request's meta; b"" means {}
+    #: the page as the engine parsed it for its links (a selectolax LexborHTMLParser), if it
+    #: can hand it over: ``Response.css`` then uses it instead of parsing the page again
+    tree: Any = None
 
 
 class NewRequest(msgspec.Struct, frozen=True):

@@ -90,3 +90,11 @@ def test_default_parse_requests_every_link() -> None:
         ("http://a.test/1", None),
         ("http://a.test/2", None),
     ]
+
+
+def test_engine_tree_is_used_when_handed_over() -> None:
+    from selectolax.lexbor import LexborHTMLParser
+
+    tree = LexborHTMLParser("<p>from the engine</p>")
+    r = Response(page(body=b"<p>from the body</p>", tree=tree))
+    assert r.tree is tree and r.css("p")[0].text() == "from the engine"
