@@ -76,6 +76,7 @@ _HTTP = ("http://", "https://")
 _HTTP_PROTOCOLS = frozenset(("http:", "https:"))
 _perf = time.perf_counter
 _END = object()
+_HOOKS = frozenset(("open", "close"))
 
 
 class Page(msgspec.Struct, frozen=True, gc=False):
@@ -291,8 +292,10 @@ class SpiderHost:
     # -- callbacks -----------------------------------------------------------------------
 
     def _callback(self, name: str) -> Callable[..., Any] | None:
+        """The bound method a callback name means: a public method of the spider other than
+        the ``open``/``close`` hooks; None if there is none."""
         cb = self._callbacks.get(name)
-        if cb is None and not name.startswith("_"):
+        if cb is None and not name.startswith("_") and name not in _HOOKS:
             attr = getattr(self.spider, name, None)
             if callable(attr) and getattr(attr, "__self__", None) is self.spider:
                 cb = self._callbacks[name] = attr

@@ -197,6 +197,7 @@ class S(Spider):
         yield Request("javascript:void(0)")              # BAD-URL-JS
         yield Request("http://a.test/x", callback="nope")      # UNKNOWN
         yield Request("http://a.test/x", callback="_private")  # PRIVATE
+        yield Request("http://a.test/x", callback="close")  # HOOK
         yield Request("http://a.test/x", callback=Other().elsewhere)  # FOREIGN
         yield Request("http://a.test/x", meta={"f": object()})  # BAD-META-OBJ
         yield Request("http://a.test/x", meta=["not", "a", "dict"])  # BAD-META-LIST
@@ -219,6 +220,7 @@ class S(Spider):
         ("bad-url", at("BAD-URL-JS")),
         ("unknown-callback", at("UNKNOWN")),
         ("unknown-callback", at("PRIVATE")),
+        ("unknown-callback", at("HOOK")),
         ("unknown-callback", at("FOREIGN")),
         ("bad-meta", at("BAD-META-OBJ")),
         ("bad-meta", at("BAD-META-LIST")),
@@ -228,10 +230,10 @@ class S(Spider):
     messages = [p.message for p in y.problems]
     assert "yielded int 42" in messages[0]
     assert "'nope'" in messages[4]
-    assert "msgpack" in messages[7] and "object" in messages[7]
-    assert "must be a dict, got list" in messages[8]
-    assert "priority must be an int" in messages[9]
-    assert "does not convert" in messages[10]
+    assert "msgpack" in messages[8] and "object" in messages[8]
+    assert "must be a dict, got list" in messages[9]
+    assert "priority must be an int" in messages[10]
+    assert "does not convert" in messages[11]
     assert all(p.traceback is None for p in y.problems)
     assert y.requests == [NewRequest("http://a.test/fine", "", b"", 0)]
 
