@@ -608,3 +608,55 @@ class S(Spider):
     assert len(y.requests) == MAX_YIELDS_PER_PAGE
     assert [p.outcome for p in y.problems] == ["bad-yield", "callback-error"]
     assert y.problems[1].message == "RuntimeError: generator ignored GeneratorExit"
+
+
+def test_thousands_of_realistic_pages(tmp_path: Path) -> None:
+    """2,000 pages of 20+ KB (half of them windows-1251), 20 links each, through a two-level
+    spider and a pipeline: every item and request accounted for."""
+    write(
+        tmp_path,
+        "pipes.py",
+        "class Count:\n    def process_item(self, item, response):\n"
+        "        return {**item, 'bytes': len(response.body)}\n",
+    )
+    host = host_for(
+        tmp_path,
+        HEAD
+        + """
+class S(Spider):
+    def parse(self, response):
+        yield {"url": response.url, "title": response.css_first("title").text(),
+               "anchors": len(response.css("a"))}
+        for i, url in enumerate(response.links):
+            yield Request(url, callback="parse_page", meta={"from": response.url, "i": i})
+    def parse_page(self, response):
+        pass
+""",
+        pipelines=["pipes.py:Count"],
+    )
+    filler = "<p>" + "Съешь же ещё этих мягких французских булок " * 12 + "</p>"
+    items, requests = [], []
+    for n in range(2000):
+        links = [f"http://h{n % 50}.test/p/{n}/{i}.html" for i in range(20)]
+        html = (
+            f"<html><head><title>Страница {n}</title></head><body>"
+            + "".join(f'<a href="{u}">{i}</a>' for i, u in enumerate(links))
+            + filler * 40
+            + "</body></html>"
+        )
+        charset = "cp1251" if n % 2 else None
+        body = html.encode(charset or "utf-8")
+        assert len(body) >= 20_000
+        y = host.run(
+            page(url=f"http://h{n % 50}.test/p/{n}", body=body, charset=charset, links=links)
+        )
+        assert y.problems == []
+        items += y.items
+        requests += y.requests
+    assert len(items) == 2000 and len(requests) == 40_000
+    assert [i["title"] for i in items] == [f"Страница {n}" for n in range(2000)]
+    assert {i["anchors"] for i in items} == {20}
+    assert all(i["bytes"] >= 20_000 for i in items)
+    last = msgspec.msgpack.decode(requests[-1].meta)
+    assert last == {"from": "http://h49.test/p/1999", "i": 19}
+    assert {r.callback for r in requests} == {"parse_page"}
