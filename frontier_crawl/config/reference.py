@@ -117,6 +117,7 @@ def _table(cls: type[msgspec.Struct]) -> list[str]:
         bounds = _bounds(t)
         kind = _type_name(t) + (f" ({bounds})" if bounds else "")
         doc = re.sub(r"\s+", " ", doc).replace("|", "\\|")
-        lines.append(f"| `{f.name}` | {_default(f.default)} | {_unit(f.name)} | {kind} | {doc} |")
+        key, default = f.encode_name, _default(f.default)
+        lines.append(f"| `{key}` | {default} | {_unit(f.name)} | {kind} | {doc} |")
     lines.append("")
     return lines

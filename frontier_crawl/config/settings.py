@@ -493,6 +493,35 @@ class WorkersSection(_Section, frozen=True):
     ] = 1
 
 
+class SpiderSection(_Section, frozen=True):
+    source: Annotated[
+        str | None,
+        Meta(
+            description="The spider: a Python file (relative to the config file) or an "
+            "importable module name; unset: no spider (with [[extract]] rules, the default "
+            "spider that follows every link)."
+        ),
+    ] = None
+    class_: Annotated[
+        str | None,
+        Meta(
+            description="Name of the Spider subclass in source; may be unset when source "
+            "defines exactly one."
+        ),
+    ] = msgspec.field(default=None, name="class")
+    pipelines: Annotated[
+        tuple[str, ...],
+        Meta(
+            description='Item pipelines, in order: "file.py:ClassName" (file relative to the '
+            'config file) or "module:ClassName"; each is instantiated with no arguments.'
+        ),
+    ] = ()
+
+    def __post_init__(self) -> None:
+        if self.class_ is not None and self.source is None:
+            raise ValueError("class: needs spider.source")
+
+
 class ExtractField(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """One item field of an ``[[extract]]`` rule, in its table form."""
 
@@ -591,6 +620,7 @@ class CrawlSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     frontier: FrontierSection = FrontierSection()
     output: OutputSection = OutputSection()
     workers: WorkersSection = WorkersSection()
+    spider: SpiderSection = SpiderSection()
     extract: tuple[ExtractRule, ...] = ()
 
 
@@ -602,6 +632,7 @@ SECTIONS: dict[str, type[_Section]] = {
     "frontier": FrontierSection,
     "output": OutputSection,
     "workers": WorkersSection,
+    "spider": SpiderSection,
 }
 
 
