@@ -34,6 +34,7 @@ import msgspec
 
 from frontier_crawl import __version__
 from frontier_crawl.config import CrawlSettings
+from frontier_crawl.config.settings import FeedSection
 from frontier_crawl.fetch import CacheUnusable, ErrorKind, Fetcher, FetchRequest, FetchResult
 from frontier_crawl.frontier import DamagedState, Failure, Frontier, StateMismatch, Ticket
 from frontier_crawl.frontier.mailbox import Link
@@ -52,6 +53,8 @@ from frontier_crawl.output import (
     truncation_reason,
     write_report,
 )
+from frontier_crawl.output.feeds import Feed, decode_offset, open_feed
+from frontier_crawl.output.protocol import Output, blob_name
 from frontier_crawl.output.recover import recover_lines, recover_warcs, set_aside
 from frontier_crawl.output.space import RESUME_MARGIN, LowSpace, SpaceMonitor, human_bytes
 from frontier_crawl.parse import LinkParser, Parser
@@ -209,7 +212,7 @@ class Engine:
         self._undelivered = peers is not None  # an earlier run may have left outbox batches
         self._group: ExitStack | None = None  #: the open group-commit transaction
         self._commit_at = 0.0
-        self._recover_outputs()
+        self._repairs += self._recover_outputs()
         self.stats, self._elapsed_before, earlier = self._load_stats()
         self._repairs = [*earlier, *self._repairs][-MAX_REPAIRS:]
         self._dirty = False
@@ -220,29 +223,16 @@ class Engine:
         #: seconds each URL still being retried has held its host so far (Retry-After, backoff)
         self._held: dict[bytes, float] = {}
         self._durable = settings.output.durability == "power-loss"
-        self._log = CrawlLog(self.layout.crawl_log)
+        self._log = CrawlLog(self.layout.crawl_log, durable=self._durable)
         self.fetcher: FetcherLike = fetcher or self._open_fetcher(settings)
         self.parser: Parser = parser or LinkParser(settings.fetch.parse_types)
-        self._warc = (
-            WarcWriter(
-                self.layout.warc_dir,
-                settings.output.warc_prefix,
-                settings.output.warc_max_bytes,
-                {
-                    "software": f"frontier-crawl/{__version__}",
-                    "format": "WARC File Format 1.1",
-                    "hostname": socket.gethostname(),
-                    "http-header-user-agent": settings.politeness.user_agent,
-                    "robots": "obey" if settings.politeness.obey_robots else "ignore",
-                },
-                gzip_level=settings.output.warc_gzip_level,
-                compressor=settings.output.warc_compressor,
-                durable=self._durable,
-                sync_interval_s=settings.frontier.commit_interval_s / WARC_SYNCS_PER_COMMIT,
-            )
-            if settings.output.warc
-            else None
-        )
+        self._warc = self._open_warc(settings) if settings.output.warc else None
+        self._feeds: list[Feed] = self._open_feeds(self._feed_specs())
+        #: every output a commit depends on (protocol.py): the WARC writer first, since the
+        #: pages it settles append their items to the feeds before those are handed over
+        self._outputs: list[Output] = [
+            *([self._warc] if self._warc is not None else []), self._log, *self._feeds
+        ]
         self._on_progress = on_progress
         self._stop_requested = 0
         self._started = time.monotonic()
@@ -304,14 +294,50 @@ class Engine:
     def _set_aside(self, path: Path, problem: str, consequence: str) -> None:
         self._repairs.append(set_aside_state(path, problem, consequence))
 
-    def _recover_outputs(self) -> None:
+    def _recover_outputs(self) -> list[str]:
         """Close WARC files and the crawl log left unfinished by a killed run (never raises:
-        what cannot be repaired is set aside, with a warning for the report)."""
+        what cannot be repaired is set aside, with a warning for the report). The feeds are
+        recovered as they are opened (``_open_feeds``: cut back to their committed offsets)."""
         warcs = recover_warcs(self.layout.warc_dir)
-        self._repairs += warcs.warnings
-        self._repairs += recover_lines(self.layout.crawl_log)
         if warcs.recovered:
             log.warning("recovered %d unfinished WARC file(s)", len(warcs.recovered))
+        return warcs.warnings + recover_lines(self.layout.crawl_log)
+
+    def _open_warc(self, settings: CrawlSettings) -> WarcWriter:
+        return WarcWriter(
+            self.layout.warc_dir,
+            settings.output.warc_prefix,
+            settings.output.warc_max_bytes,
+            {
+                "software": f"frontier-crawl/{__version__}",
+                "format": "WARC File Format 1.1",
+                "hostname": socket.gethostname(),
+                "http-header-user-agent": settings.politeness.user_agent,
+                "robots": "obey" if settings.politeness.obey_robots else "ignore",
+            },
+            gzip_level=settings.output.warc_gzip_level,
+            compressor=settings.output.warc_compressor,
+            durable=self._durable,
+            sync_interval_s=settings.frontier.commit_interval_s / WARC_SYNCS_PER_COMMIT,
+        )
+
+    def _feed_specs(self) -> tuple[FeedSection, ...]:
+        """The feeds this crawl writes: none without items to write (no spider)."""
+        return ()
+
+    def _open_feeds(self, specs: tuple[FeedSection, ...]) -> list[Feed]:
+        """Each feed cut back to the offset the last commit recorded for it (feeds.py)."""
+        feeds: list[Feed] = []
+        for spec in specs:
+            name = f"feed:{spec.path}"
+            committed = decode_offset(self.frontier.load_blob(blob_name(name)))
+            feed, warnings = open_feed(
+                self.layout.root / spec.path, name, spec.format, spec.fields, committed,
+                durable=self._durable,
+            )  # fmt: skip
+            self._repairs += warnings
+            feeds.append(feed)
+        return feeds
 
     def _load_stats(self) -> tuple[CrawlStats, float, list[str]]:
         """Counters (and start-up repairs) of earlier runs, so the report covers the crawl."""
@@ -344,14 +370,15 @@ class Engine:
         """
         if not self._dirty:
             return
-        if self._durable:
-            self._log.sync()  # fdatasync: the lines survive a power cut, not only a kill
-        else:
-            self._log.flush()
-        if self._warc is not None:
-            if final or self._warc.written() < self._warc_needed:
-                self._warc.flush()
-            self._settle(self._warc.written())
+        if self._warc is not None:  # the one output pages wait for (see above)
+            self._warc.prepare_commit(None if final else self._warc_needed)
+            self._settle(self._warc.durable())
+        for output in self._outputs:
+            if output is not self._warc:
+                output.prepare_commit()
+            point = output.commit_point()
+            if point is not None:  # in this commit: start-up cuts the output back to it
+                self.frontier.save_blob(blob_name(output.name), point)
         elapsed = self._elapsed_before + time.monotonic() - self._started
         saved = _SavedStats(self.stats, elapsed, self._repairs)
         self.frontier.save_blob(STATS_BLOB, _ENCODER.encode(saved))
@@ -430,10 +457,9 @@ class Engine:
         """Release everything without committing (the in-memory state may be ahead of LMDB)."""
         with _quiet():
             self.fetcher.close()
-        if self._warc is not None:
+        for output in self._outputs:
             with _quiet():
-                self._warc.close()
-        self._log.discard()
+                output.discard()
         with _quiet():
             self.frontier.close(checkpoint=False)
 
@@ -680,9 +706,10 @@ class Engine:
         target = resolve_location(r.url, r.header("location") or "")
         if target is None:
             return Outcome.REDIRECT
-        self.frontier.add(
-            [target], depth=ticket.depth, referrer=ticket.url, hops=ticket.hops + 1, now=r.finished
-        )
+        self.frontier.add(  # a spider request's callback and meta go with it (to the target)
+            [target], depth=ticket.depth, referrer=ticket.url, hops=ticket.hops + 1,
+            now=r.finished, callback=ticket.callback, meta=ticket.meta, priority=ticket.priority,
+        )  # fmt: skip
         return Outcome.REDIRECT
 
     def _archive(self, r: FetchResult) -> int:
@@ -802,19 +829,16 @@ class Engine:
             except OSError as exc:
                 self._failed(exc)
         failed = bool(self._write_error)
-        if self._warc is not None:
+        for output in self._outputs:
             try:
-                self._warc.close()
-            except OSError as exc:  # after the commit: its records are in the .open file
-                self._failed(exc)
-        if failed:
-            self._log.discard()  # lines of pages not committed: they are fetched again
-            self.stats, elapsed, _repairs = self._load_stats()  # what LMDB holds: exact on resume
-        else:
-            try:
-                self._log.close()
+                if failed:  # what they buffer belongs to pages not committed: fetched again
+                    output.discard()
+                else:  # after the final commit: nothing of a committed page is left to hand
+                    output.close()  # over (the WARC's records are in its .open file)
             except OSError as exc:
                 self._failed(exc)
+        if failed:
+            self.stats, elapsed, _repairs = self._load_stats()  # what LMDB holds: exact on resume
         report = self.stats.report(elapsed, self.frontier.seen_stats())
         report["frontier"] = self.frontier.stats()
         report["complete"] = self.frontier.pending == 0 and not self._halt and not failed
