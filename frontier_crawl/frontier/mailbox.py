@@ -24,9 +24,11 @@ delivered and when ingested; the coordinator declares the crawl over when every 
 and the counts agree (see ``frontier_crawl.workers``).
 
 Inbox key: the coordinator's 8-byte run id + 8 random bytes (unique without coordination);
-value: msgpack list of ``(url, depth, referrer, hops)``. The run id lets the receiver count only
-batches delivered during this run, so sent and received counts agree even when an earlier,
-killed run left batches in an inbox (those are ingested but not counted) or delivered one twice.
+value: msgpack list of ``(url, depth, referrer, hops)``, or ``(url, depth, referrer, hops,
+callback, meta, priority)`` for a link a spider's callback yielded with those. The run id
+lets the receiver count only batches delivered during this run, so sent and received counts
+agree even when an earlier, killed run left batches in an inbox (those are ingested but not
+counted) or delivered one twice.
 """
 
 from __future__ import annotations
@@ -45,10 +47,25 @@ INBOX_DB = b"inbox"
 INBOX_ENV = "inbox.lmdb"
 """A worker's inbox environment, inside its state directory."""
 
-Link = tuple[str, int, str | None, int]  # url, depth, referrer, hops
+#: url, depth, referrer, hops, callback, meta, priority (the request's, for a spider; "", b"", 0)
+Link = tuple[str, int, str | None, int, str, bytes, int]
+
+
+class _WireLink(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """A link as a batch holds it: 4 items, or 7 when it carries a callback, meta or priority
+    (the trailing defaults are not sent: a link without them costs what it did)."""
+
+    url: str
+    depth: int
+    referrer: str | None
+    hops: int
+    callback: str = ""
+    meta: bytes = b""
+    priority: int = 0
+
 
 _encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(list[tuple[str, int, str | None, int]])
+_decoder = msgspec.msgpack.Decoder(list[_WireLink])
 
 
 def owner_of(origin: str, workers: int) -> int:
@@ -60,11 +77,14 @@ def owner_of(origin: str, workers: int) -> int:
 
 
 def encode_links(links: list[Link]) -> bytes:
-    return _encoder.encode(links)
+    return _encoder.encode([link if link[4] or link[5] or link[6] else link[:4] for link in links])
 
 
 def decode_links(data: bytes) -> list[Link]:
-    return _decoder.decode(data)
+    return [
+        (w.url, w.depth, w.referrer, w.hops, w.callback, w.meta, w.priority)
+        for w in _decoder.decode(data)
+    ]
 
 
 class Mailbox:
