@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from frontier_crawl.config.settings import SECTIONS, CrawlSettings
+from frontier_crawl.config.settings import SECTIONS, CrawlSettings, SpiderSection
 
 _AT_RE = re.compile(r"^(?P<msg>.*) - at `\$(?P<path>[^`]*)`$", re.S)
 _UNKNOWN_RE = re.compile(r"^Object contains unknown field `(?P<field>[^`]+)`$")
@@ -43,7 +43,7 @@ def _fields_of(path: list[str]) -> list[str]:
     if not path:
         return list(SECTIONS)
     cls = SECTIONS.get(path[0])
-    return list(cls.__struct_fields__) if cls is not None else []
+    return list(cls.__struct_encode_fields__) if cls is not None else []
 
 
 def _explain(err: msgspec.ValidationError, raw: dict[str, Any]) -> str:
@@ -123,7 +123,41 @@ def parse(raw: dict[str, Any], base_dir: Path | None = None) -> CrawlSettings:
     cache_dir = Path(fetch.cache_dir)
     if base_dir is not None and not cache_dir.is_absolute():
         fetch = msgspec.structs.replace(fetch, cache_dir=str(base_dir / cache_dir))
-    return msgspec.structs.replace(settings, crawl=new_crawl, fetch=fetch)
+    spider = _resolve_spider(settings.spider, base_dir)
+    return msgspec.structs.replace(settings, crawl=new_crawl, fetch=fetch, spider=spider)
+
+
+def is_source_file(source: str) -> bool:
+    """Whether a spider or pipeline source names a file (ends in ``.py`` or has a ``/``)
+    rather than an importable module."""
+    return source.endswith(".py") or "/" in source or "\\" in source
+
+
+def _resolve_spider(spider: SpiderSection, base_dir: Path | None) -> SpiderSection:
+    """Make ``spider.source`` and the pipelines' files absolute (relative to crawl.toml)."""
+
+    def absolute(source: str) -> str:
+        path = Path(source).expanduser()
+        if base_dir is not None and not path.is_absolute():
+            path = base_dir / path
+        return str(path)
+
+    source = spider.source
+    if source is not None:
+        if not source.strip():
+            raise ConfigError("spider.source: must not be empty")
+        if is_source_file(source):
+            source = absolute(source)
+    pipelines = []
+    for i, entry in enumerate(spider.pipelines):
+        where, _, name = entry.rpartition(":")
+        if not where.strip() or not name.isidentifier():
+            raise ConfigError(
+                f'spider.pipelines[{i}]: expected "file.py:ClassName" or '
+                f'"module:ClassName", got {entry!r}'
+            )
+        pipelines.append(f"{absolute(where) if is_source_file(where) else where}:{name}")
+    return msgspec.structs.replace(spider, source=source, pipelines=tuple(pipelines))
 
 
 def load(path: str | Path) -> CrawlSettings:

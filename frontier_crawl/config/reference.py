@@ -87,7 +87,7 @@ def render_reference() -> str:
             kind = _type_name(t) + (f" ({bounds})" if bounds else "")
             doc = re.sub(r"\s+", " ", doc).replace("|", "\\|")
             lines.append(
-                f"| `{f.name}` | {_default(f.default)} | {_unit(f.name)} | {kind} | {doc} |"
+                f"| `{f.encode_name}` | {_default(f.default)} | {_unit(f.name)} | {kind} | {doc} |"
             )
         lines.append("")
     return "\n".join(lines)

@@ -543,6 +543,35 @@ class WorkersSection(_Section, frozen=True):
     ] = 1
 
 
+class SpiderSection(_Section, frozen=True):
+    source: Annotated[
+        str | None,
+        Meta(
+            description="The spider: a Python file (relative to the config file) or an "
+            "importable module name; unset: no spider (with [[extract]] rules, the default "
+            "spider that follows every link)."
+        ),
+    ] = None
+    class_: Annotated[
+        str | None,
+        Meta(
+            description="Name of the Spider subclass in source; may be unset when source "
+            "defines exactly one."
+        ),
+    ] = msgspec.field(default=None, name="class")
+    pipelines: Annotated[
+        tuple[str, ...],
+        Meta(
+            description='Item pipelines, in order: "file.py:ClassName" (file relative to the '
+            'config file) or "module:ClassName"; each is instantiated with no arguments.'
+        ),
+    ] = ()
+
+    def __post_init__(self) -> None:
+        if self.class_ is not None and self.source is None:
+            raise ValueError("class: needs spider.source")
+
+
 class CrawlSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The whole crawl.toml."""
 
@@ -553,6 +582,7 @@ class CrawlSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     frontier: FrontierSection = FrontierSection()
     output: OutputSection = OutputSection()
     workers: WorkersSection = WorkersSection()
+    spider: SpiderSection = SpiderSection()
 
 
 SECTIONS: dict[str, type[_Section]] = {
@@ -563,4 +593,5 @@ SECTIONS: dict[str, type[_Section]] = {
     "frontier": FrontierSection,
     "output": OutputSection,
     "workers": WorkersSection,
+    "spider": SpiderSection,
 }
