@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import socket
 import time
@@ -46,6 +47,7 @@ from frontier_crawl.output import (
     CrawlStats,
     LogEntry,
     Outcome,
+    ProblemEntry,
     Revisit,
     WarcWriter,
     config_warnings,
@@ -58,7 +60,9 @@ from frontier_crawl.output.protocol import Output, blob_name
 from frontier_crawl.output.recover import recover_lines, recover_warcs, set_aside
 from frontier_crawl.output.space import RESUME_MARGIN, LowSpace, SpaceMonitor, human_bytes
 from frontier_crawl.parse import LinkParser, Parser
+from frontier_crawl.parse.charset import page_charset
 from frontier_crawl.parse.resolve import resolve_location
+from frontier_crawl.spider import Page, Problem, SpiderHost, Yielded
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +101,13 @@ class _Unsettled:
     seq: int
     key: bytes  #: its frontier entry, marked done once settled
     counted: tuple[str, int, str | None, int]  #: its CrawlStats.record arguments
+    #: what its spider callback gave: items (appended to the feeds when the page is marked
+    #: done, in that commit) and the outcomes of its problems (counted then)
+    items: list[dict[str, Any]] | None = None
+    problems: tuple[str, ...] = ()
+
+#: the exception type at the start of a Problem's message ("KeyError: 'from'")
+_EXCEPTION_TYPE = re.compile(r"([A-Za-z_][\w.]*): ")
 
 #: errors that say the host (not this URL) is in trouble: the name does not resolve, the
 #: connection (TCP or TLS) cannot be made. A timeout or reset once connected is the URL's.
@@ -200,6 +211,9 @@ class Engine:
         on_progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.settings = settings
+        #: the spider (and [[extract]] rules), None without them: today's path, untouched.
+        #: Loaded first: a source that does not import is a ConfigError before anything else
+        self._spider = SpiderHost.load(settings)
         self.layout = Layout(Path(settings.crawl.output_dir))
         self.layout.root.mkdir(parents=True, exist_ok=True)
         #: start-up repairs of this run: warnings naming what was set aside (``_set_aside``)
@@ -322,8 +336,11 @@ class Engine:
         )
 
     def _feed_specs(self) -> tuple[FeedSection, ...]:
-        """The feeds this crawl writes: none without items to write (no spider)."""
-        return ()
+        """The feeds this crawl writes: none without a spider; with one, [[output.feeds]] or
+        else ``output_dir/items.jsonl``."""
+        if self._spider is None:
+            return ()
+        return self.settings.output.feeds or (FeedSection(),)
 
     def _open_feeds(self, specs: tuple[FeedSection, ...]) -> list[Feed]:
         """Each feed cut back to the offset the last commit recorded for it (feeds.py)."""
@@ -396,9 +413,27 @@ class Engine:
         while unsettled and unsettled[0].seq <= written:
             page = unsettled.popleft()
             done.append(page.key)
-            self.stats.record(*page.counted)
+            self._count(page.counted, page.items, page.problems)
         if done:
             self.frontier.mark_done(done)
+
+    def _count(
+        self,
+        counted: tuple[str, int, str | None, int],
+        items: list[dict[str, Any]] | None,
+        problems: tuple[str, ...],
+    ) -> None:
+        """A page marked done (in the open group): its counters, its items to the feeds (so
+        the commit that marks it done holds its items' offsets: exactly once, feeds.py)."""
+        stats = self.stats
+        stats.record(*counted)
+        if items:
+            for feed in self._feeds:
+                feed.append(items)
+            stats.items += len(items)
+        for outcome in problems:
+            stats.record(outcome, 0, None, 0)
+        stats.spider_problems += len(problems)
 
     # ----------------------------------------------------------------------------- the loop
 
@@ -410,6 +445,8 @@ class Engine:
         s = self.settings
         previous = self._install_signals()
         try:
+            if self._spider is not None:
+                self._spider.open()  # spider.open, pipelines' open(spider): ConfigError if not
             # in the first group: a seed's crawl-log line (a rejected one) is synced with it
             self._open_group(time.monotonic())
             self.frontier.add(s.crawl.seeds, depth=0, now=time.monotonic())
@@ -457,6 +494,8 @@ class Engine:
         """Release everything without committing (the in-memory state may be ahead of LMDB)."""
         with _quiet():
             self.fetcher.close()
+        if self._spider is not None:
+            self._spider.close()
         for output in self._outputs:
             with _quiet():
                 output.discard()
@@ -658,12 +697,13 @@ class Engine:
         if self._should_retry(ticket, r, after):
             return
         archived = self._archive(r)  # a failure whose response had begun: as truncated
-        outcome = self._dispose(ticket, r)
+        outcome, yielded = self._dispose(ticket, r)
         held = self.frontier.complete(
             ticket, r.finished, _answer_s(r), _failure(r), r.ip, mark_done=not archived,
             hold_s=hold,
         )  # fmt: skip
-        self._record(ticket, r, outcome, archived, self._held.pop(ticket.key, 0.0) + held)
+        self._record(ticket, r, outcome, archived, self._held.pop(ticket.key, 0.0) + held,
+                     yielded)  # fmt: skip
 
     def _should_retry(self, ticket: Ticket, r: FetchResult, after: float | None) -> bool:
         """Send a transient failure back to the frontier, if it has retries left.
@@ -685,20 +725,94 @@ class Engine:
             self._held[ticket.key] = self._held.get(ticket.key, 0.0) + held
         return True
 
-    def _dispose(self, ticket: Ticket, r: FetchResult) -> Outcome:
-        """Feed a final result's links or redirect target back; return its outcome."""
+    def _dispose(self, ticket: Ticket, r: FetchResult) -> tuple[Outcome, Yielded | None]:
+        """Feed a final result's links (or what its spider callback yields) or redirect target
+        back; return its outcome, and what the callback gave if the page went to one."""
         if r.error is not None:
-            return Outcome.FAILED
+            return Outcome.FAILED, None
         if 300 <= r.status < 400 and r.header("location") and r.not_modified is None:
-            return self._redirect(ticket, r)
+            return self._redirect(ticket, r), None  # never to a callback: the target is
+        spider = self._spider
         if 200 <= r.status < 300 or r.not_modified is not None:
             links = self.parser.parse(r.url, r.header("content-type") or "", r.body)
+            outcome = Outcome.FETCHED if r.not_modified is None else Outcome.NOT_MODIFIED
+            if spider is not None:  # with a spider, only what its callbacks yield is followed
+                return outcome, self._run_spider(spider, ticket, r, links.links, r.status or 200)
             if links.links:
                 self.frontier.add(
                     links.links, depth=ticket.depth + 1, referrer=ticket.url, now=r.finished
                 )
-            return Outcome.FETCHED if r.not_modified is None else Outcome.NOT_MODIFIED
-        return Outcome.HTTP_ERROR if r.status >= 400 else Outcome.REDIRECT
+            return outcome, None
+        outcome = Outcome.HTTP_ERROR if r.status >= 400 else Outcome.REDIRECT
+        if spider is not None and spider.wants(r.status, ticket.callback):  # handle_status
+            links = self.parser.parse(r.url, r.header("content-type") or "", r.body)
+            return outcome, self._run_spider(spider, ticket, r, links.links, r.status)
+        return outcome, None
+
+    def _run_spider(
+        self, spider: SpiderHost, ticket: Ticket, r: FetchResult, links: tuple[str, ...],
+        status: int,
+    ) -> Yielded:  # fmt: skip
+        """Give the page to its request's callback; admit the requests it yields (through the
+        frontier like any link: canonical, in scope, unseen, robots, politeness, traps, each
+        with its callback, meta and priority), record its problems; return what it gave."""
+        page = Page(
+            url=r.url,
+            status=status,
+            headers=r.headers,
+            body=r.body,
+            content_type=r.content_type,
+            charset=page_charset(r.body, r.header("content-type")),
+            links=self.frontier.in_scope_links(links) if links else [],
+            depth=ticket.depth,
+            callback=ticket.callback,
+            meta=ticket.meta,
+        )
+        yielded = spider.run(page)
+        self.stats.callback_time.add(yielded.callback_s)
+        self.stats.pipeline_time.add(yielded.pipeline_s)
+        requests = yielded.requests
+        i, n = 0, len(requests)
+        while i < n:  # one add per run of requests that share callback, meta and priority
+            first = requests[i]
+            j = i + 1
+            while j < n and (q := requests[j]).callback == first.callback and (
+                q.meta == first.meta and q.priority == first.priority
+            ):
+                j += 1
+            self.frontier.add(
+                [q.url for q in requests[i:j]], depth=ticket.depth + 1, referrer=ticket.url,
+                now=r.finished, callback=first.callback, meta=first.meta,
+                priority=first.priority,
+            )  # fmt: skip
+            i = j
+        for problem in yielded.problems:
+            self._problem(ticket, r, problem)
+        return yielded
+
+    def _problem(self, ticket: Ticket, r: FetchResult, problem: Problem) -> None:
+        """A spider's problem with a page: a crawl-log line of its own (the page's line says
+        how the page was fetched); its traceback in the log, once per code location."""
+        if problem.traceback is not None:
+            log.error("%s in %s (page %s): %s\n%s", problem.outcome, problem.where, r.url,
+                      problem.message, problem.traceback.rstrip())  # fmt: skip
+        kind = _EXCEPTION_TYPE.match(problem.message)
+        self._log.write(
+            ProblemEntry(
+                time=iso_time(time.time()),
+                url=r.url,
+                status=r.status,
+                outcome=problem.outcome,
+                error=kind.group(1) if kind is not None else None,
+                bytes=0,
+                duration_s=0.0,
+                depth=ticket.depth,
+                referrer=ticket.referrer,
+                content_type=r.content_type,
+                message=problem.message,
+                where=problem.where,
+            )
+        )
 
     def _redirect(self, ticket: Ticket, r: FetchResult) -> Outcome:
         if ticket.hops >= self.settings.fetch.max_redirects:
@@ -740,6 +854,7 @@ class Engine:
         outcome: Outcome,
         archived: int = 0,
         held_s: float = 0.0,
+        yielded: Yielded | None = None,
     ) -> None:
         """The page's crawl-log line, and its counters (once its WARC write ``archived``, if
         any, is settled: see ``_sync_outputs``). ``held_s``: how long its responses held its
@@ -750,10 +865,12 @@ class Engine:
         error = r.error.value if r.error is not None else None
         nbytes = len(r.body) if r.not_modified is None else 0  # a 304 brought no payload
         counted = (outcome.value, r.status, error, nbytes)
+        items = yielded.items if yielded is not None else None
+        problems = tuple(p.outcome for p in yielded.problems) if yielded is not None else ()
         if archived:
-            self._unsettled.append(_Unsettled(archived, ticket.key, counted))
+            self._unsettled.append(_Unsettled(archived, ticket.key, counted, items, problems))
         else:
-            self.stats.record(*counted)
+            self._count(counted, items, problems)
         self._log.write(
             LogEntry(
                 time=iso_time(time.time()),
@@ -810,6 +927,21 @@ class Engine:
             "in_flight": self.fetcher.in_flight,
             "paused_for_space": self._low_space is not None,
             **self.frontier.stats(),
+            **self._spider_progress(elapsed),
+        }
+
+    def _spider_progress(self, elapsed: float) -> dict[str, Any]:
+        """With a spider: items so far, and time per page in callbacks and pipelines (median
+        and p99 in ms over the whole crawl) and their share of the crawl's time."""
+        if self._spider is None:
+            return {}
+        cb, pl = self.stats.callback_time, self.stats.pipeline_time
+        total = self._elapsed_before + elapsed
+        return {
+            "items": self.stats.items,
+            "callback_ms": (cb.quantile(0.5) * 1e3, cb.quantile(0.99) * 1e3),
+            "pipeline_ms": (pl.quantile(0.5) * 1e3, pl.quantile(0.99) * 1e3),
+            "spider_share": (cb.total_s + pl.total_s) / total if total > 0 else 0.0,
         }
 
     def _finish(self) -> dict[str, Any]:
@@ -821,6 +953,8 @@ class Engine:
         if self._low_space is not None:
             self._space_paused_s += now - self._paused_at
         self.fetcher.close()  # abandoned transfers stay queued in LMDB: fetched on resume
+        if self._spider is not None:
+            self._spider.close()  # pipelines' close(spider); never raises
         if not self._write_error:
             try:
                 self._dirty = True

@@ -86,6 +86,8 @@ REFILL_BATCH = 512
 #: links remembered as settled (see Frontier.add): about 150 bytes each with their strings
 #: (a link string is usually shared with the parser's output, so often less)
 SETTLED_LINKS = 32_768
+#: links whose canonical in-scope form is remembered for spiders' pages (in_scope_links)
+SCOPED_LINKS = 32_768
 OWNERS_MAX = 16_384  #: origins whose scope and owner are remembered
 OUT_OF_SCOPE = -1  #: owner of an origin outside the allowed domains
 _ADMITTED_KEY = b"admitted"  #: blobs: URLs admitted by the crawl, all runs (u64)
@@ -273,6 +275,9 @@ class Frontier:
         self._owners: dict[str, int] = {}
         #: links settled by committed transactions, two generations (see add)
         self._settled: set[str] = set()
+        #: link -> its canonical form if in scope, "" if not (in_scope_links), two generations
+        self._scoped: dict[str, str] = {}
+        self._scoped_old: dict[str, str] = {}
         self._settled_old: set[str] = set()
         self._settled_half = settled_links // 2  #: 0: no settled-link set
         self._settling: list[str] = []  #: settled by the open transaction, not yet committed
@@ -468,6 +473,39 @@ class Frontier:
         if self._domain_set and not self._domain_allowed(host_of(url)):
             return False
         return self._exclude is None or self._exclude.search(url) is None
+
+    def in_scope_links(self, links: Iterable[str]) -> list[str]:
+        """The canonical forms of ``links`` that are crawlable and in scope (allowed domains,
+        not excluded), deduplicated, in order: the page's links a spider's callback sees.
+        Nothing is admitted or recorded (the seen-set, robots.txt and the trap limits are for
+        :meth:`add`, when the callback yields them). A link's answer is a pure function of the
+        link and the configuration, so the recent ones are remembered (bounded, two
+        generations): a page's repeated navigation links cost one dict lookup each."""
+        out: dict[str, None] = {}
+        young, old = self._scoped, self._scoped_old
+        exclude, owners = self._exclude, self._owners
+        for raw in links:
+            url = young.get(raw)
+            if url is None:
+                url = old.get(raw)
+                if url is None:
+                    url = canonicalize(raw) or ""
+                    if url:
+                        host_key = origin(url)
+                        owner = owners.get(host_key)
+                        if owner is None:
+                            owner = self._owner_of(host_key)
+                        if owner == OUT_OF_SCOPE or (
+                            exclude is not None and exclude.search(url)
+                        ):
+                            url = ""
+                if len(young) >= SCOPED_LINKS // 2:
+                    self._scoped_old, self._scoped = young, {}
+                    young, old = self._scoped, self._scoped_old
+                young[raw] = url
+            if url:
+                out[url] = None
+        return list(out)
 
     def _domain_allowed(self, host: str) -> bool:
         """Is ``host`` one of the allowed domains or a subdomain of one (scope.domain_allowed)?"""

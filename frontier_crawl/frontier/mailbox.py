@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import lmdb
@@ -49,6 +50,7 @@ INBOX_ENV = "inbox.lmdb"
 
 #: url, depth, referrer, hops, callback, meta, priority (the request's, for a spider; "", b"", 0)
 Link = tuple[str, int, str | None, int, str, bytes, int]
+PlainLink = tuple[str, int, str | None, int]  #: url, depth, referrer, hops
 
 
 class _WireLink(msgspec.Struct, array_like=True, frozen=True, gc=False):
@@ -76,8 +78,11 @@ def owner_of(origin: str, workers: int) -> int:
     return int.from_bytes(digest, "big") % workers
 
 
-def encode_links(links: list[Link]) -> bytes:
-    return _encoder.encode([link if link[4] or link[5] or link[6] else link[:4] for link in links])
+def encode_links(links: Sequence[Link | PlainLink]) -> bytes:
+    """A batch: plain links as 4 items (also when given as 7 with empty request fields)."""
+    return _encoder.encode(
+        [link if len(link) > 4 and (link[4] or link[5] or link[6]) else link[:4] for link in links]
+    )
 
 
 def decode_links(data: bytes) -> list[Link]:

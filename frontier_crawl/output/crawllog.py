@@ -51,6 +51,15 @@ class LogEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     held_s: float = 0.0
 
 
+class ProblemEntry(LogEntry, frozen=True, kw_only=True, gc=False):
+    """A spider's problem with a page (outcome ``callback-error``, ``pipeline-error``...): the
+    page's URL, status and depth, the exception's type in ``error``, and ``message`` (``"KeyError:
+    'from'"``) and ``where`` (``"docs_spider.py:12 in DocsSpider.parse_page"``)."""
+
+    message: str
+    where: str
+
+
 def iso_time(epoch_s: float) -> str:
     """``2024-05-01T12:00:00.123Z`` for a ``time.time()`` value (milliseconds truncated).
 
