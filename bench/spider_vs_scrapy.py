@@ -137,7 +137,8 @@ warc = false
 progress_interval_s = 0
 """
     if rules:
-        text += "\n[[extract]]" + (EXAMPLE / "rules.toml").read_text().split("[[extract]]", 1)[1]
+        rule = (EXAMPLE / "rules.toml").read_text().split("\n[[extract]]\n", 1)[1]
+        text += "\n[[extract]]\n" + rule
     else:
         spider = EXAMPLE / "catalogue_spider.py"
         text += f'\n[spider]\nsource = {json.dumps(str(spider))}\nclass = "CatalogueSpider"\n'
