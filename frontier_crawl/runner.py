@@ -20,12 +20,24 @@ def progress_printer(console: Console) -> Callable[[dict[str, Any]], None]:
         console.print(
             f"[dim]{p['elapsed_s']:6.1f}s[/] pages {p['pages']:,} ({p['pages_per_s']:.0f}/s) "
             f"queued {p['queued']:,} in flight {p['in_flight']} hosts {p['hosts']:,}"
+            + _spider_part(p)
             + ("  [yellow]PAUSED: low disk space[/]" if p.get("paused_for_space") else ""),
             highlight=False,
             soft_wrap=True,
         )
 
     return show
+
+
+def _spider_part(p: dict[str, Any]) -> str:
+    """Items, and the time per page in callbacks and pipelines (median/p99), with a spider."""
+    if "items" not in p:
+        return ""
+    (cb50, cb99), (pl50, pl99) = p["callback_ms"], p["pipeline_ms"]
+    return (
+        f" items {p['items']:,} callback {cb50:.2f}/{cb99:.2f} ms pipelines "
+        f"{pl50:.2f}/{pl99:.2f} ms (median/p99 per page, {100 * p['spider_share']:.0f}% of time)"
+    )
 
 
 def crawl(settings: CrawlSettings, console: Console) -> dict[str, Any]:

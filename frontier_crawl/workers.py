@@ -38,7 +38,8 @@ from frontier_crawl.config import CrawlSettings
 from frontier_crawl.engine import Engine, set_aside_state
 from frontier_crawl.frontier import DamagedState, StateMismatch
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox, owner_of
-from frontier_crawl.output import write_report
+from frontier_crawl.output import LogHistogram, write_report
+from frontier_crawl.spider import SpiderHost
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +155,7 @@ class Coordinator:
         self.settings = settings
         self.root = Path(settings.crawl.output_dir)
         self.count = worker_count(settings)
+        SpiderHost.load(settings)  # a bad spider source: ConfigError here, before any worker
         _pin_worker_count(self.root, self.count)
         ctx = mp.get_context("spawn")
         self._status: SynchronizedArray[int] = ctx.Array("q", _FIELDS * self.count)
@@ -258,6 +260,12 @@ def merge_reports(reports: list[Mapping[str, Any]]) -> dict[str, Any]:
     merged["stopped_by_signal"] = any(r.get("stopped_by_signal") for r in reports)
     merged["stopped_for_low_space"] = any(r.get("stopped_for_low_space") for r in reports)
     merged["write_error"] = next((r["write_error"] for r in reports if r.get("write_error")), None)
+    spider = merged.get("spider")
+    if isinstance(spider, dict):  # histograms merged bucket by bucket, quantiles read again
+        busy = sum(float(r.get("elapsed_s", 0.0)) for r in reports)  # the workers' loops
+        for key in ("callback", "pipelines"):
+            if isinstance(spider.get(key), dict):
+                spider[key] = LogHistogram.from_summary(spider[key]).summary(busy)
     return merged
 
 

@@ -411,6 +411,46 @@ class FrontierSection(_Section, frozen=True):
     ] = 1 << 40
 
 
+class FeedSection(_Section, frozen=True):
+    """One ``[[output.feeds]]`` table: a file the spider's items are appended to."""
+
+    path: Annotated[
+        str,
+        Meta(
+            description="File the items are appended to, relative to output_dir (with worker "
+            "processes, to each worker's output_dir/worker-<i>/); never overwritten: a restart "
+            "appends, each item exactly once."
+        ),
+    ] = "items.jsonl"
+    format: Annotated[
+        Literal["jsonl", "csv"],
+        Meta(description="jsonl: one JSON object per line; csv: a header row, then one per item."),
+    ] = "jsonl"
+    fields: Annotated[
+        tuple[str, ...],
+        Meta(
+            description="csv: the columns, in order (default: the keys of the first item); "
+            "other keys are left out (logged once per key), missing ones are empty cells."
+        ),
+    ] = ()
+
+    def __post_init__(self) -> None:
+        parts = self.path.replace("\\", "/").split("/")
+        if not self.path or self.path.startswith("/") or ".." in parts or "" in parts[-1:]:
+            raise ValueError(
+                f"path: {self.path!r} must be a file name relative to output_dir, without '..'"
+            )
+        if parts[0] in ("crawl.jsonl", "report.json", "state", "warc") or parts[0].startswith(
+            "worker-"
+        ):
+            raise ValueError(f"path: {self.path!r} is a file or directory the crawl itself "
+                             "writes in output_dir")  # fmt: skip
+        if self.fields and self.format != "csv":
+            raise ValueError("fields: only for format = \"csv\"")
+        if len(set(self.fields)) != len(self.fields):
+            raise ValueError(f"fields: a column is named twice in {list(self.fields)}")
+
+
 class OutputSection(_Section, frozen=True):
     warc: Annotated[bool, Meta(description="Write WARC files.")] = True
     warc_max_bytes: Annotated[
@@ -474,8 +514,18 @@ class OutputSection(_Section, frozen=True):
             )
         ),
     ] = "power-loss"
+    feeds: Annotated[
+        tuple[FeedSection, ...],
+        Meta(
+            description="[[output.feeds]] tables: where a spider's items go. With items and "
+            "no feed: output_dir/items.jsonl."
+        ),
+    ] = ()
 
     def __post_init__(self) -> None:
+        paths = [f.path for f in self.feeds]
+        if len(set(paths)) != len(paths):
+            raise ValueError(f"feeds: two feeds share a path ({paths})")
         if self.warc_compressor == "isal" and self.warc_gzip_level > 3:
             raise ValueError(
                 f"warc_gzip_level: isal has levels 1 to 3 (0: its default), "

@@ -1,16 +1,25 @@
-"""Output: WARC files, the JSONL crawl log and the final report (imports only config)."""
+"""Output: WARC files, the JSONL crawl log, feeds and the final report (imports only config)."""
 
-from frontier_crawl.output.crawllog import CrawlLog, LogEntry, iso_time
-from frontier_crawl.output.outcomes import Outcome
-from frontier_crawl.output.report import CrawlStats, config_warnings, render_report, write_report
+from frontier_crawl.output.crawllog import CrawlLog, LogEntry, ProblemEntry, iso_time
+from frontier_crawl.output.outcomes import SPIDER_PROBLEMS, Outcome
+from frontier_crawl.output.report import (
+    CrawlStats,
+    LogHistogram,
+    config_warnings,
+    render_report,
+    write_report,
+)
 from frontier_crawl.output.warc import ArchiveRecord, Revisit, WarcWriter, truncation_reason
 
 __all__ = [
+    "SPIDER_PROBLEMS",
     "ArchiveRecord",
     "CrawlLog",
     "CrawlStats",
     "LogEntry",
+    "LogHistogram",
     "Outcome",
+    "ProblemEntry",
     "Revisit",
     "WarcWriter",
     "config_warnings",

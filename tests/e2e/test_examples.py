@@ -112,12 +112,12 @@ def test_rules_example_no_code(tmp_path: Path) -> None:
 def test_spider_and_rules_combined(tmp_path: Path) -> None:
     """The spider's items and the rules' items, both, for each product page."""
     site = Site(SPEC)
-    rule = (EXAMPLE / "rules.toml").read_text().split("[[extract]]", 1)[1]
+    rule = (EXAMPLE / "rules.toml").read_text().split("\n[[extract]]\n", 1)[1]
     rule = rule.replace('required = ["name"]', 'required = ["name"]\nurl_field = "page"')
     with DemoServer(site) as server:
         _copy_example(tmp_path, server.port)
         config = tmp_path / "crawl.toml"
-        config.write_text(config.read_text() + "\n[[extract]]" + rule)
+        config.write_text(config.read_text() + "\n[[extract]]\n" + rule)
         proc = _run(config)
         assert proc.returncode == 0, proc.stderr
         truth = site.products(server.port)

@@ -116,10 +116,42 @@ def test_catalogue_is_deterministic_and_leaves_the_rest_of_the_site_alone() -> N
 
 
 def _fields(spec: SiteSpec) -> dict[str, Any]:
-    return {name: getattr(spec, name) for name in spec.__slots__}  # type: ignore[attr-defined]
+    return {name: getattr(spec, name) for name in spec.__slots__}
 
 
 @pytest.mark.parametrize("bad", [{"products": -1}, {"products_per_page": 0}, {"categories": 11}])
 def test_bad_catalogue_spec(bad: dict[str, int]) -> None:
     with pytest.raises(ValueError, match=next(iter(bad))):
         SiteSpec(**bad)  # type: ignore[arg-type]
+
+
+def test_demo_serve_command_serves_the_catalogue_until_interrupted() -> None:
+    """``frontier-crawl demo --serve`` (how examples/catalogue is run by hand), on port 0."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "frontier_crawl.cli", "demo", "--serve", "--port", "0",
+         "--hosts", "2", "--pages", "30", "--products", "40"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert "40 products at http://alpha.demo:" in first, first
+        port = int(first.split("127.0.0.1:", 1)[1].split(":", 1)[0])
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        status, body = _get(conn, f"http://alpha.demo:{port}/shop/")
+        conn.close()
+        assert status == 200 and b'class="category"' in body
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            rc = proc.wait(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert rc == 0
