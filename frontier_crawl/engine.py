@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import socket
 import threading
@@ -36,6 +37,7 @@ import msgspec
 from frontier_crawl import __version__
 from frontier_crawl.config import ConfigError, CrawlSettings, load
 from frontier_crawl.config.reload import reload_plan
+from frontier_crawl.config.settings import FeedSection
 from frontier_crawl.control.commands import Command
 from frontier_crawl.control.status import (
     SAMPLE_EVERY_S,
@@ -74,6 +76,7 @@ from frontier_crawl.output import (
     CrawlStats,
     LogEntry,
     Outcome,
+    ProblemEntry,
     Revisit,
     WarcWriter,
     config_warnings,
@@ -82,10 +85,14 @@ from frontier_crawl.output import (
     write_report,
     write_report_html,
 )
+from frontier_crawl.output.feeds import Feed, decode_offset, open_feed
+from frontier_crawl.output.protocol import Output, blob_name
 from frontier_crawl.output.recover import recover_lines, recover_warcs, set_aside
 from frontier_crawl.output.space import RESUME_MARGIN, LowSpace, SpaceMonitor, human_bytes
 from frontier_crawl.parse import LinkParser, Parser
+from frontier_crawl.parse.charset import page_charset
 from frontier_crawl.parse.resolve import resolve_location
+from frontier_crawl.spider import Page, Problem, SpiderHost, Yielded
 
 if TYPE_CHECKING:
     from frontier_crawl.control.server import ControlServer
@@ -136,6 +143,13 @@ class _Unsettled:
     seq: int
     key: bytes  #: its frontier entry, marked done once settled
     counted: tuple[str, int, str | None, int]  #: its CrawlStats.record arguments
+    #: what its spider callback gave: items (appended to the feeds when the page is marked
+    #: done, in that commit) and the outcomes of its problems (counted then)
+    items: list[dict[str, Any]] | None = None
+    problems: tuple[str, ...] = ()
+
+#: the exception type at the start of a Problem's message ("KeyError: 'from'")
+_EXCEPTION_TYPE = re.compile(r"([A-Za-z_][\w.]*): ")
 
 
 #: errors that say the host (not this URL) is in trouble: the name does not resolve, the
@@ -277,6 +291,9 @@ class Engine:
         self._control: ControlServer | None = None
         self._paused = False  #: by the operator (pause/resume)
         self._reload_requested = False  #: SIGHUP received
+        #: the spider (and [[extract]] rules), None without them: today's path, untouched.
+        #: Loaded first: a source that does not import is a ConfigError before anything else
+        self._spider = SpiderHost.load(settings)
         self.layout = Layout(Path(settings.crawl.output_dir))
         self.layout.root.mkdir(parents=True, exist_ok=True)
         #: start-up repairs of this run: warnings naming what was set aside (``_set_aside``)
@@ -289,7 +306,7 @@ class Engine:
         self._undelivered = peers is not None  # an earlier run may have left outbox batches
         self._group: ExitStack | None = None  #: the open group-commit transaction
         self._commit_at = 0.0
-        self._recover_outputs()
+        self._repairs += self._recover_outputs()
         self.stats, self._elapsed_before, earlier = self._load_stats()
         self._repairs = [*earlier, *self._repairs][-MAX_REPAIRS:]
         self._dirty = False
@@ -300,29 +317,16 @@ class Engine:
         #: seconds each URL still being retried has held its host so far (Retry-After, backoff)
         self._held: dict[bytes, float] = {}
         self._durable = settings.output.durability == "power-loss"
-        self._log = CrawlLog(self.layout.crawl_log)
+        self._log = CrawlLog(self.layout.crawl_log, durable=self._durable)
         self.fetcher: FetcherLike = fetcher or self._open_fetcher(settings)
         self.parser: Parser = parser or LinkParser(settings.fetch.parse_types)
-        self._warc = (
-            WarcWriter(
-                self.layout.warc_dir,
-                settings.output.warc_prefix,
-                settings.output.warc_max_bytes,
-                {
-                    "software": f"frontier-crawl/{__version__}",
-                    "format": "WARC File Format 1.1",
-                    "hostname": socket.gethostname(),
-                    "http-header-user-agent": settings.politeness.user_agent,
-                    "robots": "obey" if settings.politeness.obey_robots else "ignore",
-                },
-                gzip_level=settings.output.warc_gzip_level,
-                compressor=settings.output.warc_compressor,
-                durable=self._durable,
-                sync_interval_s=settings.frontier.commit_interval_s / WARC_SYNCS_PER_COMMIT,
-            )
-            if settings.output.warc
-            else None
-        )
+        self._warc = self._open_warc(settings) if settings.output.warc else None
+        self._feeds: list[Feed] = self._open_feeds(self._feed_specs())
+        #: every output a commit depends on (protocol.py): the WARC writer first, since the
+        #: pages it settles append their items to the feeds before those are handed over
+        self._outputs: list[Output] = [
+            *([self._warc] if self._warc is not None else []), self._log, *self._feeds
+        ]
         self._on_progress = on_progress
         self._stop_requested = 0
         self._started = time.monotonic()
@@ -402,14 +406,53 @@ class Engine:
     def _set_aside(self, path: Path, problem: str, consequence: str) -> None:
         self._repairs.append(set_aside_state(path, problem, consequence))
 
-    def _recover_outputs(self) -> None:
+    def _recover_outputs(self) -> list[str]:
         """Close WARC files and the crawl log left unfinished by a killed run (never raises:
-        what cannot be repaired is set aside, with a warning for the report)."""
+        what cannot be repaired is set aside, with a warning for the report). The feeds are
+        recovered as they are opened (``_open_feeds``: cut back to their committed offsets)."""
         warcs = recover_warcs(self.layout.warc_dir)
-        self._repairs += warcs.warnings
-        self._repairs += recover_lines(self.layout.crawl_log)
         if warcs.recovered:
             log.warning("recovered %d unfinished WARC file(s)", len(warcs.recovered))
+        return warcs.warnings + recover_lines(self.layout.crawl_log)
+
+    def _open_warc(self, settings: CrawlSettings) -> WarcWriter:
+        return WarcWriter(
+            self.layout.warc_dir,
+            settings.output.warc_prefix,
+            settings.output.warc_max_bytes,
+            {
+                "software": f"frontier-crawl/{__version__}",
+                "format": "WARC File Format 1.1",
+                "hostname": socket.gethostname(),
+                "http-header-user-agent": settings.politeness.user_agent,
+                "robots": "obey" if settings.politeness.obey_robots else "ignore",
+            },
+            gzip_level=settings.output.warc_gzip_level,
+            compressor=settings.output.warc_compressor,
+            durable=self._durable,
+            sync_interval_s=settings.frontier.commit_interval_s / WARC_SYNCS_PER_COMMIT,
+        )
+
+    def _feed_specs(self) -> tuple[FeedSection, ...]:
+        """The feeds this crawl writes: none without a spider; with one, [[output.feeds]] or
+        else ``output_dir/items.jsonl``."""
+        if self._spider is None:
+            return ()
+        return self.settings.output.feeds or (FeedSection(),)
+
+    def _open_feeds(self, specs: tuple[FeedSection, ...]) -> list[Feed]:
+        """Each feed cut back to the offset the last commit recorded for it (feeds.py)."""
+        feeds: list[Feed] = []
+        for spec in specs:
+            name = f"feed:{spec.path}"
+            committed = decode_offset(self.frontier.load_blob(blob_name(name)))
+            feed, warnings = open_feed(
+                self.layout.root / spec.path, name, spec.format, spec.fields, committed,
+                durable=self._durable,
+            )  # fmt: skip
+            self._repairs += warnings
+            feeds.append(feed)
+        return feeds
 
     def _load_stats(self) -> tuple[CrawlStats, float, list[str]]:
         """Counters (and start-up repairs) of earlier runs, so the report covers the crawl."""
@@ -442,14 +485,15 @@ class Engine:
         """
         if not self._dirty:
             return
-        if self._durable:
-            self._log.sync()  # fdatasync: the lines survive a power cut, not only a kill
-        else:
-            self._log.flush()
-        if self._warc is not None:
-            if final or self._warc.written() < self._warc_needed:
-                self._warc.flush()
-            self._settle(self._warc.written())
+        if self._warc is not None:  # the one output pages wait for (see above)
+            self._warc.prepare_commit(None if final else self._warc_needed)
+            self._settle(self._warc.durable())
+        for output in self._outputs:
+            if output is not self._warc:
+                output.prepare_commit()
+            point = output.commit_point()
+            if point is not None:  # in this commit: start-up cuts the output back to it
+                self.frontier.save_blob(blob_name(output.name), point)
         elapsed = self._elapsed_before + time.monotonic() - self._started
         self._fold_loop_times()
         saved = _SavedStats(self.stats, elapsed, self._repairs)
@@ -479,9 +523,27 @@ class Engine:
         while unsettled and unsettled[0].seq <= written:
             page = unsettled.popleft()
             done.append(page.key)
-            self.stats.record(*page.counted)
+            self._count(page.counted, page.items, page.problems)
         if done:
             self.frontier.mark_done(done)
+
+    def _count(
+        self,
+        counted: tuple[str, int, str | None, int],
+        items: list[dict[str, Any]] | None,
+        problems: tuple[str, ...],
+    ) -> None:
+        """A page marked done (in the open group): its counters, its items to the feeds (so
+        the commit that marks it done holds its items' offsets: exactly once, feeds.py)."""
+        stats = self.stats
+        stats.record(*counted)
+        if items:
+            for feed in self._feeds:
+                feed.append(items)
+            stats.items += len(items)
+        for outcome in problems:
+            stats.record(outcome, 0, None, 0)
+        stats.spider_problems += len(problems)
 
     # ----------------------------------------------------------------------------- the loop
 
@@ -498,6 +560,8 @@ class Engine:
         try:
             self._start_control()
             self._wake_on_commands()
+            if self._spider is not None:
+                self._spider.open()  # spider.open, pipelines' open(spider): ConfigError if not
             # in the first group: a seed's crawl-log line (a rejected one) is synced with it
             self._open_group(time.monotonic())
             self.frontier.add(s.crawl.seeds, depth=0, now=time.monotonic())
@@ -546,10 +610,11 @@ class Engine:
         """Release everything without committing (the in-memory state may be ahead of LMDB)."""
         with _quiet():
             self.fetcher.close()
-        if self._warc is not None:
+        if self._spider is not None:
+            self._spider.close()
+        for output in self._outputs:
             with _quiet():
-                self._warc.close()
-        self._log.discard()
+                output.discard()
         with _quiet():
             self.frontier.close(checkpoint=False)
 
@@ -777,7 +842,7 @@ class Engine:
         if self._should_retry(ticket, r, after):
             return
         archived = self._archive(r)  # a failure whose response had begun: as truncated
-        outcome = self._dispose(ticket, r)
+        outcome, yielded = self._dispose(ticket, r)
         t0 = time.perf_counter()
         failure = _failure(r)
         held = self.frontier.complete(
@@ -787,7 +852,8 @@ class Engine:
         self._times.frontier += time.perf_counter() - t0
         if failure is not Failure.NONE or held > 0:
             self._failed_at(ticket.origin, held)
-        self._record(ticket, r, outcome, archived, self._held.pop(ticket.key, 0.0) + held)
+        self._record(ticket, r, outcome, archived, self._held.pop(ticket.key, 0.0) + held,
+                     yielded)  # fmt: skip
 
     def _should_retry(self, ticket: Ticket, r: FetchResult, after: float | None) -> bool:
         """Send a transient failure back to the frontier, if it has retries left.
@@ -812,25 +878,105 @@ class Engine:
             self._held[ticket.key] = self._held.get(ticket.key, 0.0) + held
         return True
 
-    def _dispose(self, ticket: Ticket, r: FetchResult) -> Outcome:
-        """Feed a final result's links or redirect target back; return its outcome."""
+    def _dispose(self, ticket: Ticket, r: FetchResult) -> tuple[Outcome, Yielded | None]:
+        """Feed a final result's links (or what its spider callback yields) or redirect target
+        back; return its outcome, and what the callback gave if the page went to one."""
         if r.error is not None:
-            return Outcome.FAILED
+            return Outcome.FAILED, None
         if 300 <= r.status < 400 and r.header("location") and r.not_modified is None:
-            return self._redirect(ticket, r)
+            return self._redirect(ticket, r), None  # never to a callback: the target is
+        spider = self._spider
         if 200 <= r.status < 300 or r.not_modified is not None:
             t0 = time.perf_counter()
             links = self.parser.parse(r.url, r.header("content-type") or "", r.body)
             t1 = time.perf_counter()
+            self._times.parse += t1 - t0
+            outcome = Outcome.FETCHED if r.not_modified is None else Outcome.NOT_MODIFIED
+            if spider is not None:  # with a spider, only what its callbacks yield is followed
+                return outcome, self._run_spider(spider, ticket, r, links.links, r.status or 200)
             if links.links:
                 self.frontier.add(
                     links.links, depth=ticket.depth + 1, referrer=ticket.url, now=r.finished
                 )
-            times = self._times
-            times.parse += t1 - t0
-            times.frontier += time.perf_counter() - t1
-            return Outcome.FETCHED if r.not_modified is None else Outcome.NOT_MODIFIED
-        return Outcome.HTTP_ERROR if r.status >= 400 else Outcome.REDIRECT
+            self._times.frontier += time.perf_counter() - t1
+            return outcome, None
+        outcome = Outcome.HTTP_ERROR if r.status >= 400 else Outcome.REDIRECT
+        if spider is not None and spider.wants(r.status, ticket.callback):  # handle_status
+            links = self.parser.parse(r.url, r.header("content-type") or "", r.body)
+            return outcome, self._run_spider(spider, ticket, r, links.links, r.status)
+        return outcome, None
+
+    def _run_spider(
+        self, spider: SpiderHost, ticket: Ticket, r: FetchResult, links: tuple[str, ...],
+        status: int,
+    ) -> Yielded:  # fmt: skip
+        """Give the page to its request's callback; admit the requests it yields (through the
+        frontier like any link: canonical, in scope, unseen, robots, politeness, traps, each
+        with its callback, meta and priority), record its problems; return what it gave."""
+        t0 = time.perf_counter()
+        page = Page(
+            url=r.url,
+            status=status,
+            headers=r.headers,
+            body=r.body,
+            content_type=r.content_type,
+            charset=page_charset(r.body, r.header("content-type")),
+            links=self.frontier.in_scope_links(links) if links else [],
+            depth=ticket.depth,
+            callback=ticket.callback,
+            meta=ticket.meta,
+        )
+        t1 = time.perf_counter()
+        yielded = spider.run(page)
+        t2 = time.perf_counter()
+        times = self._times
+        times.frontier += t1 - t0  # the page's links, canonical and in scope
+        times.callbacks += t2 - t1  # callbacks, rules and pipelines
+        self.stats.callback_time.add(yielded.callback_s)
+        self.stats.pipeline_time.add(yielded.pipeline_s)
+        requests = yielded.requests
+        i, n = 0, len(requests)
+        while i < n:  # one add per run of requests that share callback, meta and priority
+            first = requests[i]
+            j = i + 1
+            while j < n and (q := requests[j]).callback == first.callback and (
+                q.meta == first.meta and q.priority == first.priority
+            ):
+                j += 1
+            self.frontier.add(
+                [q.url for q in requests[i:j]], depth=ticket.depth + 1, referrer=ticket.url,
+                now=r.finished, callback=first.callback, meta=first.meta,
+                priority=first.priority,
+            )  # fmt: skip
+            i = j
+        times.frontier += time.perf_counter() - t2
+        for problem in yielded.problems:
+            self._problem(ticket, r, problem)
+        return yielded
+
+    def _problem(self, ticket: Ticket, r: FetchResult, problem: Problem) -> None:
+        """A spider's problem with a page: a crawl-log line of its own (the page's line says
+        how the page was fetched); its traceback in the log, once per code location."""
+        if problem.traceback is not None:
+            log.error("%s in %s (page %s): %s\n%s", problem.outcome, problem.where, r.url,
+                      problem.message, problem.traceback.rstrip())  # fmt: skip
+        kind = _EXCEPTION_TYPE.match(problem.message)
+        self._log.write(
+            ProblemEntry(
+                time=iso_time(time.time()),
+                url=r.url,
+                status=r.status,
+                outcome=problem.outcome,
+                error=kind.group(1) if kind is not None else None,
+                bytes=0,
+                duration_s=0.0,
+                depth=ticket.depth,
+                referrer=ticket.referrer,
+                content_type=r.content_type,
+                message=problem.message,
+                where=problem.where,
+            )
+        )
 
     def _redirect(self, ticket: Ticket, r: FetchResult) -> Outcome:
         if ticket.hops >= self.settings.fetch.max_redirects:
@@ -838,9 +984,10 @@ class Engine:
         target = resolve_location(r.url, r.header("location") or "")
         if target is None:
             return Outcome.REDIRECT
-        self.frontier.add(
-            [target], depth=ticket.depth, referrer=ticket.url, hops=ticket.hops + 1, now=r.finished
-        )
+        self.frontier.add(  # a spider request's callback and meta go with it (to the target)
+            [target], depth=ticket.depth, referrer=ticket.url, hops=ticket.hops + 1,
+            now=r.finished, callback=ticket.callback, meta=ticket.meta, priority=ticket.priority,
+        )  # fmt: skip
         return Outcome.REDIRECT
 
     def _archive(self, r: FetchResult) -> int:
@@ -874,6 +1021,7 @@ class Engine:
         outcome: Outcome,
         archived: int = 0,
         held_s: float = 0.0,
+        yielded: Yielded | None = None,
     ) -> None:
         """The page's crawl-log line, and its counters (once its WARC write ``archived``, if
         any, is settled: see ``_sync_outputs``). ``held_s``: how long its responses held its
@@ -887,10 +1035,12 @@ class Engine:
         error = r.error.value if r.error is not None else None
         nbytes = len(r.body) if r.not_modified is None else 0  # a 304 brought no payload
         counted = (outcome.value, r.status, error, nbytes)
+        items = yielded.items if yielded is not None else None
+        problems = tuple(p.outcome for p in yielded.problems) if yielded is not None else ()
         if archived:
-            self._unsettled.append(_Unsettled(archived, ticket.key, counted))
+            self._unsettled.append(_Unsettled(archived, ticket.key, counted, items, problems))
         else:
-            self.stats.record(*counted)
+            self._count(counted, items, problems)
         self._log.write(
             LogEntry(
                 time=iso_time(time.time()),
@@ -1115,6 +1265,21 @@ class Engine:
             "paused_for_space": self._low_space is not None,
             "bottleneck": f"{bottleneck['name']}: {bottleneck['detail']}",
             **self.frontier.stats(),
+            **self._spider_progress(elapsed),
+        }
+
+    def _spider_progress(self, elapsed: float) -> dict[str, Any]:
+        """With a spider: items so far, and time per page in callbacks and pipelines (median
+        and p99 in ms over the whole crawl) and their share of the crawl's time."""
+        if self._spider is None:
+            return {}
+        cb, pl = self.stats.callback_time, self.stats.pipeline_time
+        total = self._elapsed_before + elapsed
+        return {
+            "items": self.stats.items,
+            "callback_ms": (cb.quantile(0.5) * 1e3, cb.quantile(0.99) * 1e3),
+            "pipeline_ms": (pl.quantile(0.5) * 1e3, pl.quantile(0.99) * 1e3),
+            "spider_share": (cb.total_s + pl.total_s) / total if total > 0 else 0.0,
         }
 
     # ----------------------------------------------------------------------------- status
@@ -1314,6 +1479,8 @@ class Engine:
         if self._low_space is not None:
             self._space_paused_s += now - self._paused_at
         self.fetcher.close()  # abandoned transfers stay queued in LMDB: fetched on resume
+        if self._spider is not None:
+            self._spider.close()  # pipelines' close(spider); never raises
         if not self._write_error:
             try:
                 self._dirty = True
@@ -1322,19 +1489,16 @@ class Engine:
             except OSError as exc:
                 self._failed(exc)
         failed = bool(self._write_error)
-        if self._warc is not None:
+        for output in self._outputs:
             try:
-                self._warc.close()
-            except OSError as exc:  # after the commit: its records are in the .open file
-                self._failed(exc)
-        if failed:
-            self._log.discard()  # lines of pages not committed: they are fetched again
-            self.stats, elapsed, _repairs = self._load_stats()  # what LMDB holds: exact on resume
-        else:
-            try:
-                self._log.close()
+                if failed:  # what they buffer belongs to pages not committed: fetched again
+                    output.discard()
+                else:  # after the final commit: nothing of a committed page is left to hand
+                    output.close()  # over (the WARC's records are in its .open file)
             except OSError as exc:
                 self._failed(exc)
+        if failed:
+            self.stats, elapsed, _repairs = self._load_stats()  # what LMDB holds: exact on resume
         report = self.stats.report(elapsed, self.frontier.seen_stats())
         report["frontier"] = self.frontier.stats()
         report["complete"] = self.frontier.pending == 0 and not self._halt and not failed

@@ -55,6 +55,7 @@ def progress_printer(console: Console) -> Progress:
         line = Text.from_markup(
             f"[dim]{p['elapsed_s']:6.1f}s[/] pages {p['pages']:,} ({p['pages_per_s']:.0f}/s) "
             f"queued {p['queued']:,} in flight {p['in_flight']} hosts {p['hosts']:,}"
+            + _spider_part(p)
             + ("  [yellow]PAUSED: low disk space[/]" if p.get("paused_for_space") else "")
         )
         named = _bottleneck(p)
@@ -63,6 +64,17 @@ def progress_printer(console: Console) -> Progress:
         console.print(line, highlight=False, soft_wrap=True)
 
     return show
+
+
+def _spider_part(p: dict[str, Any]) -> str:
+    """Items, and the time per page in callbacks and pipelines (median/p99), with a spider."""
+    if "items" not in p:
+        return ""
+    (cb50, cb99), (pl50, pl99) = p["callback_ms"], p["pipeline_ms"]
+    return (
+        f" items {p['items']:,} callback {cb50:.2f}/{cb99:.2f} ms pipelines "
+        f"{pl50:.2f}/{pl99:.2f} ms (median/p99 per page, {100 * p['spider_share']:.0f}% of time)"
+    )
 
 
 def progress_panel(p: dict[str, Any]) -> Panel:
@@ -85,6 +97,9 @@ def progress_panel(p: dict[str, Any]) -> Panel:
         extra.append(named[0], style="bold cyan")
         if named[1]:
             extra.append(f": {named[1]}")  # plain text: it may name hosts, never markup
+    spider = _spider_part(p)
+    if spider:
+        extra.append(("\n" if extra else "") + spider.strip(), style="dim")
     if p.get("paused_for_space"):
         extra.append("\nPAUSED: low disk space", style="bold yellow")
     parts: list[Table | Text] = [grid]
@@ -200,7 +215,7 @@ def add_seeds(settings: CrawlSettings, path: Path, console: Console) -> int:
             bad += 1
             continue
         owner = partition_of(origin(url), total, settings.workers.partition_by)
-        by_partition.setdefault(owner, []).append((url, 0, None, 0))
+        by_partition.setdefault(owner, []).append((url, 0, None, 0, "", b"", 0))
     batches = {p: [encode_links(links)] for p, links in by_partition.items()}
     link = redis_of(settings)
     try:

@@ -75,7 +75,13 @@ from frontier_crawl.frontier import DamagedState, StateMismatch
 from frontier_crawl.frontier.frontier import LAYOUT_VERSION
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox, decode_links, owner_of
 from frontier_crawl.frontier.urls import canonicalize, host_of, origin
-from frontier_crawl.output import merge_rate_buckets, write_report, write_report_html
+from frontier_crawl.output import (
+    LogHistogram,
+    merge_rate_buckets,
+    write_report,
+    write_report_html,
+)
+from frontier_crawl.spider import SpiderHost
 
 if TYPE_CHECKING:
     from frontier_crawl.control.server import ControlServer
@@ -351,6 +357,7 @@ class Coordinator:
             settings, crawl=msgspec.structs.replace(settings.crawl, output_dir=str(self.root))
         )
         self.count = worker_count(settings)
+        SpiderHost.load(settings)  # a bad spider source: ConfigError here, before any worker
         c = settings.cluster
         self.node = node if c.redis_url else None
         self.partitions = partitions_of(node or 0, self.count) if c.redis_url else range(self.count)
@@ -743,6 +750,12 @@ def merge_reports(reports: list[Mapping[str, Any]]) -> dict[str, Any]:
     for key, order in (("slowest_hosts", "mean_fetch_s"), ("failing_hosts", "failures")):
         rows = [row for r in reports for row in r.get(key, [])]  # hosts are partitioned
         merged[key] = sorted(rows, key=lambda row: -row.get(order, 0))[:10]
+    spider = merged.get("spider")
+    if isinstance(spider, dict):  # histograms merged bucket by bucket, quantiles read again
+        busy = sum(float(r.get("elapsed_s", 0.0)) for r in reports)  # the workers' loops
+        for key in ("callback", "pipelines"):
+            if isinstance(spider.get(key), dict):
+                spider[key] = LogHistogram.from_summary(spider[key]).summary(busy)
     return merged
 
 

@@ -9,6 +9,7 @@ from frontier_crawl.config.settings import (
     OutputSection,
     PolitenessSection,
     ScopeSection,
+    SpiderSection,
     WorkersSection,
 )
 
@@ -21,6 +22,7 @@ __all__ = [
     "OutputSection",
     "PolitenessSection",
     "ScopeSection",
+    "SpiderSection",
     "WorkersSection",
     "load",
     "parse",

@@ -16,7 +16,14 @@ from typing import Any
 
 import msgspec
 
-from frontier_crawl.config.settings import SECTIONS, CrawlSettings
+from frontier_crawl.config.settings import (
+    SECTIONS,
+    CrawlSettings,
+    ExtractField,
+    ExtractRule,
+    SpiderSection,
+    check_extract,
+)
 
 _AT_RE = re.compile(r"^(?P<msg>.*) - at `\$(?P<path>[^`]*)`$", re.S)
 _UNKNOWN_RE = re.compile(r"^Object contains unknown field `(?P<field>[^`]+)`$")
@@ -41,9 +48,19 @@ def _lookup(raw: dict[str, Any], path: list[str]) -> Any:
 
 def _fields_of(path: list[str]) -> list[str]:
     if not path:
-        return list(SECTIONS)
+        return [*SECTIONS, "extract"]
+    if path[0] == "extract":  # extract[i] or extract[i].fields.<name>
+        table = {2: ExtractRule, 4: ExtractField}.get(len(path))
+        return list(table.__struct_fields__) if table is not None else []
     cls = SECTIONS.get(path[0])
-    return list(cls.__struct_fields__) if cls is not None else []
+    return list(cls.__struct_encode_fields__) if cls is not None else []
+
+
+def _key(path: list[str]) -> str:
+    """The dotted key of a path; ``[[extract]]`` tables by index: ``extract[0].fields.price``."""
+    if len(path) >= 2 and path[0] == "extract" and path[1].isdigit():
+        return ".".join([f"extract[{path[1]}]", *path[2:]])
+    return ".".join(path)
 
 
 def _explain(err: msgspec.ValidationError, raw: dict[str, Any]) -> str:
@@ -54,7 +71,7 @@ def _explain(err: msgspec.ValidationError, raw: dict[str, Any]) -> str:
     unknown = _UNKNOWN_RE.match(msg)
     if unknown:
         field = unknown["field"]
-        key = ".".join([*path, field])
+        key = _key([*path, field])
         known = _fields_of(path)
         hint = difflib.get_close_matches(field, known, n=1)
         suffix = f" (did you mean {hint[0]!r}?)" if hint else f" (known keys: {', '.join(known)})"
@@ -63,23 +80,29 @@ def _explain(err: msgspec.ValidationError, raw: dict[str, Any]) -> str:
     if ": " in msg and msg.split(": ", 1)[0].isidentifier() and len(path) <= 1:
         field, problem = msg.split(": ", 1)
         return f"{'.'.join([*path, field])}: {problem}"
-    key = ".".join(path) or "<top level>"
+    key = _key(path) or "<top level>"
     value = _lookup(raw, path)
     bound = _BOUND_RE.match(msg)
     if bound:
         return f"{key}: must be {bound['op']} {bound['bound']}, got {json.dumps(value)}"
+    if msg.startswith("Expected `str | object`") and path[0] == "extract":
+        return (
+            f"{key}: must be a CSS selector string or a table such as "
+            f'{{ css = "span.price", attr = "data-value" }} (value {json.dumps(value)})'
+        )
     if msg.startswith("Expected"):
         return f"{key}: {msg[0].lower()}{msg[1:]} (value {json.dumps(value)})"
-    if msg.startswith("Invalid enum value") and len(path) == 2:
-        allowed = _literal_values(path[0], path[1])
+    if msg.startswith("Invalid enum value") and (len(path) == 2 or path[0] == "extract"):
+        allowed = _literal_values(path[0], path[-1], len(path))
         if allowed:
             return f"{key}: must be one of {', '.join(allowed)}, got {json.dumps(value)}"
     return f"{key}: {msg}"
 
 
-def _literal_values(section: str, field: str) -> list[str]:
+def _literal_values(section: str, field: str, depth: int = 2) -> list[str]:
     """The allowed values of a ``Literal`` key, as JSON (empty if it is not one)."""
-    cls = SECTIONS.get(section)
+    extract: dict[int, type[msgspec.Struct]] = {3: ExtractRule, 5: ExtractField}
+    cls = extract.get(depth) if section == "extract" else SECTIONS.get(section)
     if cls is None:
         return []
     for f in msgspec.inspect.type_info(cls).fields:  # type: ignore[attr-defined]
@@ -91,12 +114,37 @@ def _literal_values(section: str, field: str) -> list[str]:
     return []
 
 
+def _extract_field_errors(raw: dict[str, Any]) -> None:
+    """Name the field of a bad ``[extract.fields]`` value (msgspec's path says ``fields[...]``)."""
+    rules = raw.get("extract")
+    if not isinstance(rules, list):
+        return
+    for i, rule in enumerate(rules):
+        fields = rule.get("fields") if isinstance(rule, dict) else None
+        if not isinstance(fields, dict):
+            continue
+        for name, spec in fields.items():
+            try:
+                msgspec.convert(spec, str | ExtractField, strict=True)
+            except msgspec.ValidationError as err:
+                m = _AT_RE.match(str(err))
+                msg, rest = (m["msg"], m["path"].removeprefix("$")) if m else (str(err), "")
+                raise msgspec.ValidationError(
+                    f"{msg} - at `$.extract[{i}].fields.{name}{rest}`"
+                ) from None
+
+
 def parse(raw: dict[str, Any], base_dir: Path | None = None) -> CrawlSettings:
     """Validate a TOML document already read into a dict."""
     try:
+        _extract_field_errors(raw)
         settings = msgspec.convert(raw, CrawlSettings, strict=True)
     except msgspec.ValidationError as err:
         raise ConfigError(_explain(err, raw)) from None
+    try:
+        check_extract(settings.extract)  # regexes and CSS selectors, before any request
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     crawl = settings.crawl
     seeds = list(crawl.seeds)
     if crawl.seeds_file is not None:
@@ -123,7 +171,41 @@ def parse(raw: dict[str, Any], base_dir: Path | None = None) -> CrawlSettings:
     cache_dir = Path(fetch.cache_dir)
     if base_dir is not None and not cache_dir.is_absolute():
         fetch = msgspec.structs.replace(fetch, cache_dir=str(base_dir / cache_dir))
-    return msgspec.structs.replace(settings, crawl=new_crawl, fetch=fetch)
+    spider = _resolve_spider(settings.spider, base_dir)
+    return msgspec.structs.replace(settings, crawl=new_crawl, fetch=fetch, spider=spider)
+
+
+def is_source_file(source: str) -> bool:
+    """Whether a spider or pipeline source names a file (ends in ``.py`` or has a ``/``)
+    rather than an importable module."""
+    return source.endswith(".py") or "/" in source or "\\" in source
+
+
+def _resolve_spider(spider: SpiderSection, base_dir: Path | None) -> SpiderSection:
+    """Make ``spider.source`` and the pipelines' files absolute (relative to crawl.toml)."""
+
+    def absolute(source: str) -> str:
+        path = Path(source).expanduser()
+        if base_dir is not None and not path.is_absolute():
+            path = base_dir / path
+        return str(path)
+
+    source = spider.source
+    if source is not None:
+        if not source.strip():
+            raise ConfigError("spider.source: must not be empty")
+        if is_source_file(source):
+            source = absolute(source)
+    pipelines = []
+    for i, entry in enumerate(spider.pipelines):
+        where, _, name = entry.rpartition(":")
+        if not where.strip() or not name.isidentifier():
+            raise ConfigError(
+                f'spider.pipelines[{i}]: expected "file.py:ClassName" or '
+                f'"module:ClassName", got {entry!r}'
+            )
+        pipelines.append(f"{absolute(where) if is_source_file(where) else where}:{name}")
+    return msgspec.structs.replace(spider, source=source, pipelines=tuple(pipelines))
 
 
 def load(path: str | Path) -> CrawlSettings:
@@ -149,13 +231,35 @@ def _toml_value(value: Any) -> str:
         return json.dumps(value)
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table; unset (None) keys left out
+        items = [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None]
+        return "{ " + ", ".join(items) + " }" if items else "{}"
     raise TypeError(f"cannot render {value!r} as TOML")
+
+
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+
+
+def _extract_toml(rules: list[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for rule in rules:
+        out.append("[[extract]]")
+        fields = rule.pop("fields")
+        out += [f"{key} = {_toml_value(value)}" for key, value in rule.items()]
+        out.append("[extract.fields]")
+        out += [f"{_toml_key(name)} = {_toml_value(spec)}" for name, spec in fields.items()]
+        out.append("")
+    return out
 
 
 def to_toml(settings: CrawlSettings) -> str:
     """Render the effective settings as TOML (unset optional keys become comments)."""
     out: list[str] = []
     for section, values in msgspec.to_builtins(settings).items():
+        if section == "extract":
+            out += _extract_toml(values)
+            continue
         out.append(f"[{section}]")
         for key, value in values.items():
             out.append(f"# {key} = (unset)" if value is None else f"{key} = {_toml_value(value)}")

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from frontier_crawl.config.reload import key_group
-from frontier_crawl.config.settings import SECTIONS
+from frontier_crawl.config.settings import SECTIONS, ExtractField, ExtractRule
 
 _UNITS = {"_s": "seconds", "_bytes": "bytes", "_bytes_s": "bytes/second"}
 
@@ -30,6 +30,10 @@ def _type_name(t: msgspec.inspect.Type) -> str:
         return " or ".join(_type_name(x) for x in t.types)
     if isinstance(t, msgspec.inspect.VarTupleType):
         return f"list of {_type_name(t.item_type)}"
+    if isinstance(t, msgspec.inspect.DictType):
+        return f"table of {_type_name(t.value_type)}"
+    if isinstance(t, msgspec.inspect.StructType):
+        return "table"
     if isinstance(t, msgspec.inspect.LiteralType):
         return "one of " + ", ".join(f"`{json.dumps(v)}`" for v in t.values)
     names = {
@@ -75,26 +79,64 @@ def render_reference() -> str:
         "",
     ]
     for section, cls in SECTIONS.items():
-        info = msgspec.inspect.type_info(cls)
-        assert isinstance(info, msgspec.inspect.StructType)
-        lines += [
-            f"## [{section}]",
-            "",
+        lines += [f"## [{section}]", "", *_table(cls, section)]
+    lines += [
+        "## [[extract]]",
+        "",
+        "Extraction rules without code: each `[[extract]]` table matches page URLs by regular",
+        "expression and turns CSS selectors into item fields. Every rule that matches a page",
+        "(a 2xx HTML page that reaches the spider) gives its items, in the order of the tables,",
+        "alongside the spider's own (the default spider when there is no `[spider]`). A bad",
+        "regular expression or selector is a config error naming the key, e.g.",
+        "`extract[0].fields.price.css` (tables counted from 0), before any request.",
+        "",
+        "```toml",
+        "[[extract]]",
+        "url = '/shop/item/[0-9]+[.]html$'",
+        'required = ["name"]',
+        "[extract.fields]",
+        'name = "h1.product-name"                            # text of the first match',
+        'price = { css = "span.price", attr = "data-value", type = "float" }',
+        'tags = { css = "ul.tags li", all = true }            # a list',
+        "```",
+        "",
+        *_table(ExtractRule),
+        "### Field tables (`[extract.fields]` values)",
+        "",
+        'A field is a CSS selector string (the same as `{ css = "..." }`) or a table:',
+        "",
+        *_table(ExtractField),
+    ]
+    return "\n".join(lines)
+
+
+def _table(cls: type[msgspec.Struct], section: str | None = None) -> list[str]:
+    """The keys of one table; with ``section``, a column saying whether a reload applies each
+    (``yes``), needs a restart, or never changes (``identity``)."""
+    info = msgspec.inspect.type_info(cls)
+    assert isinstance(info, msgspec.inspect.StructType)
+    if section is None:
+        lines = ["| key | default | unit | type | meaning |", "|---|---|---|---|---|"]
+    else:
+        lines = [
             "| key | default | unit | type | reload | meaning |",
             "|---|---|---|---|---|---|",
         ]
-        for f in info.fields:
-            t = f.type
-            doc = ""
-            if isinstance(t, msgspec.inspect.Metadata):
-                doc = (t.extra_json_schema or {}).get("description", "")
-                t = t.type
-            bounds = _bounds(t)
-            kind = _type_name(t) + (f" ({bounds})" if bounds else "")
-            doc = re.sub(r"\s+", " ", doc).replace("|", "\\|")
-            group = key_group(f"{section}.{f.name}")
-            reload = {"reloadable": "yes", "fixed": "restart"}.get(group, group)
-            lines.append(f"| `{f.name}` | {_default(f.default)} | {_unit(f.name)} | {kind} "
-                         f"| {reload} | {doc} |")  # fmt: skip
-        lines.append("")
-    return "\n".join(lines)
+    for f in info.fields:
+        t = f.type
+        doc = ""
+        if isinstance(t, msgspec.inspect.Metadata):
+            doc = (t.extra_json_schema or {}).get("description", "")
+            t = t.type
+        bounds = _bounds(t)
+        kind = _type_name(t) + (f" ({bounds})" if bounds else "")
+        doc = re.sub(r"\s+", " ", doc).replace("|", "\\|")
+        key, default = f.encode_name, _default(f.default)
+        if section is None:
+            lines.append(f"| `{key}` | {default} | {_unit(f.name)} | {kind} | {doc} |")
+            continue
+        group = key_group(f"{section}.{key}")
+        reload = {"reloadable": "yes", "fixed": "restart"}.get(group, group)
+        lines.append(f"| `{key}` | {default} | {_unit(f.name)} | {kind} | {reload} | {doc} |")
+    lines.append("")
+    return lines

@@ -27,7 +27,8 @@ __all__ = ["FIXED", "IDENTITY", "ReloadPlan", "key_group", "reload_plan"]
 
 IDENTITY = frozenset({
     "crawl.seeds", "crawl.seeds_file", "crawl.output_dir", "frontier.seen_capacity",
-    "frontier.seen_error_rate", "workers.processes",
+    "frontier.seen_error_rate", "workers.processes", "workers.partition_by",
+    "cluster.redis_url", "cluster.nodes", "cluster.key_prefix",
 })  # fmt: skip
 FIXED = frozenset({
     "frontier.lmdb_map_size_bytes", "fetch.resolve", "fetch.proxy", "fetch.verify_tls",
@@ -36,7 +37,9 @@ FIXED = frozenset({
     "output.warc_max_bytes", "output.warc_prefix", "output.warc_compressor",
     "output.warc_gzip_level", "output.durability", "politeness.user_agent",
     "politeness.robots_token", "politeness.robots_ttl_s", "politeness.robots_stale_s",
-    "politeness.per_ip", "control.listen",
+    "politeness.per_ip", "control.listen", "cluster.heartbeat_ttl_s",
+    "cluster.unreachable_timeout_s", "output.feeds", "spider.source", "spider.class",
+    "spider.pipelines", "extract",
 })  # fmt: skip
 
 
@@ -75,9 +78,12 @@ def reload_plan(old: CrawlSettings, new: CrawlSettings) -> ReloadPlan:
     changed: list[str] = []
     refused: list[str] = []
     for section, cls in SECTIONS.items():
-        for field in cls.__struct_fields__:
-            if before[section].get(field) == after[section].get(field):
+        for field in msgspec.structs.fields(cls):
+            name = field.encode_name  # as written in TOML (spider.class, not class_)
+            if before[section].get(name) == after[section].get(name):
                 continue
-            key = f"{section}.{field}"
+            key = f"{section}.{name}"
             (changed if key_group(key) == "reloadable" else refused).append(key)
+    if before.get("extract") != after.get("extract"):  # [[extract]]: tables, not a section
+        refused.append("extract")
     return ReloadPlan(tuple(changed), tuple(refused))

@@ -86,6 +86,8 @@ REFILL_BATCH = 512
 #: links remembered as settled (see Frontier.add): about 150 bytes each with their strings
 #: (a link string is usually shared with the parser's output, so often less)
 SETTLED_LINKS = 32_768
+#: links whose canonical in-scope form is remembered for spiders' pages (in_scope_links)
+SCOPED_LINKS = 32_768
 OWNERS_MAX = 16_384  #: origins whose scope and owner are remembered
 OUT_OF_SCOPE = -1  #: owner of an origin outside the allowed domains
 _ADMITTED_KEY = b"admitted"  #: blobs: URLs admitted by the crawl, all runs (u64)
@@ -98,7 +100,11 @@ _HOST_DELAYS_KEY = b"control:host-delays"
 #: 3: a worker's inbox in its own environment, state/inbox.lmdb (frontier/mailbox.py)
 #: 4: queue blocks under host ids with done masks (store.py); seen keyed by host hash with
 #:    URL-hash dups, seen_recent in chunks (seen.py)
-LAYOUT_VERSION = 4
+#: 5: queue entries and worker link batches carry a spider request's callback, meta and
+#:    priority (store.py, mailbox.py)
+LAYOUT_VERSION = 5
+#: older layouts this version continues in place (their data reads as this layout's)
+UPGRADABLE_LAYOUTS = frozenset({4})
 
 FRONTIER_ENV = "frontier.lmdb"  #: the frontier's LMDB environment, in the state directory
 #: what a damaged frontier environment, set aside, means for the crawl
@@ -119,6 +125,7 @@ ROBOTS_UNAVAILABLE = "robots-unavailable"
 HOST_UNREACHABLE = "host-unreachable"
 
 _ALLOW_ALL = Rules("", None)
+_NO_REQUEST = ("", b"", 0)  #: a link's callback, meta and priority when it has none
 
 
 class StateMismatch(ValueError):
@@ -181,6 +188,9 @@ class Ticket(msgspec.Struct, frozen=True, gc=False):
     attempt: int = 0
     referrer: str | None = None
     robots: bool = False
+    callback: str = ""  #: the spider callback its response goes to ("": the default)
+    meta: bytes = b""  #: the request's meta (msgpack; b"": none)
+    priority: int = 0  #: the request's priority (stored with the URL; not yet used)
 
 
 @dataclass(slots=True, eq=False)
@@ -288,6 +298,9 @@ class Frontier:
         self._owners: dict[str, int] = {}
         #: links settled by committed transactions, two generations (see add)
         self._settled: set[str] = set()
+        #: link -> its canonical form if in scope, "" if not (in_scope_links), two generations
+        self._scoped: dict[str, str] = {}
+        self._scoped_old: dict[str, str] = {}
         self._settled_old: set[str] = set()
         self._settled_half = settled_links // 2  #: 0: no settled-link set
         self._settling: list[str] = []  #: settled by the open transaction, not yet committed
@@ -495,6 +508,39 @@ class Frontier:
             return False
         return self._exclude is None or self._exclude.search(url) is None
 
+    def in_scope_links(self, links: Iterable[str]) -> list[str]:
+        """The canonical forms of ``links`` that are crawlable and in scope (allowed domains,
+        not excluded), deduplicated, in order: the page's links a spider's callback sees.
+        Nothing is admitted or recorded (the seen-set, robots.txt and the trap limits are for
+        :meth:`add`, when the callback yields them). A link's answer is a pure function of the
+        link and the configuration, so the recent ones are remembered (bounded, two
+        generations): a page's repeated navigation links cost one dict lookup each."""
+        out: dict[str, None] = {}
+        young, old = self._scoped, self._scoped_old
+        exclude, owners = self._exclude, self._owners
+        for raw in links:
+            url = young.get(raw)
+            if url is None:
+                url = old.get(raw)
+                if url is None:
+                    url = canonicalize(raw) or ""
+                    if url:
+                        host_key = origin(url)
+                        owner = owners.get(host_key)
+                        if owner is None:
+                            owner = self._owner_of(host_key)
+                        if owner == OUT_OF_SCOPE or (
+                            exclude is not None and exclude.search(url)
+                        ):
+                            url = ""
+                if len(young) >= SCOPED_LINKS // 2:
+                    self._scoped_old, self._scoped = young, {}
+                    young, old = self._scoped, self._scoped_old
+                young[raw] = url
+            if url:
+                out[url] = None
+        return list(out)
+
     def _domain_allowed(self, host: str) -> bool:
         """Is ``host`` one of the allowed domains or a subdomain of one (scope.domain_allowed)?"""
         return domain_allowed(self._domain_set, host)
@@ -524,8 +570,17 @@ class Frontier:
         referrer: str | None = None,
         hops: int = 0,
         now: float = 0.0,
+        callback: str = "",
+        meta: bytes = b"",
+        priority: int = 0,
     ) -> int:
         """Admit new URLs (canonical, in scope, unseen, within the trap limits).
+
+        ``callback``, ``meta``, ``priority``: a spider's request (``callback``: the name of the
+        callback its response goes to, "" the default; ``meta`` msgpack), stored with each URL
+        admitted, through retries and redirects (the engine passes them on) and to the owner
+        of a host another worker owns. A URL already seen keeps what it was first admitted with.
+        ``priority`` is stored but does not yet change the order of a host's queue.
 
         Returns how many were queued. A new URL that breaks a trap limit is recorded through the
         reject callback once (it is marked seen, so later links to it are silent).
@@ -542,10 +597,11 @@ class Frontier:
         navigation links of every page cheap. The one place a repeat is not a pure no-op,
         ``max_pages`` reached (the loop stops at the next owned link), bypasses the set.
         """
+        request = (callback, meta, priority) if callback or meta or priority else None
         if self._txn is None:
             with self._transaction() as txn:
-                return self._admit(txn, urls, depth, referrer, hops, now)
-        return self._admit(self._txn, urls, depth, referrer, hops, now)
+                return self._admit(txn, urls, depth, referrer, hops, now, request)
+        return self._admit(self._txn, urls, depth, referrer, hops, now, request)
 
     def _admit(
         self,
@@ -555,8 +611,10 @@ class Frontier:
         referrer: str | None,
         hops: int,
         now: float,
+        request: tuple[str, bytes, int] | None = None,
     ) -> int:
-        """:meth:`add` inside the transaction ``txn``."""
+        """:meth:`add` inside the transaction ``txn``; ``request``: (callback, meta, priority)
+        if any is set."""
         added = 0
         limits = self._limits
         max_pages = self._max_pages
@@ -582,7 +640,7 @@ class Frontier:
                 settling.append(raw)
                 continue
             if owner != worker:
-                self._on_foreign(owner, (url, depth, referrer, hops))
+                self._on_foreign(owner, (url, depth, referrer, hops, *(request or _NO_REQUEST)))
                 settling.append(raw)
                 continue
             if max_pages and self.admitted + added >= max_pages:
@@ -601,7 +659,10 @@ class Frontier:
             if reason is not None:
                 self._on_reject(Ticket(b"", host_key, url, depth, hops, 0, referrer), reason)
                 continue
-            entry = QueueEntry(url=url, depth=depth, hops=hops, referrer=referrer)
+            if request is None:
+                entry = QueueEntry(url=url, depth=depth, hops=hops, referrer=referrer)
+            else:
+                entry = QueueEntry(url, depth, hops, 0, referrer, *request)
             added += self._enqueue(txn, host_key, entry, now)
         self.admitted += added
         return added
@@ -706,8 +767,9 @@ class Frontier:
         with self.batch():
             batches = self._inbox.take(limit)
             for _key, value in batches:
-                for url, depth, referrer, hops in decode_links(value):
-                    self.add((url,), depth=depth, referrer=referrer, hops=hops, now=now)
+                for url, depth, referrer, hops, callback, meta, priority in decode_links(value):
+                    self.add((url,), depth=depth, referrer=referrer, hops=hops, now=now,
+                             callback=callback, meta=meta, priority=priority)  # fmt: skip
         return len(batches), sum(key.startswith(run_id) for key, _ in batches)
 
     def queue_outgoing(self, dest: int, links: list[Link]) -> None:
@@ -870,9 +932,13 @@ class Frontier:
         while (item := self._pop(host, now)) is not None:
             key, entry = item
             self.queued -= 1
-            ticket = Ticket(
-                key, host.origin, entry.url, entry.depth, entry.hops, entry.attempt, entry.referrer
-            )
+            ticket = (
+                Ticket(key, host.origin, entry.url, entry.depth, entry.hops, entry.attempt,
+                       entry.referrer)
+                if not (entry.callback or entry.meta or entry.priority)
+                else Ticket(key, host.origin, entry.url, entry.depth, entry.hops, entry.attempt,
+                            entry.referrer, False, entry.callback, entry.meta, entry.priority)
+            )  # fmt: skip
             if host.rules.allowed(entry.url):
                 host.in_flight += 1
                 return ticket
@@ -1012,8 +1078,9 @@ class Frontier:
         """
         host = self._hosts[ticket.origin]
         entry = QueueEntry(
-            ticket.url, ticket.depth, ticket.hops, ticket.attempt + 1, ticket.referrer
-        )
+            ticket.url, ticket.depth, ticket.hops, ticket.attempt + 1, ticket.referrer,
+            ticket.callback, ticket.meta, ticket.priority,
+        )  # fmt: skip
         with self._write() as txn:
             self._store.rewrite(txn, ticket.key, entry)
         if host.retries is None:
@@ -1196,9 +1263,9 @@ class Frontier:
         entry: QueueEntry,
         reason: str,
     ) -> None:
-        ticket = Ticket(
-            key, host.origin, entry.url, entry.depth, entry.hops, entry.attempt, entry.referrer
-        )
+        ticket = Ticket(key, host.origin, entry.url, entry.depth, entry.hops, entry.attempt,
+                        entry.referrer, False, entry.callback, entry.meta,
+                        entry.priority)  # fmt: skip
         self._on_reject(ticket, reason)
         self._store.done(key)
 
@@ -1467,6 +1534,28 @@ class Frontier:
                 "the exact seen-set if its sizing differs, so nothing is lost. Only the layout "
                 f"version could not be checked (this program writes version {LAYOUT_VERSION}).",
             ) from None
+        older = theirs.get("layout_version")
+        if older in UPGRADABLE_LAYOUTS and {**theirs, "layout_version": LAYOUT_VERSION} == mine:
+            # layout 4 is layout 5 without callbacks: its queue entries and batches read as
+            # entries for the default callback, so the crawl continues; the identity says 5 now
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(mine, indent=1))
+            tmp.replace(path)
+            log.warning("%s: crawl state of layout version %s continued as version %d (its "
+                        "queued URLs go to the spider's default callback, parse, with empty "
+                        "meta); frontier-crawl versions before layout %d cannot read it any "
+                        "more", path, older, LAYOUT_VERSION, LAYOUT_VERSION)  # fmt: skip
+            return
+        if isinstance(older, int) and older != LAYOUT_VERSION:
+            raise StateMismatch(
+                f"{self._state_dir.parent} holds a crawl of state layout version {older}, which "
+                f"this frontier-crawl (layout {LAYOUT_VERSION}) cannot continue"
+                + (" (it was written by a newer version: continue it with that version)"
+                   if older > LAYOUT_VERSION else
+                   f" (layouts {sorted(UPGRADABLE_LAYOUTS)} are continued in place; older ones "
+                   "are not: finish the crawl with the version that started it)")
+                + ", or set crawl.output_dir to a new directory to start a new crawl."
+            )  # fmt: skip
         changed = [
             f"{key}: {theirs.get(key)!r} in the existing crawl, {value!r} now"
             for key, value in mine.items()

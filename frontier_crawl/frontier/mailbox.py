@@ -24,15 +24,18 @@ delivered and when ingested; the coordinator declares the crawl over when every 
 and the counts agree (see ``frontier_crawl.workers``).
 
 Inbox key: the coordinator's 8-byte run id + 8 random bytes (unique without coordination);
-value: msgpack list of ``(url, depth, referrer, hops)``. The run id lets the receiver count only
-batches delivered during this run, so sent and received counts agree even when an earlier,
-killed run left batches in an inbox (those are ingested but not counted) or delivered one twice.
+value: msgpack list of ``(url, depth, referrer, hops)``, or ``(url, depth, referrer, hops,
+callback, meta, priority)`` for a link a spider's callback yielded with those. The run id
+lets the receiver count only batches delivered during this run, so sent and received counts
+agree even when an earlier, killed run left batches in an inbox (those are ingested but not
+counted) or delivered one twice.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import lmdb
@@ -45,10 +48,26 @@ INBOX_DB = b"inbox"
 INBOX_ENV = "inbox.lmdb"
 """A worker's inbox environment, inside its state directory."""
 
-Link = tuple[str, int, str | None, int]  # url, depth, referrer, hops
+#: url, depth, referrer, hops, callback, meta, priority (the request's, for a spider; "", b"", 0)
+Link = tuple[str, int, str | None, int, str, bytes, int]
+PlainLink = tuple[str, int, str | None, int]  #: url, depth, referrer, hops
+
+
+class _WireLink(msgspec.Struct, array_like=True, frozen=True, gc=False):
+    """A link as a batch holds it: 4 items, or 7 when it carries a callback, meta or priority
+    (the trailing defaults are not sent: a link without them costs what it did)."""
+
+    url: str
+    depth: int
+    referrer: str | None
+    hops: int
+    callback: str = ""
+    meta: bytes = b""
+    priority: int = 0
+
 
 _encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(list[tuple[str, int, str | None, int]])
+_decoder = msgspec.msgpack.Decoder(list[_WireLink])
 
 
 def owner_of(origin: str, workers: int) -> int:
@@ -59,12 +78,18 @@ def owner_of(origin: str, workers: int) -> int:
     return int.from_bytes(digest, "big") % workers
 
 
-def encode_links(links: list[Link]) -> bytes:
-    return _encoder.encode(links)
+def encode_links(links: Sequence[Link | PlainLink]) -> bytes:
+    """A batch: plain links as 4 items (also when given as 7 with empty request fields)."""
+    return _encoder.encode(
+        [link if len(link) > 4 and (link[4] or link[5] or link[6]) else link[:4] for link in links]
+    )
 
 
 def decode_links(data: bytes) -> list[Link]:
-    return _decoder.decode(data)
+    return [
+        (w.url, w.depth, w.referrer, w.hops, w.callback, w.meta, w.priority)
+        for w in _decoder.decode(data)
+    ]
 
 
 class Mailbox:

@@ -17,8 +17,12 @@ that host, in admission order. Keys of one host all start with its 4-byte id and
 is its block key plus its index in the block (u8): entry keys sort in FIFO order too.
 
 Payload: a msgpack array of ``n`` items ``[rest: bin, depth, hops, attempt, shared, ref,
-absolute]`` (trailing defaults omitted: hops 0, attempt 0, shared -1, ref b"", absolute
-false). ``rest`` is the URL after the host's origin (``/path?query``, UTF-8), or the whole URL
+absolute, callback, meta, priority]`` (trailing defaults omitted: hops 0, attempt 0, shared
+-1, ref b"", absolute false, callback "", meta b"", priority 0; so a URL without a spider's
+callback, meta or priority costs what it did before they existed). ``callback`` is the name
+of the spider callback the URL's response goes to ("": the default), ``meta`` the request's
+meta as msgpack, ``priority`` the request's priority (stored, not yet used for ordering).
+``rest`` is the URL after the host's origin (``/path?query``, UTF-8), or the whole URL
 when ``absolute``; a referrer is the length ``shared`` of the prefix it shares with the URL
 plus the rest of it, ``ref`` (``shared`` -1: no referrer). A referrer on another origin that has
 a host id (the page that linked across hosts) is that origin followed by ``ref``, with
@@ -276,6 +280,9 @@ class QueueEntry(msgspec.Struct, array_like=True, frozen=True, gc=False):
     hops: int = 0
     attempt: int = 0
     referrer: str | None = None
+    callback: str = ""  #: the spider callback's name ("": the default, ``parse``)
+    meta: bytes = b""  #: the request's meta, msgpack (b"": none)
+    priority: int = 0  #: the request's priority (stored; not yet used for ordering)
 
 
 class _Item(msgspec.Struct, array_like=True, frozen=True, gc=False):
@@ -288,6 +295,9 @@ class _Item(msgspec.Struct, array_like=True, frozen=True, gc=False):
     shared: int = -1
     ref: bytes = b""
     absolute: bool = False
+    callback: str = ""
+    meta: bytes = b""
+    priority: int = 0
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -295,7 +305,7 @@ _item_decoder = msgspec.msgpack.Decoder(_Item)
 _raw_decoder = msgspec.msgpack.Decoder(list[msgspec.Raw])
 
 
-_ItemTuple = tuple[bytes | int | bool, ...]
+_ItemTuple = tuple[bytes | str | int | bool, ...]
 RefHosts = Callable[[str], int]
 """The host id of an origin, -1 if it has none (for referrers)."""
 RefOrigins = Callable[[int], "bytes | None"]
@@ -304,6 +314,18 @@ RefOrigins = Callable[[int], "bytes | None"]
 
 def _item(host: bytes, entry: QueueEntry, ref_host: RefHosts | None) -> _ItemTuple:
     """The msgpack array of one entry, trailing defaults omitted (``_Item`` decodes it)."""
+    if entry.callback or entry.meta or entry.priority:  # a spider's request: all ten items
+        base = _plain_item(host, entry, ref_host)
+        return (*base, *_ITEM_DEFAULTS[len(base) :], entry.callback, entry.meta, entry.priority)
+    return _plain_item(host, entry, ref_host)
+
+
+#: the defaults of _Item's fields ``hops`` to ``absolute``, by position
+_ITEM_DEFAULTS: _ItemTuple = (b"", 0, 0, 0, -1, b"", False)
+
+
+def _plain_item(host: bytes, entry: QueueEntry, ref_host: RefHosts | None) -> _ItemTuple:
+    """The first seven items of an entry's array, trailing defaults omitted."""
     url = entry.url.encode("utf-8")
     referrer = entry.referrer
     if not url.startswith(host):
@@ -340,6 +362,9 @@ def _entry(host: bytes, item: _Item, origins: RefOrigins | None) -> QueueEntry:
             if ref_origin is None:
                 raise msgspec.DecodeError(f"referrer of unknown host id {-2 - shared}")
             referrer = (ref_origin + item.ref).decode("utf-8")
+        if item.callback or item.meta or item.priority:
+            return QueueEntry(url.decode("utf-8"), item.depth, item.hops, item.attempt,
+                              referrer, item.callback, item.meta, item.priority)  # fmt: skip
         return QueueEntry(url.decode("utf-8"), item.depth, item.hops, item.attempt, referrer)
     except UnicodeDecodeError as exc:
         raise msgspec.DecodeError(f"bad queue block item: {exc}") from exc

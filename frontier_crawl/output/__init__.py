@@ -1,10 +1,11 @@
-"""Output: WARC files, the JSONL crawl log and the final report, as JSON and HTML (imports only
-config)."""
+"""Output: WARC files, the JSONL crawl log, feeds and the final report, as JSON and HTML
+(imports only config)."""
 
-from frontier_crawl.output.crawllog import CrawlLog, LogEntry, iso_time
-from frontier_crawl.output.outcomes import Outcome
+from frontier_crawl.output.crawllog import CrawlLog, LogEntry, ProblemEntry, iso_time
+from frontier_crawl.output.outcomes import SPIDER_PROBLEMS, Outcome
 from frontier_crawl.output.report import (
     CrawlStats,
+    LogHistogram,
     config_warnings,
     merge_rate_buckets,
     render_report,
@@ -18,11 +19,14 @@ from frontier_crawl.output.report_html import (
 from frontier_crawl.output.warc import ArchiveRecord, Revisit, WarcWriter, truncation_reason
 
 __all__ = [
+    "SPIDER_PROBLEMS",
     "ArchiveRecord",
     "CrawlLog",
     "CrawlStats",
     "LogEntry",
+    "LogHistogram",
     "Outcome",
+    "ProblemEntry",
     "Revisit",
     "WarcWriter",
     "config_warnings",

@@ -51,6 +51,15 @@ class LogEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     held_s: float = 0.0
 
 
+class ProblemEntry(LogEntry, frozen=True, kw_only=True, gc=False):
+    """A spider's problem with a page (outcome ``callback-error``, ``pipeline-error``...): the
+    page's URL, status and depth, the exception's type in ``error``, and ``message`` (``"KeyError:
+    'from'"``) and ``where`` (``"docs_spider.py:12 in DocsSpider.parse_page"``)."""
+
+    message: str
+    where: str
+
+
 def iso_time(epoch_s: float) -> str:
     """``2024-05-01T12:00:00.123Z`` for a ``time.time()`` value (milliseconds truncated).
 
@@ -72,8 +81,16 @@ _last_second: tuple[int, str] = (-1, "")  #: (epoch second, its formatted date a
 class CrawlLog:
     """Appends :class:`LogEntry` lines to ``path`` (created with its parent directory)."""
 
-    def __init__(self, path: Path, flush_bytes: int = _FLUSH_BYTES) -> None:
+    name = "crawl-log"  #: its name on the output protocol (``protocol.py``)
+
+    def __init__(
+        self, path: Path, flush_bytes: int = _FLUSH_BYTES, *, durable: bool = False
+    ) -> None:
+        """``durable``: ``prepare_commit`` fdatasyncs (``output.durability = "power-loss"``);
+        otherwise it only hands the lines to the OS."""
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._durable = durable
+        self._handed = 0  #: bytes handed to the OS by this writer
         self.path = path
         created = not path.exists()
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -104,7 +121,9 @@ class CrawlLog:
         self._buffer.clear()
         try:
             while data and self._fd is not None:
-                data = data[os.write(self._fd, data) :]
+                n = os.write(self._fd, data)
+                data = data[n:]
+                self._handed += n
                 self._unsynced = True
         except OSError as exc:
             raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
@@ -118,6 +137,22 @@ class CrawlLog:
             except OSError as exc:
                 raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
             self._unsynced = False
+
+    # the output protocol (protocol.py): no commit point, a kill may leave a duplicate line
+    def prepare_commit(self, upto: int | None = None) -> None:
+        """Before a commit: every line written so far handed over (fdatasynced if durable)."""
+        del upto
+        if self._durable:
+            self.sync()
+        else:
+            self.flush()
+
+    def durable(self) -> int:
+        """Bytes this writer handed to the OS (not waiting: the loop writes them itself)."""
+        return self._handed
+
+    def commit_point(self) -> bytes | None:
+        return None
 
     def discard(self) -> None:
         """Close without writing the buffered lines (after a failed write: their pages were

@@ -22,3 +22,24 @@ class Outcome(StrEnum):
     FAILED = "failed"  #: transport error (kind in ``error``); a begun response: WARC-Truncated
     NOT_MODIFIED = "not-modified"  #: 304 confirmed the cached 200: links followed, WARC revisit
     ROBOTS_TXT = "robots-txt"  #: a robots.txt fetch, logged for the record, not a page
+    # a spider's problems with a page: one extra line each, beside the page's own line (its
+    # message and code location in ``message`` and ``where``); the crawl goes on
+    CALLBACK_ERROR = "callback-error"  #: the callback raised (what it yielded before is kept)
+    PIPELINE_ERROR = "pipeline-error"  #: a pipeline raised or returned a non-item: item dropped
+    BAD_YIELD = "bad-yield"  #: the callback yielded something that is no Request and no item
+    BAD_META = "bad-meta"  #: a Request's meta is not a dict that msgpack serialises
+    UNKNOWN_CALLBACK = "unknown-callback"  #: a Request (or a stored URL) names no callback
+    BAD_URL = "bad-url"  #: a Request's URL does not parse or is not http(s)
+
+
+#: the outcomes of a spider's problems (``frontier_crawl.spider.Problem.outcome``)
+SPIDER_PROBLEMS = frozenset(
+    {
+        Outcome.CALLBACK_ERROR,
+        Outcome.PIPELINE_ERROR,
+        Outcome.BAD_YIELD,
+        Outcome.BAD_META,
+        Outcome.UNKNOWN_CALLBACK,
+        Outcome.BAD_URL,
+    }
+)

@@ -9,13 +9,14 @@ robots.txt is not a broken page.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
@@ -42,6 +43,76 @@ HOSTS_SHOWN = 10  #: hosts listed in the report, per list
 
 def _zero_classes() -> dict[str, int]:
     return dict.fromkeys(_STATUS_CLASSES, 0)
+
+
+#: LogHistogram: buckets per decade, and the range (1 us to 1000 s; outside: the end buckets)
+_PER_DECADE = 20
+_LOW_S = 1e-6
+_BUCKETS = 9 * _PER_DECADE + 1
+
+
+def _zero_buckets() -> list[int]:
+    return [0] * _BUCKETS
+
+
+@dataclass(slots=True)
+class LogHistogram:
+    """Durations in fixed logarithmic buckets (20 a decade, 1 us to 1000 s: each bucket about
+    12% wide), so memory is fixed (181 counters) however long the crawl, the counts persist
+    with the crawl's other counters, and a quantile is read back within half a bucket
+    (about 6%) of the true one."""
+
+    counts: list[int] = field(default_factory=_zero_buckets)
+    n: int = 0
+    total_s: float = 0.0
+
+    def add(self, seconds: float) -> None:
+        self.n += 1
+        self.total_s += seconds
+        if seconds <= _LOW_S:
+            self.counts[0] += 1
+            return
+        i = int(math.log10(seconds / _LOW_S) * _PER_DECADE) + 1
+        self.counts[min(i, _BUCKETS - 1)] += 1
+
+    def quantile(self, q: float) -> float:
+        """The ``q`` quantile (0..1) in seconds: the geometric middle of its bucket."""
+        if self.n == 0:
+            return 0.0
+        rank = max(1, math.ceil(q * self.n))
+        seen = 0
+        for i, count in enumerate(self.counts):
+            seen += count
+            if seen >= rank:
+                if i == 0:
+                    return _LOW_S
+                return _LOW_S * 10 ** ((i - 0.5) / _PER_DECADE)
+        return _LOW_S * 10 ** ((_BUCKETS - 1) / _PER_DECADE)
+
+    def summary(self, elapsed_s: float) -> dict[str, Any]:
+        """Pages, median and p99 per page in ms, the total, its share of ``elapsed_s`` (the
+        crawl loop's wall time, all runs), and the non-empty buckets as ``[index, count]``
+        pairs (so worker processes' histograms can be merged: :meth:`from_summary`)."""
+        return {
+            "pages": self.n,
+            "median_ms": round(self.quantile(0.5) * 1e3, 4),
+            "p99_ms": round(self.quantile(0.99) * 1e3, 4),
+            "total_s": round(self.total_s, 6),
+            "share_of_loop": round(self.total_s / elapsed_s, 4) if elapsed_s > 0 else 0.0,
+            "buckets": [[i, c] for i, c in enumerate(self.counts) if c],
+        }
+
+    @classmethod
+    def from_summary(cls, summary: Mapping[str, Any]) -> LogHistogram:
+        """The histogram of a :meth:`summary` (or of summaries merged: pairs concatenated,
+        totals added)."""
+        h = cls()
+        for i, c in summary.get("buckets", ()):
+            if 0 <= int(i) < _BUCKETS:
+                h.counts[int(i)] += int(c)
+        h.n = sum(h.counts)
+        h.total_s = float(summary.get("total_s", 0.0))
+        return h
 
 
 @dataclass(slots=True)
@@ -154,6 +225,12 @@ class CrawlStats:
         keep = set(sorted(hosts, key=lambda h: -hosts[h].failures)[:half])
         keep.update(sorted(hosts, key=lambda h: -_mean_s(hosts[h]))[:half])
         self.hosts = {h: t for h, t in hosts.items() if h in keep}
+    items: int = 0  #: items written to the feeds (pages marked done)
+    spider_problems: int = 0  #: callback-error, pipeline-error, bad-yield... lines
+    #: per page given to a spider: seconds in its callback (with the [[extract]] rules), and
+    #: in its pipelines
+    callback_time: LogHistogram = field(default_factory=LogHistogram)
+    pipeline_time: LogHistogram = field(default_factory=LogHistogram)
 
     def record_hold(self, url: str, seconds: float) -> None:
         """A URL whose responses held its host (Retry-After, backoff) for ``seconds``."""
@@ -200,9 +277,21 @@ class CrawlStats:
         elif outcome == Outcome.ROBOTS_UNAVAILABLE:
             self.robots_unavailable += 1
 
+    def spider_report(self, elapsed_s: float) -> dict[str, object]:
+        """The spider's part of the report: items, problems, time in callbacks and pipelines
+        per page (median, p99) and their share of the crawl's wall time."""
+        return {
+            "items": self.items,
+            "problems": self.spider_problems,
+            "callback": self.callback_time.summary(elapsed_s),
+            "pipelines": self.pipeline_time.summary(elapsed_s),
+        }
+
     def report(self, elapsed_s: float, bloom: Mapping[str, float | int]) -> dict[str, object]:
         """The final report as a JSON-able dict; ``bloom`` is passed through."""
+        spider = {"spider": self.spider_report(elapsed_s)} if self.callback_time.n else {}
         return {
+            **spider,
             "fetched": self.pages,
             "status_classes": dict(self.status_classes),
             "not_found_404": self.not_found,
@@ -345,6 +434,17 @@ def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
         ("seen URLs (Bloom filter)", _bloom(get("bloom"))),
         ("hosts held (Retry-After, backoff)", _holds(get("held_by"), get("host_held_s"))),
     ]  # fmt: skip
+    spider = get("spider")
+    if isinstance(spider, Mapping):
+        rows.append(("items / spider problems",
+                     f"{spider.get('items', 0)} / {spider.get('problems', 0)}"))  # fmt: skip
+        for key in ("callback", "pipelines"):
+            t = spider.get(key)
+            if isinstance(t, Mapping):
+                share = 100 * float(t.get("share_of_loop", 0))
+                rows.append((f"time in {key} per page",
+                             f"median {t.get('median_ms')} ms, p99 {t.get('p99_ms')} ms, "
+                             f"{share:.1f}% of the crawl"))  # fmt: skip
     if get("disk_space_pauses"):
         rows.append(("paused for disk space",
                      f"{get('disk_space_pauses')} time(s), {get('disk_space_paused_s', 0)} s"))

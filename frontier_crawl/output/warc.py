@@ -220,6 +220,28 @@ class WarcWriter:
         ``durable``); raises OSError if writing failed."""
         self._sink.flush()
 
+    # the output protocol (protocol.py); no commit point: start-up recovery closes the
+    # ``.open`` file at its last complete record, and a record of a page not marked done is
+    # written again when the page is fetched again (a duplicate, never a loss)
+    name = "warc"
+
+    def prepare_commit(self, upto: int | None = None) -> None:
+        """Before a commit: wait for the writes up to ``upto`` (None: all) to be durable; the
+        others are reported by :meth:`written` as the child gets to them."""
+        if upto is None or self.written() < upto:
+            self.flush()
+
+    def durable(self) -> int:
+        return self.written()
+
+    def commit_point(self) -> bytes | None:
+        return None
+
+    def discard(self) -> None:
+        """After a failed write: close (what the child has is in the ``.open`` file, cut
+        back at the next start-up to its last complete record)."""
+        self.close()
+
     def close(self) -> None:
         """Finish the current file (and stop the child). Idempotent."""
         if self._closed:

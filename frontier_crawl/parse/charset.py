@@ -85,6 +85,17 @@ def parse_document(
     return tree, None if codec in _UTF16 else codec
 
 
+def page_charset(body: bytes, content_type_header: str | None) -> str | None:
+    """The encoding :func:`parse_document` decodes ``body`` with, as a Python codec name
+    (``utf-8``, ``cp1252``, ``utf-16-le``...), or None when it is left to lexbor's detection
+    (no byte-order mark, no usable header charset, no ``<meta>`` charset)."""
+    if body.startswith(_BOMS):
+        return "utf-8" if body.startswith(_BOMS[0]) else (
+            "utf-16-be" if body.startswith(_BOMS[1]) else "utf-16-le")  # fmt: skip
+    codec = header_codec(content_type_header) if content_type_header else None
+    return codec if codec is not None else _meta_codec(body)
+
+
 @lru_cache(maxsize=256)
 def header_codec(content_type_header: str) -> str | None:
     """Python codec for the header's ``charset`` parameter; None if absent or unsupported."""

@@ -1,0 +1,148 @@
+"""Load the user's code named in ``[spider]``: the spider class and the item pipelines.
+
+A source is a Python file (the config loader made it absolute, relative to crawl.toml) or an
+importable module name (``pkg.spiders``, found on ``sys.path``). A file is imported as a module
+named after its stem (``docs_spider.py`` -> ``docs_spider``; a private name when a different
+module already has that name), registered in ``sys.modules`` and with its directory appended to
+``sys.path`` so it can import the files beside it (appended, so a ``select.py`` there does not
+shadow the standard library's for the rest of the crawl). One file imported for the
+spider and for a pipeline is imported once.
+
+Every failure is a :class:`~frontier_crawl.config.ConfigError` whose message starts with the
+key (``spider.source``, ``spider.class``, ``spider.pipelines[2]``) and carries the exception's
+type and text, so the crawl exits with status 2 before any request.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from frontier_crawl.config import ConfigError, SpiderSection
+from frontier_crawl.config.loader import is_source_file
+from frontier_crawl.spider.api import Spider
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """One configured pipeline: its config key, the instance and its bound hooks."""
+
+    key: str  # "spider.pipelines[0]"
+    name: str  # "ItemsPipeline" (for messages)
+    obj: Any
+    process_item: Any  # bound process_item(item, response)
+
+
+def import_source(source: str, key: str) -> ModuleType:
+    """Import a file or module; ConfigError naming ``key`` on any failure."""
+    if is_source_file(source):
+        return _import_file(Path(source), key)
+    try:
+        return importlib.import_module(source)
+    except (Exception, SystemExit) as exc:
+        raise ConfigError(f"{key}: cannot import module {source!r}: {_describe(exc)}") from None
+
+
+def _import_file(path: Path, key: str) -> ModuleType:
+    try:
+        path = path.resolve(strict=True)
+    except OSError as exc:
+        raise ConfigError(f"{key}: cannot read {str(path)!r}: {_describe(exc)}") from None
+    if not path.is_file():
+        raise ConfigError(f"{key}: {str(path)!r} is not a file")
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) == str(path):
+            return module
+    name = path.stem if path.stem.isidentifier() else "_source"
+    if name in sys.modules:
+        name = f"_frontier_crawl_user_{name}_{len(sys.modules)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"{key}: cannot import {str(path)!r}: not a Python source file")
+    module = importlib.util.module_from_spec(spec)
+    directory = str(path.parent)
+    if directory not in sys.path:
+        sys.path.append(directory)  # last: a file there cannot shadow an installed module
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:
+        del sys.modules[name]
+        raise ConfigError(f"{key}: cannot import {str(path)!r}: {_describe(exc)}") from None
+    return module
+
+
+def spider_class(section: SpiderSection) -> type[Spider]:
+    """The Spider subclass ``[spider]`` names (``source``, optional ``class``)."""
+    assert section.source is not None
+    module = import_source(section.source, "spider.source")
+    where = getattr(module, "__file__", None) or section.source
+    if section.class_ is not None:
+        cls = getattr(module, section.class_, None)
+        if not (isinstance(cls, type) and issubclass(cls, Spider)):
+            found = ", ".join(c.__name__ for c in _own_spiders(module)) or "none"
+            what = "no class" if cls is None else "no Spider subclass"
+            raise ConfigError(
+                f"spider.class: {where} has {what} {section.class_!r} "
+                f"(Spider subclasses defined there: {found})"
+            )
+        return cls
+    spiders = _own_spiders(module)
+    if len(spiders) == 1:
+        return spiders[0]
+    if not spiders:
+        raise ConfigError(
+            f"spider.source: {where} defines no Spider subclass "
+            "(class MySpider(frontier_crawl.Spider): ...)"
+        )
+    names = ", ".join(c.__name__ for c in spiders)
+    raise ConfigError(
+        f"spider.source: {where} defines several Spider subclasses ({names}); "
+        "name one with spider.class"
+    )
+
+
+def _own_spiders(module: ModuleType) -> list[type[Spider]]:
+    """Spider subclasses defined in the module itself (not imported there)."""
+    return [
+        v
+        for v in vars(module).values()
+        if isinstance(v, type)
+        and issubclass(v, Spider)
+        and v is not Spider
+        and v.__module__ == module.__name__
+    ]
+
+
+def instantiate(cls: type[Any], key: str) -> Any:
+    try:
+        return cls()
+    except (Exception, SystemExit) as exc:
+        raise ConfigError(f"{key}: {cls.__name__}() failed: {_describe(exc)}") from None
+
+
+def pipelines(section: SpiderSection) -> list[Pipeline]:
+    """Import and instantiate the configured pipelines, in order."""
+    out = []
+    for i, entry in enumerate(section.pipelines):
+        key = f"spider.pipelines[{i}]"
+        source, _, name = entry.rpartition(":")
+        module = import_source(source, key)
+        cls = getattr(module, name, None)
+        if not isinstance(cls, type):
+            raise ConfigError(f"{key}: {source} has no class {name!r}")
+        obj = instantiate(cls, key)
+        process = getattr(obj, "process_item", None)
+        if not callable(process):
+            raise ConfigError(f"{key}: {name} has no process_item(item, response) method")
+        out.append(Pipeline(key=key, name=name, obj=obj, process_item=process))
+    return out
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
