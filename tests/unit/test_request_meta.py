@@ -9,19 +9,19 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from frontier_crawl.frontier import StateMismatch
+from frontier_crawl.frontier import Frontier, StateMismatch
 from frontier_crawl.frontier.frontier import LAYOUT_VERSION
 from frontier_crawl.frontier.mailbox import decode_links, encode_links
-from frontier_crawl.frontier.store import QueueEntry, decode_block, encode_block
-
-from frontier_crawl.frontier import Frontier
 from frontier_crawl.frontier.politeness import DelayPolicy
+from frontier_crawl.frontier.store import QueueEntry, decode_block, encode_block
 from frontier_crawl.frontier.traps import Limits
 
 A = "http://a.test"
 
 
-def make(tmp_path: Path, memory_urls: int = 1000, min_delay_s: float = 1.0) -> tuple[Frontier, None]:
+def make(
+    tmp_path: Path, memory_urls: int = 1000, min_delay_s: float = 1.0
+) -> tuple[Frontier, None]:
     policy = DelayPolicy(min_delay_s=min_delay_s, max_delay_s=30.0, delay_factor=0.0,
                          max_crawl_delay_s=0.0, backoff_s=0.0, max_backoff_s=600.0)  # fmt: skip
     f = Frontier(
