@@ -75,14 +75,15 @@ def serve_demo(*, port: int, hosts: int, pages: int, products: int) -> int:
     except OSError as exc:
         print(f"frontier-crawl demo: cannot listen on 127.0.0.1:{port}: {exc}")
         return 2
-    print(
-        f"demo web on 127.0.0.1:{port}: {', '.join(site.hosts)} ({len(site.products(port))} "
-        f"products at {site.shop_url(port)}); fetch.resolve entries:"
-    )
-    for entry in site.resolve_entries(port):
-        print(f"  {entry}")
-    print("Ctrl-C stops it.", flush=True)
-    try:
+    try:  # a Ctrl-C at any point from here on stops the server and exits 0
+        print(
+            f"demo web on 127.0.0.1:{port}: {', '.join(site.hosts)} "
+            f"({len(site.products(port))} products at {site.shop_url(port)}); "
+            "fetch.resolve entries:"
+        )
+        for entry in site.resolve_entries(port):
+            print(f"  {entry}")
+        print("Ctrl-C stops it.", flush=True)
         threading.Event().wait()
     except KeyboardInterrupt:
         pass

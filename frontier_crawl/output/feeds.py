@@ -90,7 +90,8 @@ class Feed:
         self._offset = offset  #: bytes handed to the OS (the file's length)
         self._buffer = bytearray()
         self._unsynced = False
-        self._columns = columns  #: CSV: the header's columns (empty: not yet written)
+        self._columns = columns  #: CSV: the columns (empty: the first item's keys)
+        self._needs_header = fmt == "csv" and offset == 0  #: an empty CSV file: header first
         self._json = msgspec.json.Encoder()
         self._dropped: set[str] = set()  #: CSV keys left out (each logged once)
         self.items = 0  #: items appended by this run
@@ -119,7 +120,9 @@ class Feed:
         for item in items:
             if not self._columns:
                 self._columns = tuple(str(k) for k in item)
+            if self._needs_header:
                 writer.writerow(self._columns)
+                self._needs_header = False
             self._check_keys(item)
             writer.writerow([self._cell(item.get(c)) for c in self._columns])
             self.items += 1

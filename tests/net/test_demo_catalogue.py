@@ -135,6 +135,7 @@ def test_demo_serve_command_serves_the_catalogue_until_interrupted() -> None:
         [sys.executable, "-m", "frontier_crawl.cli", "demo", "--serve", "--port", "0",
          "--hosts", "2", "--pages", "30", "--products", "40"],
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
     try:
@@ -149,9 +150,9 @@ def test_demo_serve_command_serves_the_catalogue_until_interrupted() -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         try:
-            rc = proc.wait(timeout=10)
+            _, err = proc.communicate(timeout=20)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    assert rc == 0
+    assert proc.returncode == 0, err
