@@ -28,6 +28,8 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -89,7 +91,7 @@ from frontier_crawl.output.feeds import Feed, decode_offset, open_feed
 from frontier_crawl.output.protocol import Output, blob_name
 from frontier_crawl.output.recover import recover_lines, recover_warcs, set_aside
 from frontier_crawl.output.space import RESUME_MARGIN, LowSpace, SpaceMonitor, human_bytes
-from frontier_crawl.parse import LinkParser, Parser
+from frontier_crawl.parse import LinkParser, PageLinks, Parser
 from frontier_crawl.parse.charset import page_charset
 from frontier_crawl.parse.resolve import resolve_location
 from frontier_crawl.spider import Page, Problem, SpiderHost, Yielded
@@ -148,6 +150,9 @@ class _Unsettled:
     items: list[dict[str, Any]] | None = None
     problems: tuple[str, ...] = ()
 
+#: what a yielded request is admitted with besides its URL (engine._run_spider)
+_REQUEST_KEY = attrgetter("callback", "meta", "priority")
+_URL = attrgetter("url")
 #: the exception type at the start of a Problem's message ("KeyError: 'from'")
 _EXCEPTION_TYPE = re.compile(r"([A-Za-z_][\w.]*): ")
 
@@ -888,12 +893,14 @@ class Engine:
         spider = self._spider
         if 200 <= r.status < 300 or r.not_modified is not None:
             t0 = time.perf_counter()
-            links = self.parser.parse(r.url, r.header("content-type") or "", r.body)
+            ctype = r.header("content-type") or ""
+            links = self.parser.parse(r.url, ctype, r.body)
             t1 = time.perf_counter()
             self._times.parse += t1 - t0
             outcome = Outcome.FETCHED if r.not_modified is None else Outcome.NOT_MODIFIED
             if spider is not None:  # with a spider, only what its callbacks yield is followed
-                return outcome, self._run_spider(spider, ticket, r, links.links, r.status or 200)
+                status = r.status if r.not_modified is None else 200
+                return outcome, self._run_spider(spider, ticket, r, links, status, ctype)
             if links.links:
                 self.frontier.add(
                     links.links, depth=ticket.depth + 1, referrer=ticket.url, now=r.finished
@@ -902,13 +909,14 @@ class Engine:
             return outcome, None
         outcome = Outcome.HTTP_ERROR if r.status >= 400 else Outcome.REDIRECT
         if spider is not None and spider.wants(r.status, ticket.callback):  # handle_status
-            links = self.parser.parse(r.url, r.header("content-type") or "", r.body)
-            return outcome, self._run_spider(spider, ticket, r, links.links, r.status)
+            ctype = r.header("content-type") or ""
+            links = self.parser.parse(r.url, ctype, r.body)
+            return outcome, self._run_spider(spider, ticket, r, links, r.status, ctype)
         return outcome, None
 
     def _run_spider(
-        self, spider: SpiderHost, ticket: Ticket, r: FetchResult, links: tuple[str, ...],
-        status: int,
+        self, spider: SpiderHost, ticket: Ticket, r: FetchResult, parsed: PageLinks,
+        status: int, ctype: str,
     ) -> Yielded:  # fmt: skip
         """Give the page to its request's callback; admit the requests it yields (through the
         frontier like any link: canonical, in scope, unseen, robots, politeness, traps, each
@@ -919,9 +927,9 @@ class Engine:
             status=status,
             headers=r.headers,
             body=r.body,
-            content_type=r.content_type,
-            charset=page_charset(r.body, r.header("content-type")),
-            links=self.frontier.in_scope_links(links) if links else [],
+            content_type=ctype.partition(";")[0].strip().lower(),
+            charset=parsed.charset or page_charset(r.body, ctype),  # the parser's, if it did
+            links=self.frontier.in_scope_links(parsed.links) if parsed.links else [],
             depth=ticket.depth,
             callback=ticket.callback,
             meta=ticket.meta,
@@ -932,23 +940,13 @@ class Engine:
         times = self._times
         times.frontier += t1 - t0  # the page's links, canonical and in scope
         times.callbacks += t2 - t1  # callbacks, rules and pipelines
-        self.stats.callback_time.add(yielded.callback_s)
-        self.stats.pipeline_time.add(yielded.pipeline_s)
-        requests = yielded.requests
-        i, n = 0, len(requests)
-        while i < n:  # one add per run of requests that share callback, meta and priority
-            first = requests[i]
-            j = i + 1
-            while j < n and (q := requests[j]).callback == first.callback and (
-                q.meta == first.meta and q.priority == first.priority
-            ):
-                j += 1
-            self.frontier.add(
-                [q.url for q in requests[i:j]], depth=ticket.depth + 1, referrer=ticket.url,
-                now=r.finished, callback=first.callback, meta=first.meta,
-                priority=first.priority,
-            )  # fmt: skip
-            i = j
+        self.stats.spider_time(yielded.callback_s, yielded.pipeline_s)
+        # one add per run of requests that share callback, meta and priority (groupby and
+        # attrgetter run in C: most pages yield one run)
+        add, depth = self.frontier.add, ticket.depth + 1
+        for (callback, meta, priority), run in groupby(yielded.requests, _REQUEST_KEY):
+            add(list(map(_URL, run)), depth=depth, referrer=ticket.url, now=r.finished,
+                callback=callback, meta=meta, priority=priority)  # fmt: skip
         times.frontier += time.perf_counter() - t2
         for problem in yielded.problems:
             self._problem(ticket, r, problem)
@@ -1036,7 +1034,11 @@ class Engine:
         nbytes = len(r.body) if r.not_modified is None else 0  # a 304 brought no payload
         counted = (outcome.value, r.status, error, nbytes)
         items = yielded.items if yielded is not None else None
-        problems = tuple(p.outcome for p in yielded.problems) if yielded is not None else ()
+        problems = (
+            tuple(p.outcome for p in yielded.problems)
+            if yielded is not None and yielded.problems
+            else ()
+        )
         if archived:
             self._unsettled.append(_Unsettled(archived, ticket.key, counted, items, problems))
         else:

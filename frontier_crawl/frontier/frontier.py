@@ -48,7 +48,7 @@ import re
 import struct
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
@@ -508,38 +508,40 @@ class Frontier:
             return False
         return self._exclude is None or self._exclude.search(url) is None
 
-    def in_scope_links(self, links: Iterable[str]) -> list[str]:
+    def in_scope_links(self, links: Sequence[str]) -> list[str]:
         """The canonical forms of ``links`` that are crawlable and in scope (allowed domains,
         not excluded), deduplicated, in order: the page's links a spider's callback sees.
         Nothing is admitted or recorded (the seen-set, robots.txt and the trap limits are for
         :meth:`add`, when the callback yields them). A link's answer is a pure function of the
         link and the configuration, so the recent ones are remembered (bounded, two
-        generations): a page's repeated navigation links cost one dict lookup each."""
-        out: dict[str, None] = {}
-        young, old = self._scoped, self._scoped_old
-        exclude, owners = self._exclude, self._owners
-        for raw in links:
-            url = young.get(raw)
-            if url is None:
-                url = old.get(raw)
+        generations): a page's links that were seen before cost a C-level dict lookup each."""
+        found: list[str | None] = list(map(self._scoped.get, links))
+        if None in found:
+            for i, url in enumerate(found):
                 if url is None:
-                    url = canonicalize(raw) or ""
-                    if url:
-                        host_key = origin(url)
-                        owner = owners.get(host_key)
-                        if owner is None:
-                            owner = self._owner_of(host_key)
-                        if owner == OUT_OF_SCOPE or (
-                            exclude is not None and exclude.search(url)
-                        ):
-                            url = ""
-                if len(young) >= SCOPED_LINKS // 2:
-                    self._scoped_old, self._scoped = young, {}
-                    young, old = self._scoped, self._scoped_old
-                young[raw] = url
+                    found[i] = self._scope_one(links[i])
+        out = dict.fromkeys(found)
+        out.pop("", None)
+        return list(out)  # type: ignore[arg-type]  # None no longer in it
+
+    def _scope_one(self, raw: str) -> str:
+        """A link's canonical form if in scope, else "" (remembered: in_scope_links)."""
+        url = self._scoped_old.get(raw)
+        if url is None:
+            url = canonicalize(raw) or ""
             if url:
-                out[url] = None
-        return list(out)
+                host_key = origin(url)
+                owner = self._owners.get(host_key)
+                if owner is None:
+                    owner = self._owner_of(host_key)
+                if owner == OUT_OF_SCOPE or (
+                    self._exclude is not None and self._exclude.search(url)
+                ):
+                    url = ""
+        if len(self._scoped) >= SCOPED_LINKS // 2:
+            self._scoped_old, self._scoped = self._scoped, {}
+        self._scoped[raw] = url
+        return url
 
     def _domain_allowed(self, host: str) -> bool:
         """Is ``host`` one of the allowed domains or a subdomain of one (scope.domain_allowed)?"""

@@ -72,17 +72,31 @@ def parse_document(
 ) -> tuple[LexborHTMLParser, str | None]:
     """Parse ``body`` as HTML, decoded as described in the module docstring; also return the
     page's encoding for URLs (a Python codec name, None for UTF-8)."""
+    tree, url_encoding, _charset = parse_document_charset(body, content_type_header)
+    return tree, url_encoding
+
+
+def parse_document_charset(
+    body: bytes, content_type_header: str | None
+) -> tuple[LexborHTMLParser, str | None, str | None]:
+    """:func:`parse_document`, and the charset it decoded with (:func:`page_charset`)."""
     if body.startswith(_BOMS):
-        return LexborHTMLParser(body, encoding=True), None
+        return LexborHTMLParser(body, encoding=True), None, _bom_charset(body)
     codec = header_codec(content_type_header) if content_type_header else None
     if codec is None:
         codec = _meta_codec(body)
         if codec is None:
-            return LexborHTMLParser(body, encoding=True), None
+            return LexborHTMLParser(body, encoding=True), None, None
     if codec == "utf-8":
-        return LexborHTMLParser(body), None
+        return LexborHTMLParser(body), None, codec
     tree = LexborHTMLParser(body.decode(codec, "replace"))
-    return tree, None if codec in _UTF16 else codec
+    return tree, None if codec in _UTF16 else codec, codec
+
+
+def _bom_charset(body: bytes) -> str:
+    if body.startswith(_BOMS[0]):
+        return "utf-8"
+    return "utf-16-be" if body.startswith(_BOMS[1]) else "utf-16-le"
 
 
 def page_charset(body: bytes, content_type_header: str | None) -> str | None:
@@ -90,8 +104,7 @@ def page_charset(body: bytes, content_type_header: str | None) -> str | None:
     (``utf-8``, ``cp1252``, ``utf-16-le``...), or None when it is left to lexbor's detection
     (no byte-order mark, no usable header charset, no ``<meta>`` charset)."""
     if body.startswith(_BOMS):
-        return "utf-8" if body.startswith(_BOMS[0]) else (
-            "utf-16-be" if body.startswith(_BOMS[1]) else "utf-16-le")  # fmt: skip
+        return _bom_charset(body)
     codec = header_codec(content_type_header) if content_type_header else None
     return codec if codec is not None else _meta_codec(body)
 

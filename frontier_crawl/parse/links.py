@@ -20,11 +20,11 @@ interleaving of anchors with frames means nothing to a crawl frontier.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser, SelectolaxError
 
-from frontier_crawl.parse.charset import parse_document
+from frontier_crawl.parse.charset import parse_document_charset
 from frontier_crawl.parse.resolve import Base, resolve
 
 #: (element name, URL attribute, rel=nofollow applies)
@@ -45,6 +45,9 @@ class PageLinks:
     links: tuple[str, ...]
     nofollow: bool
     base_url: str
+    #: the charset the page was decoded with (``charset.page_charset``), None if lexbor's
+    #: detection chose, or if the page was not parsed (not compared: it describes the input)
+    charset: str | None = field(default=None, compare=False)
 
 
 def extract_links(body: bytes, base_url: str, content_type_header: str | None = None) -> PageLinks:
@@ -54,19 +57,21 @@ def extract_links(body: bytes, base_url: str, content_type_header: str | None = 
     Never raises: malformed markup, bad bytes and unparseable URLs just yield fewer links.
     """
     try:
-        tree, encoding = parse_document(body, content_type_header)
-        return _extract(tree, base_url, encoding)
+        tree, encoding, charset = parse_document_charset(body, content_type_header)
+        return _extract(tree, base_url, encoding, charset)
     except SelectolaxError:  # lexbor out of memory or similar: treat as a page without links
         return PageLinks((), False, base_url)
 
 
-def _extract(tree: LexborHTMLParser, base_url: str, encoding: str | None) -> PageLinks:
+def _extract(
+    tree: LexborHTMLParser, base_url: str, encoding: str | None, charset: str | None = None
+) -> PageLinks:
     """The links of a parsed page whose encoding (for query strings) is ``encoding``."""
     base = _document_base(tree, Base.of(base_url, encoding))
     effective = base.url or base_url
     if _meta_nofollow(tree):
-        return PageLinks((), True, effective)
-    return PageLinks(_collect(tree, base), False, effective)
+        return PageLinks((), True, effective, charset)
+    return PageLinks(_collect(tree, base), False, effective, charset)
 
 
 def _collect(tree: LexborHTMLParser, base: Base) -> tuple[str, ...]:

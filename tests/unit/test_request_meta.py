@@ -109,3 +109,14 @@ def test_layout_4_is_continued_and_a_newer_one_refused(tmp_path: Path) -> None:
     identity.write_text(json.dumps({**mine, "layout_version": 3}))
     with pytest.raises(StateMismatch, match="layout version 3"):
         make(tmp_path)
+
+
+def test_in_scope_links_canonical_deduplicated_and_admitting_nothing(tmp_path: Path) -> None:
+    f, _ = make(tmp_path)
+    links = [f"{A}/b", "HTTP://A.TEST:80/b#x", "http://c.test/out-of-scope", "mailto:x@y",
+             "http://b.test/1", f"{A}/b"]  # fmt: skip
+    for _ in range(2):  # the second time from the remembered answers
+        assert f.in_scope_links(links) == [f"{A}/b", "http://b.test/1"]
+    assert f.pending == 0  # nothing admitted
+    assert f.add([f"{A}/b"], depth=1) == 1  # nor marked seen
+    f.close()
