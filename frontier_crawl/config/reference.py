@@ -71,23 +71,35 @@ def render_reference() -> str:
     for section, cls in SECTIONS.items():
         info = msgspec.inspect.type_info(cls)
         assert isinstance(info, msgspec.inspect.StructType)
-        lines += [
-            f"## [{section}]",
-            "",
-            "| key | default | unit | type | meaning |",
-            "|---|---|---|---|---|",
-        ]
-        for f in info.fields:
-            t = f.type
-            doc = ""
-            if isinstance(t, msgspec.inspect.Metadata):
-                doc = (t.extra_json_schema or {}).get("description", "")
-                t = t.type
-            bounds = _bounds(t)
-            kind = _type_name(t) + (f" ({bounds})" if bounds else "")
-            doc = re.sub(r"\s+", " ", doc).replace("|", "\\|")
-            lines.append(
-                f"| `{f.encode_name}` | {_default(f.default)} | {_unit(f.name)} | {kind} | {doc} |"
-            )
-        lines.append("")
+        lines += [f"## [{section}]", ""]
+        lines += _table(info, section)
     return "\n".join(lines)
+
+
+def _table(info: msgspec.inspect.StructType, section: str) -> list[str]:
+    """The key table of one section; then one for each of its arrays of tables
+    (``[[section.key]]``)."""
+    lines = ["| key | default | unit | type | meaning |", "|---|---|---|---|---|"]
+    nested: list[tuple[str, msgspec.inspect.StructType]] = []
+    for f in info.fields:
+        t = f.type
+        doc = ""
+        if isinstance(t, msgspec.inspect.Metadata):
+            doc = (t.extra_json_schema or {}).get("description", "")
+            t = t.type
+        bounds = _bounds(t)
+        kind = _type_name(t) + (f" ({bounds})" if bounds else "")
+        if isinstance(t, msgspec.inspect.VarTupleType) and isinstance(
+            t.item_type, msgspec.inspect.StructType
+        ):
+            kind = f"array of `[[{section}.{f.encode_name}]]` tables (below)"
+            nested.append((f"{section}.{f.encode_name}", t.item_type))
+        doc = re.sub(r"\s+", " ", doc).replace("|", "\\|")
+        lines.append(
+            f"| `{f.encode_name}` | {_default(f.default)} | {_unit(f.name)} | {kind} | {doc} |"
+        )
+    lines.append("")
+    for name, sub in nested:
+        lines += [f"### [[{name}]]", ""]
+        lines += _table(sub, name)
+    return lines
