@@ -662,6 +662,12 @@ def test_outcome_values() -> None:
         "failed",
         "not-modified",
         "robots-txt",
+        "callback-error",
+        "pipeline-error",
+        "bad-yield",
+        "bad-meta",
+        "unknown-callback",
+        "bad-url",
     ]
 
 
@@ -671,8 +677,11 @@ def test_exported_members() -> None:
         "CrawlLog",
         "CrawlStats",
         "LogEntry",
+        "LogHistogram",
         "Outcome",
+        "ProblemEntry",
         "Revisit",
+        "SPIDER_PROBLEMS",
         "WarcWriter",
         "config_warnings",
         "iso_time",
