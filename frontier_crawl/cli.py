@@ -43,6 +43,15 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--delay", type=float, default=0.0, help="politeness.min_delay_s for the demo crawl"
     )
+    demo.add_argument(
+        "--products", type=int, default=0, help="products of the shop catalogue on alpha.demo/shop/"
+    )
+    demo.add_argument(
+        "--serve",
+        action="store_true",
+        help="only serve the demo web (until Ctrl-C), e.g. for examples/catalogue",
+    )
+    demo.add_argument("--port", type=int, default=8080, help="port for --serve")
     sub.add_parser("config-reference", help="print the configuration reference (Markdown)")
     return p
 
@@ -59,9 +68,19 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(render_reference())
         return EXIT_OK
     if args.command == "demo":
-        from frontier_crawl.demo import run_demo
+        from frontier_crawl.demo import run_demo, serve_demo
 
-        return run_demo(args.output, hosts=args.hosts, pages=args.pages, delay_s=args.delay)
+        if args.serve:
+            return serve_demo(
+                port=args.port, hosts=args.hosts, pages=args.pages, products=args.products
+            )
+        return run_demo(
+            args.output,
+            hosts=args.hosts,
+            pages=args.pages,
+            delay_s=args.delay,
+            products=args.products,
+        )
     if args.config is None:
         sys.stderr.write("frontier-crawl: --config crawl.toml is required (or a command: demo)\n")
         return EXIT_CONFIG

@@ -16,7 +16,14 @@ from typing import Any
 
 import msgspec
 
-from frontier_crawl.config.settings import SECTIONS, CrawlSettings, SpiderSection
+from frontier_crawl.config.settings import (
+    SECTIONS,
+    CrawlSettings,
+    ExtractField,
+    ExtractRule,
+    SpiderSection,
+    check_extract,
+)
 
 _AT_RE = re.compile(r"^(?P<msg>.*) - at `\$(?P<path>[^`]*)`$", re.S)
 _UNKNOWN_RE = re.compile(r"^Object contains unknown field `(?P<field>[^`]+)`$")
@@ -41,9 +48,19 @@ def _lookup(raw: dict[str, Any], path: list[str]) -> Any:
 
 def _fields_of(path: list[str]) -> list[str]:
     if not path:
-        return list(SECTIONS)
+        return [*SECTIONS, "extract"]
+    if path[0] == "extract":  # extract[i] or extract[i].fields.<name>
+        table = {2: ExtractRule, 4: ExtractField}.get(len(path))
+        return list(table.__struct_fields__) if table is not None else []
     cls = SECTIONS.get(path[0])
     return list(cls.__struct_encode_fields__) if cls is not None else []
+
+
+def _key(path: list[str]) -> str:
+    """The dotted key of a path; ``[[extract]]`` tables by index: ``extract[0].fields.price``."""
+    if len(path) >= 2 and path[0] == "extract" and path[1].isdigit():
+        return ".".join([f"extract[{path[1]}]", *path[2:]])
+    return ".".join(path)
 
 
 def _explain(err: msgspec.ValidationError, raw: dict[str, Any]) -> str:
@@ -54,7 +71,7 @@ def _explain(err: msgspec.ValidationError, raw: dict[str, Any]) -> str:
     unknown = _UNKNOWN_RE.match(msg)
     if unknown:
         field = unknown["field"]
-        key = ".".join([*path, field])
+        key = _key([*path, field])
         known = _fields_of(path)
         hint = difflib.get_close_matches(field, known, n=1)
         suffix = f" (did you mean {hint[0]!r}?)" if hint else f" (known keys: {', '.join(known)})"
@@ -63,23 +80,29 @@ def _explain(err: msgspec.ValidationError, raw: dict[str, Any]) -> str:
     if ": " in msg and msg.split(": ", 1)[0].isidentifier() and len(path) <= 1:
         field, problem = msg.split(": ", 1)
         return f"{'.'.join([*path, field])}: {problem}"
-    key = ".".join(path) or "<top level>"
+    key = _key(path) or "<top level>"
     value = _lookup(raw, path)
     bound = _BOUND_RE.match(msg)
     if bound:
         return f"{key}: must be {bound['op']} {bound['bound']}, got {json.dumps(value)}"
+    if msg.startswith("Expected `str | object`") and path[0] == "extract":
+        return (
+            f"{key}: must be a CSS selector string or a table such as "
+            f'{{ css = "span.price", attr = "data-value" }} (value {json.dumps(value)})'
+        )
     if msg.startswith("Expected"):
         return f"{key}: {msg[0].lower()}{msg[1:]} (value {json.dumps(value)})"
-    if msg.startswith("Invalid enum value") and len(path) == 2:
-        allowed = _literal_values(path[0], path[1])
+    if msg.startswith("Invalid enum value") and (len(path) == 2 or path[0] == "extract"):
+        allowed = _literal_values(path[0], path[-1], len(path))
         if allowed:
             return f"{key}: must be one of {', '.join(allowed)}, got {json.dumps(value)}"
     return f"{key}: {msg}"
 
 
-def _literal_values(section: str, field: str) -> list[str]:
+def _literal_values(section: str, field: str, depth: int = 2) -> list[str]:
     """The allowed values of a ``Literal`` key, as JSON (empty if it is not one)."""
-    cls = SECTIONS.get(section)
+    extract: dict[int, type[msgspec.Struct]] = {3: ExtractRule, 5: ExtractField}
+    cls = extract.get(depth) if section == "extract" else SECTIONS.get(section)
     if cls is None:
         return []
     for f in msgspec.inspect.type_info(cls).fields:  # type: ignore[attr-defined]
@@ -91,12 +114,37 @@ def _literal_values(section: str, field: str) -> list[str]:
     return []
 
 
+def _extract_field_errors(raw: dict[str, Any]) -> None:
+    """Name the field of a bad ``[extract.fields]`` value (msgspec's path says ``fields[...]``)."""
+    rules = raw.get("extract")
+    if not isinstance(rules, list):
+        return
+    for i, rule in enumerate(rules):
+        fields = rule.get("fields") if isinstance(rule, dict) else None
+        if not isinstance(fields, dict):
+            continue
+        for name, spec in fields.items():
+            try:
+                msgspec.convert(spec, str | ExtractField, strict=True)
+            except msgspec.ValidationError as err:
+                m = _AT_RE.match(str(err))
+                msg, rest = (m["msg"], m["path"].removeprefix("$")) if m else (str(err), "")
+                raise msgspec.ValidationError(
+                    f"{msg} - at `$.extract[{i}].fields.{name}{rest}`"
+                ) from None
+
+
 def parse(raw: dict[str, Any], base_dir: Path | None = None) -> CrawlSettings:
     """Validate a TOML document already read into a dict."""
     try:
+        _extract_field_errors(raw)
         settings = msgspec.convert(raw, CrawlSettings, strict=True)
     except msgspec.ValidationError as err:
         raise ConfigError(_explain(err, raw)) from None
+    try:
+        check_extract(settings.extract)  # regexes and CSS selectors, before any request
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     crawl = settings.crawl
     seeds = list(crawl.seeds)
     if crawl.seeds_file is not None:
@@ -183,13 +231,35 @@ def _toml_value(value: Any) -> str:
         return json.dumps(value)
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table; unset (None) keys left out
+        items = [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None]
+        return "{ " + ", ".join(items) + " }" if items else "{}"
     raise TypeError(f"cannot render {value!r} as TOML")
+
+
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+
+
+def _extract_toml(rules: list[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for rule in rules:
+        out.append("[[extract]]")
+        fields = rule.pop("fields")
+        out += [f"{key} = {_toml_value(value)}" for key, value in rule.items()]
+        out.append("[extract.fields]")
+        out += [f"{_toml_key(name)} = {_toml_value(spec)}" for name, spec in fields.items()]
+        out.append("")
+    return out
 
 
 def to_toml(settings: CrawlSettings) -> str:
     """Render the effective settings as TOML (unset optional keys become comments)."""
     out: list[str] = []
     for section, values in msgspec.to_builtins(settings).items():
+        if section == "extract":
+            out += _extract_toml(values)
+            continue
         out.append(f"[{section}]")
         for key, value in values.items():
             out.append(f"# {key} = (unset)" if value is None else f"{key} = {_toml_value(value)}")

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from frontier_crawl.config.settings import SECTIONS
+from frontier_crawl.config.settings import SECTIONS, ExtractField, ExtractRule
 
 _UNITS = {"_s": "seconds", "_bytes": "bytes", "_bytes_s": "bytes/second"}
 
@@ -29,6 +29,10 @@ def _type_name(t: msgspec.inspect.Type) -> str:
         return " or ".join(_type_name(x) for x in t.types)
     if isinstance(t, msgspec.inspect.VarTupleType):
         return f"list of {_type_name(t.item_type)}"
+    if isinstance(t, msgspec.inspect.DictType):
+        return f"table of {_type_name(t.value_type)}"
+    if isinstance(t, msgspec.inspect.StructType):
+        return "table"
     if isinstance(t, msgspec.inspect.LiteralType):
         return "one of " + ", ".join(f"`{json.dumps(v)}`" for v in t.values)
     names = {
@@ -69,18 +73,44 @@ def render_reference() -> str:
         "",
     ]
     for section, cls in SECTIONS.items():
-        info = msgspec.inspect.type_info(cls)
-        assert isinstance(info, msgspec.inspect.StructType)
-        lines += [f"## [{section}]", ""]
-        lines += _table(info, section)
+        lines += [f"## [{section}]", "", *_table(cls, section)]
+    lines += [
+        "## [[extract]]",
+        "",
+        "Extraction rules without code: each `[[extract]]` table matches page URLs by regular",
+        "expression and turns CSS selectors into item fields. Every rule that matches a page",
+        "(a 2xx HTML page that reaches the spider) gives its items, in the order of the tables,",
+        "alongside the spider's own (the default spider when there is no `[spider]`). A bad",
+        "regular expression or selector is a config error naming the key, e.g.",
+        "`extract[0].fields.price.css` (tables counted from 0), before any request.",
+        "",
+        "```toml",
+        "[[extract]]",
+        "url = '/shop/item/[0-9]+[.]html$'",
+        'required = ["name"]',
+        "[extract.fields]",
+        'name = "h1.product-name"                            # text of the first match',
+        'price = { css = "span.price", attr = "data-value", type = "float" }',
+        'tags = { css = "ul.tags li", all = true }            # a list',
+        "```",
+        "",
+        *_table(ExtractRule),
+        "### Field tables (`[extract.fields]` values)",
+        "",
+        'A field is a CSS selector string (the same as `{ css = "..." }`) or a table:',
+        "",
+        *_table(ExtractField),
+    ]
     return "\n".join(lines)
 
 
-def _table(info: msgspec.inspect.StructType, section: str) -> list[str]:
-    """The key table of one section; then one for each of its arrays of tables
-    (``[[section.key]]``)."""
+def _table(cls: type[msgspec.Struct], section: str = "") -> list[str]:
+    """The key table of ``cls``; then, under a ``section``, one for each of its arrays of
+    tables (``[[section.key]]``)."""
+    info = msgspec.inspect.type_info(cls)
+    assert isinstance(info, msgspec.inspect.StructType)
     lines = ["| key | default | unit | type | meaning |", "|---|---|---|---|---|"]
-    nested: list[tuple[str, msgspec.inspect.StructType]] = []
+    nested: list[tuple[str, type[msgspec.Struct]]] = []
     for f in info.fields:
         t = f.type
         doc = ""
@@ -89,17 +119,17 @@ def _table(info: msgspec.inspect.StructType, section: str) -> list[str]:
             t = t.type
         bounds = _bounds(t)
         kind = _type_name(t) + (f" ({bounds})" if bounds else "")
-        if isinstance(t, msgspec.inspect.VarTupleType) and isinstance(
-            t.item_type, msgspec.inspect.StructType
+        if (
+            section
+            and isinstance(t, msgspec.inspect.VarTupleType)
+            and isinstance(t.item_type, msgspec.inspect.StructType)
         ):
             kind = f"array of `[[{section}.{f.encode_name}]]` tables (below)"
-            nested.append((f"{section}.{f.encode_name}", t.item_type))
+            nested.append((f"{section}.{f.encode_name}", t.item_type.cls))
         doc = re.sub(r"\s+", " ", doc).replace("|", "\\|")
-        lines.append(
-            f"| `{f.encode_name}` | {_default(f.default)} | {_unit(f.name)} | {kind} | {doc} |"
-        )
+        key, default = f.encode_name, _default(f.default)
+        lines.append(f"| `{key}` | {default} | {_unit(f.name)} | {kind} | {doc} |")
     lines.append("")
     for name, sub in nested:
-        lines += [f"### [[{name}]]", ""]
-        lines += _table(sub, name)
+        lines += [f"### [[{name}]]", "", *_table(sub, name)]
     return lines

@@ -572,6 +572,94 @@ class SpiderSection(_Section, frozen=True):
             raise ValueError("class: needs spider.source")
 
 
+class ExtractField(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """One item field of an ``[[extract]]`` rule, in its table form."""
+
+    css: Annotated[
+        str,
+        Meta(
+            description="CSS selector (selectolax/lexbor syntax), matched in the page, or in "
+            "the node of `each` when the rule has one."
+        ),
+    ]
+    attr: Annotated[
+        str,
+        Meta(
+            description="Attribute to take from the matched node (e.g. 'href', "
+            "'data-value'); empty: the node's text, all descendants' text joined."
+        ),
+    ] = ""
+    all: Annotated[
+        bool,
+        Meta(
+            description="A list of the values of every matching node (an empty list when none "
+            "matches); false: the first match's value, null when none matches."
+        ),
+    ] = False
+    strip: Annotated[
+        bool,
+        Meta(
+            description="Trim the value and collapse every run of whitespace inside it to one "
+            "space (as a browser shows text); false: the text exactly as in the page."
+        ),
+    ] = True
+    re: Annotated[
+        str,
+        Meta(
+            description="Regular expression (Python syntax) searched in the value: the value "
+            "becomes its first group (the whole match when it has no group), null (or left "
+            "out of an `all` list) when it does not match. Empty: the value as it is."
+        ),
+    ] = ""
+    type: Annotated[
+        Literal["str", "int", "float"],
+        Meta(
+            description="Convert the value (after strip and re); a value that does not "
+            "convert becomes null (or is left out of an `all` list)."
+        ),
+    ] = "str"
+
+
+class ExtractRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """One ``[[extract]]`` table: pages whose URL matches get items from CSS selectors."""
+
+    url: Annotated[
+        str,
+        Meta(
+            description="Regular expression (Python syntax) searched in the page's final URL "
+            "(re.search: anchor it with ^ and $ to match the whole URL). Required."
+        ),
+    ]
+    fields: Annotated[
+        dict[str, str | ExtractField],
+        Meta(
+            description="Item fields, each a CSS selector (the text of the first match) or a "
+            "table {css, attr, all, strip, re, type} (keys below). Required, at least one."
+        ),
+    ]
+    each: Annotated[
+        str,
+        Meta(
+            description="CSS selector: one item per matching node (e.g. each product of a "
+            "listing page), fields matched inside it; empty: one item per page."
+        ),
+    ] = ""
+    required: Annotated[
+        tuple[str, ...],
+        Meta(
+            description="Fields that must have a value (not null, not an empty string or "
+            "list), else the page (or node) gives no item from this rule."
+        ),
+    ] = ()
+    url_field: Annotated[
+        str,
+        Meta(
+            description="Key under which each item gets the page's final URL (unless a field "
+            "has that name); empty: no such key."
+        ),
+    ] = "url"
+
+
 class CrawlSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     """The whole crawl.toml."""
 
@@ -583,6 +671,7 @@ class CrawlSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     output: OutputSection = OutputSection()
     workers: WorkersSection = WorkersSection()
     spider: SpiderSection = SpiderSection()
+    extract: tuple[ExtractRule, ...] = ()
 
 
 SECTIONS: dict[str, type[_Section]] = {
@@ -595,3 +684,62 @@ SECTIONS: dict[str, type[_Section]] = {
     "workers": WorkersSection,
     "spider": SpiderSection,
 }
+
+
+def check_selector(selector: str) -> str | None:
+    """Why lexbor (the parser the crawl uses) cannot use this CSS selector; None when it can.
+
+    Compiled against a tiny document: lexbor raises ``SelectolaxError("Can't parse CSS
+    selector.")`` for a selector it cannot parse (``span..price``, ``a[``, an empty one), and
+    does so on every call, so a selector that passes here cannot fail on a real page.
+    """
+    from selectolax.lexbor import LexborHTMLParser, SelectolaxError
+
+    if not selector.strip():
+        return "empty CSS selector"
+    try:
+        LexborHTMLParser("<p></p>").css(selector)
+    except (SelectolaxError, ValueError, TypeError) as exc:
+        return f"invalid CSS selector {selector!r}: {exc}"
+    return None
+
+
+def _regex_problem(pattern: str) -> str | None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"invalid regular expression {pattern!r}: {exc}"
+    return None
+
+
+def check_extract(rules: tuple[ExtractRule, ...]) -> None:
+    """Raise ``ValueError("extract[<i>].<key>: <problem>")`` for the first bad rule.
+
+    Checks what the types cannot: regular expressions compile, CSS selectors parse, at least one
+    field, ``required`` names fields. ``<i>`` counts the ``[[extract]]`` tables from 0.
+    """
+    for i, rule in enumerate(rules):
+        at = f"extract[{i}]"
+        problem = _regex_problem(rule.url)
+        if problem:
+            raise ValueError(f"{at}.url: {problem}")
+        if rule.each and (problem := check_selector(rule.each)):
+            raise ValueError(f"{at}.each: {problem}")
+        if not rule.fields:
+            raise ValueError(f"{at}.fields: at least one field is required")
+        for name, spec in rule.fields.items():
+            key = f"{at}.fields.{name}"
+            if not name:
+                raise ValueError(f"{key}: a field needs a name")
+            if isinstance(spec, str):
+                if problem := check_selector(spec):
+                    raise ValueError(f"{key}: {problem}")
+                continue
+            if problem := check_selector(spec.css):
+                raise ValueError(f"{key}.css: {problem}")
+            if spec.re and (problem := _regex_problem(spec.re)):
+                raise ValueError(f"{key}.re: {problem}")
+        for name in rule.required:
+            if name not in rule.fields:
+                known = ", ".join(rule.fields)
+                raise ValueError(f"{at}.required: {name!r} is not a field (fields: {known})")

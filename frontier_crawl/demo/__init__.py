@@ -61,7 +61,37 @@ def _prepare(output: Path, console: Console) -> bool:
     return True
 
 
-def run_demo(output: Path, *, hosts: int, pages: int, delay_s: float) -> int:
+def serve_demo(*, port: int, hosts: int, pages: int, products: int) -> int:
+    """Serve the demo web on ``127.0.0.1:port`` until interrupted (for examples/ and by hand)."""
+    import threading
+
+    from frontier_crawl.demo.server import DemoServer
+    from frontier_crawl.demo.site import Site, SiteSpec
+
+    site = Site(SiteSpec(hosts=hosts, pages=pages, crawl_delay_s=None, products=products))
+    try:
+        server = DemoServer(site, port)
+        port = server.start()
+    except OSError as exc:
+        print(f"frontier-crawl demo: cannot listen on 127.0.0.1:{port}: {exc}")
+        return 2
+    print(
+        f"demo web on 127.0.0.1:{port}: {', '.join(site.hosts)} ({len(site.products(port))} "
+        f"products at {site.shop_url(port)}); fetch.resolve entries:"
+    )
+    for entry in site.resolve_entries(port):
+        print(f"  {entry}")
+    print("Ctrl-C stops it.", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+def run_demo(output: Path, *, hosts: int, pages: int, delay_s: float, products: int = 0) -> int:
     """Serve the demo web, crawl it, check the result against the server's log; exit status."""
     from rich.console import Console
 
@@ -73,7 +103,7 @@ def run_demo(output: Path, *, hosts: int, pages: int, delay_s: float) -> int:
     console = Console()
     if not _prepare(output, console):
         return 2
-    site = Site(SiteSpec(hosts=hosts, pages=pages, crawl_delay_s=None))
+    site = Site(SiteSpec(hosts=hosts, pages=pages, crawl_delay_s=None, products=products))
     with DemoServer(site) as server:
         port = server.port
         config = output / MARKER

@@ -173,14 +173,14 @@ class _DemoHTTPServer(ThreadingHTTPServer):
     block_on_close = False  # keep-alive clients may hold threads; stop() closes their sockets
     request_queue_size = 128  # a crawler may open many connections at once
 
-    def __init__(self, site: Site) -> None:
+    def __init__(self, site: Site, port: int = 0) -> None:
         self.site = site
         self.entries: list[RequestLogEntry] = []
         self.lock = threading.Lock()
         self._settled = threading.Condition(self.lock)
         self._in_flight = 0  #: requests parsed whose handler has not returned yet
         self._connections: set[socket.socket] = set()
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", port), _Handler)
         self.port: int = self.server_address[1]
 
     def server_bind(self) -> None:
@@ -241,12 +241,14 @@ class _DemoHTTPServer(ThreadingHTTPServer):
 class DemoServer:
     """Serves a Site on ``127.0.0.1:<port>``, virtual-hosted by the Host header.
 
-    ``start()`` binds port 0 and runs the server in a daemon thread; ``stop()`` (idempotent)
-    stops it and closes kept-alive connections. Also a context manager. A server runs once.
+    ``start()`` binds ``port`` (0, the default: the OS picks; tests always use 0) and runs the
+    server in a daemon thread; ``stop()`` (idempotent) stops it and closes kept-alive
+    connections. Also a context manager. A server runs once.
     """
 
-    def __init__(self, site: Site) -> None:
+    def __init__(self, site: Site, port: int = 0) -> None:
         self.site = site
+        self._want_port = port
         self._server: _DemoHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._port: int | None = None
@@ -259,7 +261,7 @@ class DemoServer:
             if self._stopped:
                 raise RuntimeError("DemoServer cannot be restarted; create a new one")
             if self._server is None:
-                self._server = _DemoHTTPServer(self.site)
+                self._server = _DemoHTTPServer(self.site, self._want_port)
                 self._port = self._server.port
                 self._thread = threading.Thread(
                     target=self._server.serve_forever,

@@ -41,6 +41,8 @@ import random
 from collections import deque
 from dataclasses import dataclass
 
+from frontier_crawl.demo.catalogue import SHOP, Catalogue
+
 __all__ = ["Site", "SiteSpec", "host_name"]
 
 _NATO = (
@@ -91,6 +93,11 @@ class SiteSpec:
     page_bytes_max: int = 0
     crawl_delay_s: float | None = 0.3  #: robots.txt Crawl-delay of host 1, None for none
     disallow: bool = True  #: host 0 disallows /private/ and has a few pages there
+    #: products of the shop catalogue on host 0 under /shop/ (see catalogue.py), linked from
+    #: host 0's "/"; 0: no catalogue, and the site is exactly as without these three keys
+    products: int = 0
+    products_per_page: int = 12  #: products on one listing page
+    categories: int = 5  #: categories of the catalogue (1 to 10)
 
     def __post_init__(self) -> None:
         if self.hosts < 1:
@@ -107,6 +114,12 @@ class SiteSpec:
                 raise ValueError(f"{name}: must be within [0, 1], got {value}")
         if self.cross_host_ratio + self.broken_ratio > 1.0:
             raise ValueError("cross_host_ratio + broken_ratio: must be <= 1")
+        if self.products < 0:
+            raise ValueError(f"products: must be >= 0, got {self.products}")
+        if self.products_per_page < 1:
+            raise ValueError(f"products_per_page: must be >= 1, got {self.products_per_page}")
+        if not 1 <= self.categories <= 10:
+            raise ValueError(f"categories: must be within [1, 10], got {self.categories}")
         if self.crawl_delay_s is not None and self.crawl_delay_s < 0:
             raise ValueError(f"crawl_delay_s: must be >= 0 or None, got {self.crawl_delay_s}")
 
@@ -309,8 +322,43 @@ class Site:
         self._hosts = [host_name(i) for i in range(self.spec.hosts)]
         self._index = {host: i for i, host in enumerate(self._hosts)}
         self._pages = _Builder(self.spec, self._hosts).build()
+        self._catalogue: Catalogue | None = None
+        if self.spec.products:
+            self._add_catalogue()
         self._reach = self._walk()
         self._cache: dict[tuple[str, str, int], tuple[int, str, bytes]] = {}
+
+    def _add_catalogue(self) -> None:
+        spec, host = self.spec, self._hosts[0]
+        shop = Catalogue(host, spec.products, spec.products_per_page, spec.categories, spec.seed)
+        self._catalogue = shop
+        pages = self._pages[host]
+        home = pages["/"]
+        pages["/"] = _Page(host, "/", home.title, (*home.links, _Link(host, SHOP, SHOP)))
+        for path, targets in shop.links().items():
+            links = tuple(_Link(host, target, target) for target in targets)
+            pages[path] = _Page(host, path, path, links)
+
+    # -- the catalogue --------------------------------------------------------------------------
+
+    def products(self, port: int) -> list[dict[str, object]]:
+        """Ground truth of the catalogue (empty without one): a dict per product, by number.
+
+        Keys: ``url`` (canonical), ``name``, ``price`` (float, None when sold out), ``sku``,
+        ``category``, ``tags`` (list), ``description`` (its text, whitespace collapsed) and
+        ``listing`` (the URL of the listing page that lists it).
+        """
+        return [] if self._catalogue is None else self._catalogue.truth(port)
+
+    def listing_pages(self, port: int) -> list[str]:
+        """URLs of the catalogue's listing pages (every page of every category)."""
+        if self._catalogue is None:
+            return []
+        return [self._url(self._hosts[0], path, port) for path in self._catalogue.listings()]
+
+    def shop_url(self, port: int) -> str:
+        """The catalogue's index, ``http://alpha.demo:{port}/shop/`` (404 without one)."""
+        return self._url(self._hosts[0], SHOP, port)
 
     # -- hosts and robots.txt -------------------------------------------------------------------
 
@@ -370,7 +418,10 @@ class Site:
         if cached is not None:
             return cached
         page = self._pages.get(host, {}).get(path)
-        if page is not None:
+        shop = self._catalogue
+        if page is not None and shop is not None and host == shop.host and path.startswith(SHOP):
+            response = (200, _HTML, shop.render(path, port) or b"")
+        elif page is not None:
             response = (200, _HTML, self._render_page(page, port))
         elif path == _ROBOTS and (robots := self.robots_txt(host)) is not None:
             response = (200, _TEXT, robots.encode())

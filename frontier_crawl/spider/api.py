@@ -8,7 +8,9 @@ in the frontier and survive a restart; a relative URL is resolved against the re
 
 Non-2xx responses reach callbacks only when the spider asks, with a class attribute
 ``handle_status`` (like Scrapy's ``handle_httpstatus_list``): a collection of status codes
-(``[404, 410]``, ``range(400, 500)``) or ``"all"``. Redirects never reach callbacks: the
+(``[404, 410]``, ``range(400, 500)``) or ``"all"``; a callback method may carry its own
+(``parse_gone.handle_status = [404, 410]`` after its ``def``), which then applies to the
+requests naming that callback instead of the class's. Redirects never reach callbacks: the
 request's callback and meta go with the redirect target, so the callback sees the final
 response. robots.txt responses never reach callbacks.
 
@@ -134,8 +136,12 @@ class Response:
 
     @property
     def tree(self) -> LexborHTMLParser:
-        """The parsed page (selectolax lexbor), parsed on first use and kept."""
+        """The parsed page (selectolax lexbor): the engine's parse if it handed it over
+        (``Page.tree``), else parsed on first use and kept."""
         if self._tree is None:
+            if self._page.tree is not None:
+                self._tree = self._page.tree
+                return self._tree
             charset = self._page.charset
             if charset is None or charset.replace("_", "-").lower() in ("utf-8", "utf8"):
                 self._tree = LexborHTMLParser(self._page.body)

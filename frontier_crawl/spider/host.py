@@ -20,14 +20,19 @@ Outcomes (``Problem.outcome``):
 - ``bad-meta``: a Request's meta is not a dict or does not serialise with msgpack.
 - ``unknown-callback``: a Request names a callback the spider does not have (also a page whose
   stored callback a changed spider no longer has).
-- ``bad-url``: a Request's URL is not a string, does not parse, or is not http(s) once resolved
-  against the page's URL.
+- ``bad-url``: a Request's URL is not a string, or is not http(s) once resolved against the
+  page's URL (by the WHATWG URL Standard, as links are). An absolute ``http(s)://`` URL is
+  passed on as written: the frontier's canonicaliser judges it, as it judges every link.
 
 ``Problem.where`` is a code location, ``file.py:LINE in Class.method``: for an exception the
 innermost frame in the user's code (the spider's and pipelines' directories; else outside the
 standard library, site-packages and frontier_crawl), for a bad yield the generator's line where
 it was suspended (the ``yield``), else the callback's ``def``. The traceback is given the first
 time a location fails and None after, so the crawl log carries each traceback once.
+
+The records are msgspec Structs with ``gc=False`` (none can be part of a reference cycle: they
+hold strings, bytes, numbers and lists of such records), so the twenty-odd a page makes add
+nothing to the garbage collector's work in a process whose heap is the frontier's.
 
 Timing is wall time (``time.perf_counter``, about 50 ns a call), not CPU time: what a slow
 callback costs the crawl is the loop's time, and a callback that blocks (a database insert, a
@@ -47,7 +52,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
-from types import CodeType, GeneratorType, TracebackType
+from types import CodeType, FunctionType, GeneratorType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 import can_ada
@@ -57,6 +62,7 @@ from frontier_crawl.config import ConfigError
 from frontier_crawl.config.loader import is_source_file
 from frontier_crawl.spider import load
 from frontier_crawl.spider.api import Request, Response, Spider
+from frontier_crawl.spider.extract import Rules, compile_rules
 
 if TYPE_CHECKING:
     from frontier_crawl.config import CrawlSettings
@@ -70,9 +76,10 @@ _HTTP = ("http://", "https://")
 _HTTP_PROTOCOLS = frozenset(("http:", "https:"))
 _perf = time.perf_counter
 _END = object()
+_HOOKS = frozenset(("open", "close"))
 
 
-class Page(msgspec.Struct, frozen=True):
+class Page(msgspec.Struct, frozen=True, gc=False):
     """What the engine hands over for one response."""
 
     url: str  # final URL of the response
@@ -85,9 +92,12 @@ class Page(msgspec.Struct, frozen=True):
     depth: int
     callback: str  # "" means the seeds' callback, "parse"
     meta: bytes  # msgpack of the request's meta; b"" means {}
+    #: the page as the engine parsed it for its links (a selectolax LexborHTMLParser), if it
+    #: can hand it over: ``Response.css`` then uses it instead of parsing the page again
+    tree: Any = None
 
 
-class NewRequest(msgspec.Struct, frozen=True):
+class NewRequest(msgspec.Struct, frozen=True, gc=False):
     """One yielded Request, validated by the host."""
 
     url: str  # absolute http(s) URL (resolved against the page), not yet canonical
@@ -96,7 +106,7 @@ class NewRequest(msgspec.Struct, frozen=True):
     priority: int
 
 
-class Problem(msgspec.Struct, frozen=True):
+class Problem(msgspec.Struct, frozen=True, gc=False):
     """A recorded outcome, never an exception to the engine."""
 
     outcome: str  # "callback-error" | "pipeline-error" | "bad-yield" | "bad-meta" | ...
@@ -105,7 +115,7 @@ class Problem(msgspec.Struct, frozen=True):
     traceback: str | None  # the formatted traceback the FIRST time this location fails
 
 
-class Yielded(msgspec.Struct):
+class Yielded(msgspec.Struct, gc=False):
     requests: list[NewRequest]
     items: list[dict[str, Any]]  # after pipelines, converted to JSON-able builtins
     problems: list[Problem]
@@ -150,15 +160,17 @@ class SpiderHost:
         self,
         spider: Spider,
         pipelines: list[load.Pipeline] | tuple[load.Pipeline, ...] = (),
-        rules: Any = None,
+        rules: Rules | None = None,
         user_dirs: tuple[str, ...] = (),
     ) -> None:
         self.spider = spider
         self._pipelines = tuple(pipelines)
         self._rules = rules
         self._handle_all, self._handle = _handle_status(type(spider))
+        self._handle_by_callback = _callback_handle_status(type(spider))
         self._callbacks: dict[str, Callable[..., Any]] = {}
-        self._names: dict[str, str] = {"": "", "parse": ""}  # callback -> stored name
+        # a request's callback -> its stored name, for the callbacks seen so far
+        self._names: dict[str | None, str] = {None: "", "": "", "parse": ""}
         self._default_parse = type(spider).parse is Spider.parse
         self._seen_where: set[str] = set()
         self._opened: list[Any] = []
@@ -178,19 +190,15 @@ class SpiderHost:
         the error for: a source that fails to import, holds no/several Spider subclasses without
         `class`, a bad class name, a bad pipeline, a bad [[extract]] regex or selector."""
         section = settings.spider
-        rule_settings = tuple(getattr(settings, "extract", ()) or ())
+        rule_settings = settings.extract
         if section.source is None and not rule_settings and not section.pipelines:
             return None
         spider_cls = load.spider_class(section) if section.source is not None else Spider
         _handle_status(spider_cls)  # ConfigError now rather than at the first page
+        _callback_handle_status(spider_cls)
         spider = load.instantiate(spider_cls, "spider.class")
         pipelines = load.pipelines(section)
-        rules = None
-        if rule_settings:
-            # [[extract]] rules: helper "extract" provides spider/extract.py.
-            from frontier_crawl.spider.extract import compile_rules  # type: ignore[import-not-found,unused-ignore]
-
-            rules = compile_rules(rule_settings)
+        rules = compile_rules(rule_settings) if rule_settings else None
         dirs = []
         for source in (section.source, *(p.rpartition(":")[0] for p in section.pipelines)):
             if source is not None and is_source_file(source):
@@ -201,10 +209,16 @@ class SpiderHost:
 
     def wants(self, status: int, callback: str) -> bool:
         """Whether a response with this status goes to the callback (2xx always; 304-confirmed
-        pages are 2xx; others only when the spider asks with ``handle_status``). robots.txt
-        never reaches it. (``callback`` is there for per-callback rules; today the spider's
-        ``handle_status`` applies to all its callbacks.)"""
-        return 200 <= status < 300 or self._handle_all or status in self._handle
+        pages are 2xx; others only when the spider asks with ``handle_status``: the callback
+        method's own attribute if it has one, else the spider class's). robots.txt never
+        reaches it."""
+        if 200 <= status < 300:
+            return True
+        if self._handle_by_callback:
+            own = self._handle_by_callback.get(callback or "parse")
+            if own is not None:
+                return own[0] or status in own[1]
+        return self._handle_all or status in self._handle
 
     def open(self) -> None:
         """Spider.open(), then each pipeline's open(spider); a failure is a ConfigError naming
@@ -270,7 +284,7 @@ class SpiderHost:
             else:
                 self._call(state, callback, response)
         if self._rules is not None:
-            self._extract(state, response)
+            self._extract(state, self._rules, response)
         t1 = _perf()
         items = self._pipeline(state, response) if state.items else []
         return Yielded(state.requests, items, state.problems, t1 - t0, _perf() - t1)
@@ -278,8 +292,10 @@ class SpiderHost:
     # -- callbacks -----------------------------------------------------------------------
 
     def _callback(self, name: str) -> Callable[..., Any] | None:
+        """The bound method a callback name means: a public method of the spider other than
+        the ``open``/``close`` hooks; None if there is none."""
         cb = self._callbacks.get(name)
-        if cb is None and not name.startswith("_"):
+        if cb is None and not name.startswith("_") and name not in _HOOKS:
             attr = getattr(self.spider, name, None)
             if callable(attr) and getattr(attr, "__self__", None) is self.spider:
                 cb = self._callbacks[name] = attr
@@ -294,21 +310,40 @@ class SpiderHost:
             if isinstance(result, Request) or _is_item(result):
                 self._sort(state, result, None)
                 return
+            if isinstance(result, str | bytes) or not hasattr(result, "__iter__"):
+                self._problem(
+                    state,
+                    "bad-yield",
+                    _site_of(callback, ""),
+                    f"returned {type(result).__name__} {_short(result)}: expected an iterable "
+                    "(or a generator) of Requests and items, a single one, or None",
+                )
+                return
             it = iter(result)
             append = state.requests.append
+            names = self._names
             for obj in islice(it, MAX_YIELDS_PER_PAGE):
-                # The common request (default callback, no meta, absolute http(s) URL) is
-                # checked inline; everything else goes through _sort.
-                if (
-                    type(obj) is Request
-                    and obj.callback is None
-                    and not obj.meta
-                    and type(obj.priority) is int
-                    and type(obj.url) is str
-                    and obj.url.startswith(_HTTP)
-                ):
-                    append(NewRequest(obj.url, "", b"", obj.priority))
-                elif type(obj) is Request:
+                # The common request (a callback already seen, meta absent or a dict, an int
+                # priority, an absolute http(s) URL) is checked inline; the rest, and any
+                # problem, goes through _request or _sort.
+                if type(obj) is Request:
+                    cb, url, meta, priority = obj.callback, obj.url, obj.meta, obj.priority
+                    name = "" if cb is None else names.get(cb) if type(cb) is str else None
+                    if (
+                        name is not None
+                        and type(priority) is int
+                        and type(url) is str
+                        and url.startswith(_HTTP)
+                    ):
+                        if not meta:
+                            append(NewRequest(url, name, b"", priority))
+                            continue
+                        if type(meta) is dict:
+                            try:
+                                append(NewRequest(url, name, _encode_meta(meta), priority))
+                                continue
+                            except (TypeError, ValueError, OverflowError):
+                                pass  # _request records it
                     new = self._request(state, obj, it)
                     if new is not None:
                         append(new)
@@ -325,9 +360,11 @@ class SpiderHost:
                     )
         except Exception as exc:
             self._exception(state, "callback-error", exc, callback)
-        finally:
-            if isinstance(it, GeneratorType):
-                it.close()
+        if isinstance(it, GeneratorType):
+            try:
+                it.close()  # runs its finally blocks now, not when it is collected
+            except Exception as exc:  # e.g. "generator ignored GeneratorExit"
+                self._exception(state, "callback-error", exc, callback)
 
     def _sort(self, state: _Run, obj: Any, it: Iterator[Any] | None) -> None:
         if isinstance(obj, Request):
@@ -347,7 +384,7 @@ class SpiderHost:
 
     def _request(self, state: _Run, req: Request, it: Iterator[Any] | None) -> NewRequest | None:
         cb = req.callback
-        name = self._names.get(cb) if type(cb) is str else None  # a known callback's stored name
+        name = self._names.get(cb) if cb is None or type(cb) is str else None
         if name is None:
             name = self._callback_name(state, req, it)
             if name is None:
@@ -431,9 +468,14 @@ class SpiderHost:
 
     # -- extraction rules and pipelines --------------------------------------------------
 
-    def _extract(self, state: _Run, response: Response) -> None:
+    def _extract(self, state: _Run, rules: Rules, response: Response) -> None:
+        """The rules' items for a 2xx HTML page; it is parsed only when a rule's URL matches."""
+        page = state.page
+        if not (200 <= page.status < 300 and "html" in page.content_type):
+            return
         try:
-            state.items.extend(self._rules.items(state.page.url, response.tree))
+            if rules.matches(page.url):
+                state.items.extend(rules.items(state.page.url, response.tree))
         except Exception as exc:
             self._exception(state, "callback-error", exc, None, fallback="[[extract]] rules")
 
@@ -538,12 +580,27 @@ def _library_dirs() -> tuple[str, ...]:
     return tuple(sorted(d.rstrip(os.sep) + os.sep for d in dirs))
 
 
-def _handle_status(cls: type[Spider]) -> tuple[bool, frozenset[int]]:
-    value = cls.handle_status
+def _callback_handle_status(cls: type[Spider]) -> dict[str, tuple[bool, frozenset[int]]]:
+    """Callbacks (methods) with their own ``handle_status`` attribute."""
+    out = {}
+    for name in dir(cls):
+        if name.startswith("_") or name == "handle_status":
+            continue
+        attr = getattr(cls, name, None)
+        if isinstance(attr, FunctionType) and hasattr(attr, "handle_status"):
+            out[name] = _handle_status(cls, attr.handle_status, f"{name}.handle_status")
+    return out
+
+
+def _handle_status(
+    cls: type[Spider], value: Any = None, attr: str = "handle_status"
+) -> tuple[bool, frozenset[int]]:
+    if value is None:
+        value = cls.handle_status
     if value == "all":
         return True, frozenset()
     bad = ConfigError(
-        f"spider.class: {cls.__name__}.handle_status must be a collection of HTTP status codes "
+        f"spider.class: {cls.__name__}.{attr} must be a collection of HTTP status codes "
         f'(ints 100-599, e.g. [404, 410] or range(400, 600)) or "all", got {_short(value)}'
     )
     if isinstance(value, str | bytes):

@@ -3,8 +3,9 @@
 A source is a Python file (the config loader made it absolute, relative to crawl.toml) or an
 importable module name (``pkg.spiders``, found on ``sys.path``). A file is imported as a module
 named after its stem (``docs_spider.py`` -> ``docs_spider``; a private name when a different
-module already has that name), registered in ``sys.modules`` and with its directory put on
-``sys.path`` so it can import the files beside it, as a script would. One file imported for the
+module already has that name), registered in ``sys.modules`` and with its directory appended to
+``sys.path`` so it can import the files beside it (appended, so a ``select.py`` there does not
+shadow the standard library's for the rest of the crawl). One file imported for the
 spider and for a pipeline is imported once.
 
 Every failure is a :class:`~frontier_crawl.config.ConfigError` whose message starts with the
@@ -66,7 +67,7 @@ def _import_file(path: Path, key: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     directory = str(path.parent)
     if directory not in sys.path:
-        sys.path.insert(0, directory)
+        sys.path.append(directory)  # last: a file there cannot shadow an installed module
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)

@@ -38,6 +38,7 @@ SPECS = [
     SiteSpec(hosts=30, pages=95, links_per_page=0, seed=3),
     SiteSpec(hosts=2, pages=60, cross_host_ratio=0.9, broken_ratio=0.1, seed=11),
     SiteSpec(hosts=1, pages=1),
+    SiteSpec(hosts=3, pages=120, seed=4, products=150, products_per_page=7),  # a catalogue
 ]
 
 Getter = Callable[[str], tuple[int, bytes]]
