@@ -775,6 +775,7 @@ class Engine:
             depth=ticket.depth,
             callback=ticket.callback,
             meta=ticket.meta,
+            tree=parsed.tree,  # the parser's document: Response.css does not parse again
         )
         yielded = spider.run(page)
         self.stats.spider_time(yielded.callback_s, yielded.pipeline_s)
