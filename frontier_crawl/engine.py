@@ -922,17 +922,19 @@ class Engine:
         frontier like any link: canonical, in scope, unseen, robots, politeness, traps, each
         with its callback, meta and priority), record its problems; return what it gave."""
         t0 = time.perf_counter()
-        page = Page(
-            url=r.url,
-            status=status,
-            headers=r.headers,
-            body=r.body,
-            content_type=ctype.partition(";")[0].strip().lower(),
-            charset=parsed.charset or page_charset(r.body, ctype),  # the parser's, if it did
-            links=self.frontier.in_scope_links(parsed.links) if parsed.links else [],
-            depth=ticket.depth,
-            callback=ticket.callback,
-            meta=ticket.meta,
+        page = Page(  # positional (cheaper than keywords, once per page): the fields in order
+            r.url,
+            status,
+            r.headers,
+            r.body,
+            ctype.partition(";")[0].strip().lower(),  # content_type
+            # charset: the parser's choice if it parsed the page (None: lexbor's detection)
+            parsed.charset if parsed.tree is not None else page_charset(r.body, ctype),
+            self.frontier.in_scope_links(parsed.links) if parsed.links else [],
+            ticket.depth,
+            ticket.callback,
+            ticket.meta,
+            parsed.tree,  # the parser's document: Response.css does not parse again
         )
         t1 = time.perf_counter()
         yielded = spider.run(page)
@@ -943,10 +945,17 @@ class Engine:
         self.stats.spider_time(yielded.callback_s, yielded.pipeline_s)
         # one add per run of requests that share callback, meta and priority (groupby and
         # attrgetter run in C: most pages yield one run)
-        add, depth = self.frontier.add, ticket.depth + 1
-        for (callback, meta, priority), run in groupby(yielded.requests, _REQUEST_KEY):
-            add(list(map(_URL, run)), depth=depth, referrer=ticket.url, now=r.finished,
-                callback=callback, meta=meta, priority=priority)  # fmt: skip
+        add, depth, requests = self.frontier.add, ticket.depth + 1, yielded.requests
+        if not requests:
+            pass
+        elif len(set(map(_REQUEST_KEY, requests))) == 1:  # the usual page: one kind of request
+            first = requests[0]
+            add(list(map(_URL, requests)), depth=depth, referrer=ticket.url, now=r.finished,
+                callback=first.callback, meta=first.meta, priority=first.priority)  # fmt: skip
+        else:
+            for (callback, meta, priority), run in groupby(requests, _REQUEST_KEY):
+                add(list(map(_URL, run)), depth=depth, referrer=ticket.url, now=r.finished,
+                    callback=callback, meta=meta, priority=priority)  # fmt: skip
         times.frontier += time.perf_counter() - t2
         for problem in yielded.problems:
             self._problem(ticket, r, problem)

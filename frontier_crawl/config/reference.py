@@ -79,7 +79,7 @@ def render_reference() -> str:
         "",
     ]
     for section, cls in SECTIONS.items():
-        lines += [f"## [{section}]", "", *_table(cls, section)]
+        lines += [f"## [{section}]", "", *_table(cls, section, reload=True)]
     lines += [
         "## [[extract]]",
         "",
@@ -110,18 +110,17 @@ def render_reference() -> str:
     return "\n".join(lines)
 
 
-def _table(cls: type[msgspec.Struct], section: str | None = None) -> list[str]:
-    """The keys of one table; with ``section``, a column saying whether a reload applies each
+def _table(cls: type[msgspec.Struct], section: str = "", reload: bool = False) -> list[str]:
+    """The key table of ``cls``; then, under a ``section``, one for each of its arrays of
+    tables (``[[section.key]]``). ``reload``: a column saying whether a reload applies each key
     (``yes``), needs a restart, or never changes (``identity``)."""
     info = msgspec.inspect.type_info(cls)
     assert isinstance(info, msgspec.inspect.StructType)
-    if section is None:
-        lines = ["| key | default | unit | type | meaning |", "|---|---|---|---|---|"]
+    if reload:
+        lines = ["| key | default | unit | type | reload | meaning |", "|---|---|---|---|---|---|"]
     else:
-        lines = [
-            "| key | default | unit | type | reload | meaning |",
-            "|---|---|---|---|---|---|",
-        ]
+        lines = ["| key | default | unit | type | meaning |", "|---|---|---|---|---|"]
+    nested: list[tuple[str, type[msgspec.Struct]]] = []
     for f in info.fields:
         t = f.type
         doc = ""
@@ -130,13 +129,22 @@ def _table(cls: type[msgspec.Struct], section: str | None = None) -> list[str]:
             t = t.type
         bounds = _bounds(t)
         kind = _type_name(t) + (f" ({bounds})" if bounds else "")
+        if (
+            section
+            and isinstance(t, msgspec.inspect.VarTupleType)
+            and isinstance(t.item_type, msgspec.inspect.StructType)
+        ):
+            kind = f"array of `[[{section}.{f.encode_name}]]` tables (below)"
+            nested.append((f"{section}.{f.encode_name}", t.item_type.cls))
         doc = re.sub(r"\s+", " ", doc).replace("|", "\\|")
         key, default = f.encode_name, _default(f.default)
-        if section is None:
+        if reload:
+            group = key_group(f"{section}.{key}")
+            when = {"reloadable": "yes", "fixed": "restart"}.get(group, group)
+            lines.append(f"| `{key}` | {default} | {_unit(f.name)} | {kind} | {when} | {doc} |")
+        else:
             lines.append(f"| `{key}` | {default} | {_unit(f.name)} | {kind} | {doc} |")
-            continue
-        group = key_group(f"{section}.{key}")
-        reload = {"reloadable": "yes", "fixed": "restart"}.get(group, group)
-        lines.append(f"| `{key}` | {default} | {_unit(f.name)} | {kind} | {reload} | {doc} |")
     lines.append("")
+    for name, sub in nested:
+        lines += [f"### [[{name}]]", "", *_table(sub, name)]
     return lines

@@ -516,10 +516,14 @@ class Frontier:
         link and the configuration, so the recent ones are remembered (bounded, two
         generations): a page's links that were seen before cost a C-level dict lookup each."""
         found: list[str | None] = list(map(self._scoped.get, links))
-        if None in found:
-            for i, url in enumerate(found):
-                if url is None:
-                    found[i] = self._scope_one(links[i])
+        if None in found:  # the links not remembered, found by C-level scans
+            i = found.index(None)
+            while True:
+                found[i] = self._scope_one(links[i])
+                try:
+                    i = found.index(None, i + 1)
+                except ValueError:
+                    break
         out = dict.fromkeys(found)
         out.pop("", None)
         return list(out)  # type: ignore[arg-type]  # None no longer in it

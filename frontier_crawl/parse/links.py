@@ -48,6 +48,9 @@ class PageLinks:
     #: the charset the page was decoded with (``charset.page_charset``), None if lexbor's
     #: detection chose, or if the page was not parsed (not compared: it describes the input)
     charset: str | None = field(default=None, compare=False)
+    #: the parsed document (selectolax ``LexborHTMLParser``) the links came from, None if the
+    #: page was not parsed: a spider's ``Response.css`` uses it instead of parsing again
+    tree: LexborHTMLParser | None = field(default=None, compare=False, repr=False)
 
 
 def extract_links(body: bytes, base_url: str, content_type_header: str | None = None) -> PageLinks:
@@ -70,8 +73,8 @@ def _extract(
     base = _document_base(tree, Base.of(base_url, encoding))
     effective = base.url or base_url
     if _meta_nofollow(tree):
-        return PageLinks((), True, effective, charset)
-    return PageLinks(_collect(tree, base), False, effective, charset)
+        return PageLinks((), True, effective, charset, tree)
+    return PageLinks(_collect(tree, base), False, effective, charset, tree)
 
 
 def _collect(tree: LexborHTMLParser, base: Base) -> tuple[str, ...]:

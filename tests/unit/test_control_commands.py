@@ -7,6 +7,7 @@ import select
 import threading
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from frontier_crawl.config import parse
@@ -78,8 +79,11 @@ def test_queue_wakes_a_waiting_loop() -> None:
 
 
 def test_every_key_has_a_reload_group() -> None:
-    keys = {f"{s}.{f}" for s, cls in SECTIONS.items() for f in cls.__struct_fields__}
-    assert keys >= IDENTITY | FIXED  # no stale names
+    keys = {f"{s}.{f.encode_name}" for s, cls in SECTIONS.items()
+            for f in msgspec.structs.fields(cls)} | {"extract"}  # fmt: skip
+    assert keys >= IDENTITY | FIXED  # no stale names (TOML names: spider.class)
+    assert key_group("spider.class") == key_group("extract") == "fixed"
+    assert key_group("cluster.nodes") == "identity"
     assert key_group("politeness.min_delay_s") == "reloadable"
     assert key_group("frontier.seen_capacity") == "identity"
     assert key_group("control.listen") == "fixed"

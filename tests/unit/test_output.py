@@ -672,6 +672,12 @@ def test_outcome_values() -> None:
         "failed",
         "not-modified",
         "robots-txt",
+        "callback-error",
+        "pipeline-error",
+        "bad-yield",
+        "bad-meta",
+        "unknown-callback",
+        "bad-url",
     ]
 
 
@@ -681,8 +687,11 @@ def test_exported_members() -> None:
         "CrawlLog",
         "CrawlStats",
         "LogEntry",
+        "LogHistogram",
         "Outcome",
+        "ProblemEntry",
         "Revisit",
+        "SPIDER_PROBLEMS",
         "WarcWriter",
         "config_warnings",
         "iso_time",
