@@ -399,6 +399,11 @@ def config_warnings(settings: CrawlSettings) -> list[str]:
             f"politeness.robots_ttl_s = {settings.politeness.robots_ttl_s:g} acts as 86400: "
             "robots.txt was fetched again at least every 24 hours (RFC 9309 2.4)"
         )
+    if settings.output.feeds and settings.spider.source is None and not settings.extract:
+        warnings.append(
+            "output.feeds is set but there is neither a [spider] nor [[extract]] rules: "
+            "nothing yields items, the feeds stay empty"
+        )
     return warnings
 
 

@@ -216,7 +216,12 @@ def test_sigterm_stops_gracefully_and_resume_completes(
         frontier={"commit_interval_s": COMMIT_S},
     )
     proc = start(cfg)
-    time.sleep(1.0)
+    # SIGTERM once it is crawling (its handlers are installed by then), not after a fixed
+    # sleep: under load the interpreter can still be importing after a second
+    deadline = time.monotonic() + 30
+    while len(server.log()) - since < 5:
+        assert time.monotonic() < deadline and proc.poll() is None, "the crawl never started"
+        time.sleep(0.02)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)

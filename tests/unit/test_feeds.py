@@ -148,3 +148,18 @@ def test_bad_feed_config_names_the_key(feeds: list[dict[str, object]], message: 
     with pytest.raises(ConfigError, match="output") as err:
         parse({"crawl": {"seeds": ["http://a.test/"]}, "output": {"feeds": feeds}})
     assert message in str(err.value)
+
+
+def test_feeds_without_anything_that_yields_items_are_warned_about() -> None:
+    from frontier_crawl.output import config_warnings
+
+    feeds_only = parse({"crawl": {"seeds": ["http://a.test/"]},
+                        "output": {"feeds": [{"path": "items.jsonl"}]}})  # fmt: skip
+    (warning,) = config_warnings(feeds_only)
+    assert "output.feeds" in warning and "stay empty" in warning
+    with_rules = parse({
+        "crawl": {"seeds": ["http://a.test/"]},
+        "output": {"feeds": [{"path": "items.jsonl"}]},
+        "extract": [{"url": "/item/", "fields": {"name": "h1"}}],
+    })  # fmt: skip
+    assert config_warnings(with_rules) == []
