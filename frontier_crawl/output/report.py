@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Mapping
@@ -24,6 +22,7 @@ from rich.console import Console
 from rich.filesize import decimal
 from rich.table import Table
 
+from frontier_crawl.output.fsync import write_atomic
 from frontier_crawl.output.outcomes import Outcome
 
 if TYPE_CHECKING:
@@ -410,16 +409,7 @@ def config_warnings(settings: CrawlSettings) -> list[str]:
 def write_report(path: Path, report: Mapping[str, object]) -> None:
     """Write ``report`` as indented JSON, atomically (temporary file, fsync, rename)."""
     text = json.dumps(report, indent=2) + "\n"  # serialise first: a TypeError leaves no file
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, text)
 
 
 def render_report(report: Mapping[str, object], console: Console) -> None:

@@ -14,10 +14,10 @@ import datetime as dt
 import html
 import itertools
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+
+from frontier_crawl.output.fsync import write_atomic
 
 #: the chart's drawing area, in SVG user units (it scales to the page width)
 _W, _H, _PAD_L, _PAD_B, _PAD_T = 900, 240, 56, 28, 12
@@ -28,16 +28,7 @@ CHART_TITLE = "Pages per second over the crawl's life"
 def write_report_html(path: Path, report: Mapping[str, object]) -> None:
     """Write ``report`` as a self-contained HTML page at ``path``, atomically."""
     text = render_report_html(report)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, text)
 
 
 def _e(value: object) -> str:
