@@ -186,7 +186,10 @@ def test_robots_slow_robots_txt(tmp_path: Path) -> None:
 
 def test_draining_named_while_transfers_finish(tmp_path: Path) -> None:
     hosts = [f"h{i}.test" for i in range(4)]
-    with ScriptedServer(tree_site(hosts, 10, delay_s=2.0)) as srv:
+    # 5 s per page: the signal is handled once the loop's poll returns (up to 1 s) and the
+    # status is sampled every 0.5 s; with 2 s pages, under load, the four transfers had ended
+    # before a draining status was sampled (seen in CI)
+    with ScriptedServer(tree_site(hosts, 10, delay_s=5.0)) as srv:
         s = settings(tmp_path, [srv.url(h, "/") for h in hosts], srv.resolve(*hosts))
         engine = Engine(s)
         sent = threading.Event()
