@@ -945,17 +945,10 @@ class Engine:
         self.stats.spider_time(yielded.callback_s, yielded.pipeline_s)
         # one add per run of requests that share callback, meta and priority (groupby and
         # attrgetter run in C: most pages yield one run)
-        add, depth, requests = self.frontier.add, ticket.depth + 1, yielded.requests
-        if not requests:
-            pass
-        elif len(set(map(_REQUEST_KEY, requests))) == 1:  # the usual page: one kind of request
-            first = requests[0]
-            add(list(map(_URL, requests)), depth=depth, referrer=ticket.url, now=r.finished,
-                callback=first.callback, meta=first.meta, priority=first.priority)  # fmt: skip
-        else:
-            for (callback, meta, priority), run in groupby(requests, _REQUEST_KEY):
-                add(list(map(_URL, run)), depth=depth, referrer=ticket.url, now=r.finished,
-                    callback=callback, meta=meta, priority=priority)  # fmt: skip
+        add, depth = self.frontier.add, ticket.depth + 1
+        for (callback, meta, priority), run in groupby(yielded.requests, _REQUEST_KEY):
+            add(list(map(_URL, run)), depth=depth, referrer=ticket.url, now=r.finished,
+                callback=callback, meta=meta, priority=priority)  # fmt: skip
         times.frontier += time.perf_counter() - t2
         for problem in yielded.problems:
             self._problem(ticket, r, problem)
