@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import redis
 
+PASSWORD = "s3cret-Pa55word"  #: the tests' Redis password: must never appear in any output
+
 REDIS_SERVER = shutil.which("redis-server")
 
 

@@ -25,11 +25,10 @@ from frontier_crawl.demo.site import Site, SiteSpec
 from frontier_crawl.frontier.mailbox import decode_links, owner_of
 from frontier_crawl.frontier.urls import origin
 from tests.conftest import crawl_config, served_pages, warc_response_uris
-from tests.redis_server import RedisServer, free_port
+from tests.redis_server import PASSWORD, RedisServer, free_port
 
 DELAY = 0.02
 NODES = 3
-PASSWORD = "s3cret-Pa55word"  # must never appear in any output
 
 
 def spread(spec: SiteSpec) -> Iterator[tuple[Site, DemoServer]]:
@@ -62,16 +61,6 @@ def big_site() -> Iterator[tuple[Site, DemoServer]]:
         SiteSpec(hosts=16, pages=2000, page_bytes=20_000, page_bytes_max=60_000,
                  crawl_delay_s=None, seed=37)
     )  # fmt: skip
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis", password=PASSWORD)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def node_cmd(cfg: Path, *args: str) -> list[str]:

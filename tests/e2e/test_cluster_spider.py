@@ -23,7 +23,6 @@ from frontier_crawl.frontier.urls import origin
 from tests.conftest import served_pages
 from tests.e2e.test_cluster import (
     NODES,
-    PASSWORD,
     Node,
     assert_no_secret,
     check_crawl,
@@ -41,16 +40,6 @@ def site_server() -> Iterator[tuple[Site, DemoServer]]:
         SiteSpec(hosts=8, pages=600, page_bytes=20_000, page_bytes_max=40_000,
                  crawl_delay_s=None, seed=41)
     )  # fmt: skip
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis", password=PASSWORD)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def read_feeds(tmp_path: Path) -> list[dict[str, Any]]:
