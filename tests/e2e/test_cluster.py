@@ -27,6 +27,8 @@ from frontier_crawl.frontier.urls import origin
 from tests.conftest import crawl_config, served_pages, warc_response_uris
 from tests.redis_server import PASSWORD, RedisServer, free_port
 
+#: min_delay_s 1.0 -> 0.02 (as conftest.crawl_config: hundreds of pages per host would take
+#: minutes at 1 s), delay_factor 0.0 (the adaptive delay off, so the log check knows the delay)
 DELAY = 0.02
 NODES = 3
 
