@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     from frontier_crawl.cluster import ClusterError, ClusterRefused
     from frontier_crawl.frontier import StateMismatch
+    from frontier_crawl.proctree import StateLocked
     from frontier_crawl.runner import crawl
 
     if args.command in ("report", "add-seeds") or args.node is not None:
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     except ClusterError as exc:
         sys.stderr.write(f"frontier-crawl: {exc}\n")
         return EXIT_FAILURE
-    except StateMismatch as exc:
+    except (StateMismatch, StateLocked) as exc:
         sys.stderr.write(f"frontier-crawl: {exc}\n")
         return EXIT_CONFIG
     except ConfigError as exc:  # found at start: [control] listen cannot be bound

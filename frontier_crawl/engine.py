@@ -94,6 +94,7 @@ from frontier_crawl.output.space import RESUME_MARGIN, LowSpace, SpaceMonitor, h
 from frontier_crawl.parse import LinkParser, PageLinks, Parser
 from frontier_crawl.parse.charset import page_charset
 from frontier_crawl.parse.resolve import resolve_location
+from frontier_crawl.proctree import StateLock
 from frontier_crawl.spider import Page, Problem, SpiderHost, Yielded
 
 if TYPE_CHECKING:
@@ -236,6 +237,9 @@ class PeersLike(Protocol):
     def send(self, dest: int, batch: bytes) -> None: ...
     def publish(self, idle: bool, received: int) -> None: ...
     def should_stop(self) -> bool: ...
+    def orders(self) -> tuple[bool, int]:
+        """(stop requested, reloads ordered so far): the coordinator's signals, passed on."""
+        ...
 
 
 class PendingLike(Protocol):
@@ -301,6 +305,23 @@ class Engine:
         self._spider = SpiderHost.load(settings)
         self.layout = Layout(Path(settings.crawl.output_dir))
         self.layout.root.mkdir(parents=True, exist_ok=True)
+        #: one owner per state directory, before anything of it is read (StateLocked if not)
+        self._lock = StateLock.acquire(self.layout.state_dir)
+        try:
+            self._open(settings, fetcher, peers, parser)
+        except BaseException:
+            self._lock.release()
+            raise
+        self._on_progress = on_progress
+
+    def _open(
+        self,
+        settings: CrawlSettings,
+        fetcher: FetcherLike | None,
+        peers: PeersLike | None,
+        parser: Parser | None,
+    ) -> None:
+        """Open the crawl's parts (``__init__``, once the state directory is this run's)."""
         #: start-up repairs of this run: warnings naming what was set aside (``_set_aside``)
         self._repairs: list[str] = []
         # the frontier first: it refuses a state directory this config cannot continue
@@ -332,8 +353,8 @@ class Engine:
         self._outputs: list[Output] = [
             *([self._warc] if self._warc is not None else []), self._log, *self._feeds
         ]
-        self._on_progress = on_progress
         self._stop_requested = 0
+        self._reloads_seen = 0  #: a worker's reload orders from its coordinator, obeyed
         self._started = time.monotonic()
         self._status_at = float("-inf")
         self._space = SpaceMonitor(self._written_paths(), settings.output.min_free_bytes)
@@ -436,6 +457,7 @@ class Engine:
             compressor=settings.output.warc_compressor,
             durable=self._durable,
             sync_interval_s=settings.frontier.commit_interval_s / WARC_SYNCS_PER_COMMIT,
+            keep_fds=(self._lock.fileno,),  # the directory is not free while the writer lives
         )
 
     def _feed_specs(self) -> tuple[FeedSection, ...]:
@@ -579,7 +601,10 @@ class Engine:
         finally:
             self._restore_signals(previous)
             self._stop_control()
-        return self._finish()
+        try:
+            return self._finish()
+        finally:
+            self._lock.release()
 
     def _loop(self) -> None:
         try:
@@ -622,6 +647,7 @@ class Engine:
                 output.discard()
         with _quiet():
             self.frontier.close(checkpoint=False)
+        self._lock.release()
 
     def _open_group(self, now: float) -> None:
         """Open the frontier transaction that the next ticks share (group commit)."""
@@ -660,6 +686,8 @@ class Engine:
         drain_deadline = float("inf")
         while True:
             now = time.monotonic()
+            if self._peers is not None:
+                self._obey_coordinator()
             if self._commands is not None or self._reload_requested:
                 self._take_commands(now)
                 now = time.monotonic()
@@ -1530,14 +1558,31 @@ class Engine:
         return report
 
     def _install_signals(self) -> dict[int, Any]:
+        """The main process's handlers; a worker ignores the terminal's signals (sent to
+        every process of the crawl at once): its coordinator orders it (``_obey_coordinator``)."""
         previous: dict[int, Any] = {}
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             try:
                 handler = self._on_hangup if sig == signal.SIGHUP else self._on_signal
-                previous[sig] = signal.signal(sig, handler)
+                ours = handler if self._peers is None else signal.SIG_IGN
+                previous[sig] = signal.signal(sig, ours)
             except ValueError:  # not the main thread
                 break
         return previous
+
+    def _obey_coordinator(self) -> None:
+        """A worker: its coordinator's stop and reload orders (its signals, passed on)."""
+        assert self._peers is not None
+        stop, reloads = self._peers.orders()
+        if stop and not self._stop_requested:
+            self._stop_requested = 1
+            log.warning(
+                "worker %d: stopping: finishing in-flight transfers (up to %.0f s)",
+                self._peers.worker, self.settings.crawl.stop_timeout_s,
+            )  # fmt: skip
+        if reloads != self._reloads_seen:
+            self._reloads_seen = reloads
+            self._reload_requested = True
 
     def _on_hangup(self, signum: int, frame: FrameType | None) -> None:
         """SIGHUP: read crawl.toml again (in the loop, at its next tick)."""

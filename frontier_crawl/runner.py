@@ -145,9 +145,12 @@ def crawl(
 ) -> dict[str, Any]:
     """Run (or resume) one crawl (node ``node`` of a cluster crawl) and print its report.
     ``config_path``: the file a reload (SIGHUP, ``ctl reload``) reads again."""
-    root = settings.crawl.output_dir
+    shown: list[Progress] = [progress_printer(console)]
+    live = console.is_terminal and settings.output.progress_interval_s > 0
     if settings.workers.processes != 1 or settings.cluster.redis_url:
-        coordinator = Coordinator(settings, node, config_path=config_path)
+        coordinator = Coordinator(
+            settings, node, config_path=config_path, on_progress=lambda p: shown[0](p)
+        )
         where = (
             f" as node {node} of {settings.cluster.nodes}" if coordinator.node is not None else ""
         )
@@ -156,18 +159,20 @@ def crawl(
             f"with {coordinator.count} worker processes{where}",
             highlight=False,
         )
-        report = coordinator.run()
+        run: Callable[[], dict[str, Any]] = coordinator.run
     else:
-        shown: list[Progress] = [progress_printer(console)]
         engine = Engine(settings, on_progress=lambda p: shown[0](p), config_path=config_path)
         console.print(
-            f"crawling {len(settings.crawl.seeds)} seed(s) into [bold]{root}[/]", highlight=False
+            f"crawling {len(settings.crawl.seeds)} seed(s) into "
+            f"[bold]{settings.crawl.output_dir}[/]",
+            highlight=False,
         )
-        if console.is_terminal and settings.output.progress_interval_s > 0:
-            with live_progress(console) as shown[0]:
-                report = engine.run()
-        else:
-            report = engine.run()
+        run = engine.run
+    if live:
+        with live_progress(console) as shown[0]:
+            report = run()
+    else:
+        report = run()
     render_report(report, console)
     return report
 

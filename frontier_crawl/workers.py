@@ -48,7 +48,7 @@ import sys
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized, SynchronizedArray
 from pathlib import Path
@@ -80,6 +80,14 @@ from frontier_crawl.output import (
     merge_rate_buckets,
     write_report,
     write_report_html,
+)
+from frontier_crawl.proctree import (
+    StateLock,
+    StateLocked,
+    die_with_parent,
+    ignore_terminal_signals,
+    spawning,
+    watch_parent,
 )
 from frontier_crawl.spider import SpiderHost
 
@@ -175,6 +183,7 @@ class Peers:
         run_id: bytes,
         remote: RemoteSender | None = None,
         partition_by: str = "host",
+        orders: SynchronizedArray[int] | None = None,
     ) -> None:
         self.worker = index  #: this worker's partition (of ``total``)
         self._by = partition_by
@@ -183,6 +192,9 @@ class Peers:
         self._slot = index - local.start  #: its place in this node's status array
         self._status = status
         self._stop = stop
+        #: the coordinator's orders: [stop requested, reloads ordered] (read without its lock:
+        #: one word each, written by one process)
+        self._orders = orders.get_obj() if orders is not None else None
         self._remote = remote  #: other nodes' partitions (cluster mode)
         envs = {j: worker_dir(root, j) / "state" / INBOX_ENV for j in local if j != index}
         self._mailbox = Mailbox(envs, map_size, run_id)
@@ -208,6 +220,11 @@ class Peers:
     def should_stop(self) -> bool:
         return bool(self._stop.value)
 
+    def orders(self) -> tuple[bool, int]:
+        if self._orders is None:
+            return False, 0
+        return bool(self._orders[0]), int(self._orders[1])
+
     def close(self) -> None:
         self._mailbox.close()
         if self._remote is not None:
@@ -219,9 +236,7 @@ def _worker_settings(settings: CrawlSettings, root: Path, index: int) -> CrawlSe
     return msgspec.structs.replace(
         s,
         crawl=msgspec.structs.replace(s.crawl, output_dir=str(worker_dir(root, index))),
-        output=msgspec.structs.replace(
-            s.output, warc_prefix=f"{s.output.warc_prefix}-w{index}", progress_interval_s=0.0
-        ),
+        output=msgspec.structs.replace(s.output, warc_prefix=f"{s.output.warc_prefix}-w{index}"),
         workers=msgspec.structs.replace(s.workers, processes=1),
     )
 
@@ -272,8 +287,18 @@ def _worker_main(
     conn: Connection | None = None,
     config_path: str | None = None,
     file_output_dir: str | None = None,
+    orders: SynchronizedArray[int] | None = None,
+    parent: int | None = None,
+    progress: Any = None,
 ) -> None:
-    """Entry point of one worker process (``settings.crawl.output_dir``: the node's root)."""
+    """Entry point of one worker process (``settings.crawl.output_dir``: the node's root).
+
+    The terminal's signals are ignored from its first instruction (``proctree.spawning``); it
+    dies with its coordinator; ``orders`` are the coordinator's signals passed on; ``progress``
+    (a queue) takes its progress snapshots for the coordinator's progress lines."""
+    die_with_parent(parent)
+    watch_parent()
+    ignore_terminal_signals()
     settings = msgspec.msgpack.decode(raw, type=CrawlSettings)
     root = Path(settings.crawl.output_dir)
     remote = None
@@ -281,12 +306,13 @@ def _worker_main(
         remote = RemoteSender(redis_of(settings), Keys(settings.cluster.key_prefix))
     peers = Peers(
         index, local, total, root, settings.frontier.lmdb_map_size_bytes, status, stop, run_id,
-        remote, settings.workers.partition_by,
+        remote, settings.workers.partition_by, orders,
     )  # fmt: skip
     try:
         report = Engine(
             _worker_settings(settings, root, index),
             peers=peers,
+            on_progress=(lambda p: progress.put({**p, "worker": index})) if progress else None,
             commands=PipeCommands(conn) if conn is not None else None,
             config_path=Path(config_path) if config_path else None,
             reshape=lambda s: _worker_settings(s, root, index),
@@ -301,6 +327,9 @@ def _worker_main(
     except ClusterError as exc:  # Redis gone for too long: this worker's state is committed
         log.error("worker %d: %s", index, exc)
         sys.exit(1)
+    except StateLocked as exc:  # a process of an earlier run still holds this worker's state
+        log.error("worker %d: %s", index, exc)
+        sys.exit(2)
     finally:
         peers.close()
     if report.get("write_error") or report.get("stopped_for_low_space"):
@@ -349,8 +378,14 @@ class Coordinator:
     """Starts the workers, detects the end of the crawl, merges the reports."""
 
     def __init__(
-        self, settings: CrawlSettings, node: int | None = None, config_path: Path | None = None
+        self,
+        settings: CrawlSettings,
+        node: int | None = None,
+        config_path: Path | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
+        """``on_progress``: called with the workers' progress merged, every
+        ``output.progress_interval_s``."""
         self.root = node_root(settings, node)
         file_output_dir = settings.crawl.output_dir
         self.settings = settings = msgspec.structs.replace(
@@ -358,6 +393,23 @@ class Coordinator:
         )
         self.count = worker_count(settings)
         SpiderHost.load(settings)  # a bad spider source: ConfigError here, before any worker
+        #: one owner per output directory, before anything of it is read (each worker locks
+        #: its own state directory besides)
+        self._lock = StateLock.acquire(self.root / "state")
+        try:
+            self._prepare(settings, node, config_path, file_output_dir, on_progress)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _prepare(
+        self,
+        settings: CrawlSettings,
+        node: int | None,
+        config_path: Path | None,
+        file_output_dir: str,
+        on_progress: Callable[[dict[str, Any]], None] | None,
+    ) -> None:
         c = settings.cluster
         self.node = node if c.redis_url else None
         self.partitions = partitions_of(node or 0, self.count) if c.redis_url else range(self.count)
@@ -386,9 +438,18 @@ class Coordinator:
             )
         else:
             _pin_worker_count(self.root, self.count, None, settings.workers.partition_by)
-        ctx = mp.get_context("spawn")
+        self._ctx = ctx = mp.get_context("spawn")
         self._status: SynchronizedArray[int] = ctx.Array("q", _FIELDS * self.count)
         self._stop: Synchronized[int] = ctx.Value("i", 0)
+        #: [stop requested, reloads ordered]: the signals the workers ignore, passed on
+        self._orders: SynchronizedArray[int] = ctx.Array("q", 2)
+        self._on_progress = on_progress
+        every = settings.output.progress_interval_s
+        self._progress_every = every if on_progress is not None and every > 0 else 0.0
+        self._progress_q: Any = ctx.Queue() if self._progress_every else None
+        self._progress: dict[int, dict[str, Any]] = {}  #: each worker's latest snapshot
+        self._next_progress = time.monotonic() + self._progress_every
+        self._started = time.monotonic()
         raw = msgspec.msgpack.encode(settings)
         #: the coordinator's ends of the workers' command pipes (with the control API only), in
         #: the order of ``self.partitions``
@@ -406,7 +467,8 @@ class Coordinator:
             ctx.Process(
                 target=_worker_main,
                 args=(raw, p, self.partitions, self.total, self._status, self._stop, run_id,
-                      ends[slot], path, file_output_dir),
+                      ends[slot], path, file_output_dir, self._orders, os.getpid(),
+                      self._progress_q),
                 name=f"frontier-crawl-worker-{p}",
             )
             for slot, p in enumerate(self.partitions)
@@ -436,6 +498,12 @@ class Coordinator:
         """Run the workers to the end of the crawl; in cluster mode join the cluster first
         (``ClusterRefused``, ``ClusterUnavailable`` before any request) and publish the
         node's report to it at the end."""
+        try:
+            return self._run_node()
+        finally:
+            self._lock.release()
+
+    def _run_node(self) -> dict[str, Any]:
         if self._cluster is not None:
             self._cluster.join(cluster_identity(self.settings))
         try:
@@ -469,8 +537,10 @@ class Coordinator:
                     self.settings.control.listen, self.root, self.status, self.metrics,
                     dispatch=self.dispatch,
                 )  # fmt: skip
-            for proc in self._procs:
-                proc.start()
+            # the terminal's signals ignored from the workers' first instruction
+            with spawning(self._ctx, self.root / "state"):
+                for proc in self._procs:
+                    proc.start()
             if self._cluster is not None:
                 self._wait_for_the_cluster(self._cluster, inboxes)
             else:
@@ -528,6 +598,7 @@ class Coordinator:
                 self._stop.value = 1
                 return
             previous = snap
+            self._show_progress()
             time.sleep(COORDINATOR_TICK_S)
 
     # -- the control API (HTTP threads) ------------------------------------------------------
@@ -615,10 +686,8 @@ class Coordinator:
 
     def _on_hangup(self, signum: int, frame: FrameType | None) -> None:
         """SIGHUP: every worker reads crawl.toml again."""
-        del frame
-        for proc in self._procs:
-            if proc.pid is not None and proc.exitcode is None:
-                os.kill(proc.pid, signum)
+        del signum, frame
+        self._orders[1] = self._orders[1] + 1
 
     def _wait_for_the_cluster(self, node: ClusterNode, inboxes: Mailbox) -> None:
         """Cluster mode: move batches from this node's streams into its inboxes, answer the
@@ -632,6 +701,7 @@ class Coordinator:
                 if time.monotonic() >= next_tick:  # the probe once a tick, batches at once
                     next_tick = time.monotonic() + COORDINATOR_TICK_S
                     node.heartbeat(time.monotonic())
+                    self._show_progress()
                     snap = (*self._snapshot(), node.pumped)
                     if previous == snap and self._finished(snap[:-1], node.pumped):
                         # quiet so far: read the round, look again after reading it, answer.
@@ -658,16 +728,68 @@ class Coordinator:
         return sent, received
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """SIGINT/SIGTERM: the workers (which ignore the signals the terminal or a service
+        manager sends to every process at once) are ordered to stop gracefully; a second
+        signal ends them and this process at once (as safe as a kill -9)."""
         del frame
         self._signals += 1
-        for proc in self._procs:
-            if proc.pid is not None and proc.exitcode is None:
-                os.kill(proc.pid, signum)
         if self._signals > 1:
+            os.write(2, b"frontier-crawl: second signal, exiting at once\n")
+            for proc in self._procs:
+                if proc.pid is not None and proc.exitcode is None:
+                    with contextlib.suppress(OSError):
+                        os.kill(proc.pid, signal.SIGKILL)
             os._exit(128 + signum)
+        self._orders[0] = 1
+        log.warning(
+            "received %s: stopping the workers (in-flight transfers finish, up to %.0f s)",
+            signal.Signals(signum).name, self.settings.crawl.stop_timeout_s,
+        )  # fmt: skip
+
+    def _show_progress(self) -> None:
+        """Take the workers' progress snapshots; every ``progress_interval_s``, show them
+        merged (``on_progress``)."""
+        if self._progress_q is None:
+            return
+        with contextlib.suppress(Exception):  # queue.Empty, or a worker gone mid-message
+            while not self._progress_q.empty():
+                snap = self._progress_q.get_nowait()
+                self._progress[int(snap.get("worker", 0))] = snap
+        now = time.monotonic()
+        if now < self._next_progress or self._on_progress is None:
+            return
+        self._next_progress = now + self._progress_every
+        self._on_progress(merge_progress(list(self._progress.values()), now - self._started))
 
 
 _STATES = ("stopping", "running", "paused", "starting", "finished")
+
+
+def merge_progress(snaps: list[dict[str, Any]], elapsed_s: float) -> dict[str, Any]:
+    """One progress snapshot from the workers' latest ones: counts added, the bottleneck most
+    workers name."""
+    merged: dict[str, Any] = {"pages": 0, "queued": 0, "in_flight": 0, "hosts": 0}
+    for snap in snaps:
+        for key, value in snap.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                merged[key] = merged.get(key, 0) + value
+    merged["elapsed_s"] = elapsed_s
+    merged["pages_per_s"] = merged["pages"] / elapsed_s if elapsed_s > 0 else 0.0
+    merged["paused_for_space"] = any(s.get("paused_for_space") for s in snaps)
+    named = Counter(str(s["bottleneck"]).partition(":")[0] for s in snaps if s.get("bottleneck"))
+    if named:
+        name, count = named.most_common(1)[0]
+        first = next(str(s["bottleneck"]) for s in snaps if str(s["bottleneck"]).startswith(name))
+        who = "all workers" if count == len(snaps) else f"{count} of {len(snaps)} workers"
+        detail = first.partition(":")[2].strip()
+        merged["bottleneck"] = first if len(snaps) == 1 else f"{name}: {who}, e.g. {detail}"
+
+    if any("items" in s for s in snaps):
+        merged["callback_ms"] = max(tuple(s["callback_ms"]) for s in snaps if "items" in s)
+        merged["pipeline_ms"] = max(tuple(s["pipeline_ms"]) for s in snaps if "items" in s)
+        merged["spider_share"] = max(float(s.get("spider_share", 0)) for s in snaps)
+    merged.pop("worker", None)
+    return merged
 
 
 def merge_status(snaps: list[dict[str, Any]]) -> dict[str, Any]:

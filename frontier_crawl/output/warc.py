@@ -43,12 +43,10 @@ capture that holds the payload.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import hashlib
 import math
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -70,9 +68,10 @@ from zlib_ng import zlib_ng
 
 from frontier_crawl import __version__
 from frontier_crawl.output.fsync import fsync_directory
+from frontier_crawl.proctree import child_argv, die_with_parent, ignore_terminal_signals
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from frontier_crawl.config import CrawlSettings
 
@@ -151,9 +150,12 @@ class WarcWriter:
         background: bool = True,
         durable: bool = True,
         sync_interval_s: float = 0.05,
+        keep_fds: Sequence[int] = (),
     ):
         """``gzip_level`` 0 is ``compressor``'s default level (``COMPRESSORS``); ``durable``
-        and ``sync_interval_s``: see the module docstring."""
+        and ``sync_interval_s``: see the module docstring. ``keep_fds``: descriptors the child
+        holds for its life (the state directory's lock: the directory is not free until the
+        child, too, has ended)."""
         _check_prefix(prefix)
         if max_bytes <= 0:
             raise ValueError(f"max_bytes must be positive, got {max_bytes}")
@@ -168,7 +170,7 @@ class WarcWriter:
             directory, prefix, max_bytes, _warcinfo_fields(info), level, compressor, durable
         )
         self._sink: _Files | _ChildSink = (
-            _ChildSink(files, sync_interval_s) if background else files
+            _ChildSink(files, sync_interval_s, keep_fds) if background else files
         )
         self._closed = False
         self._sent = 0
@@ -382,7 +384,9 @@ class _ChildSink:
     script read from standard input), and fork would copy a process with libcurl threads.
     """
 
-    def __init__(self, files: _Files, sync_interval_s: float = 0.05) -> None:
+    def __init__(
+        self, files: _Files, sync_interval_s: float = 0.05, keep_fds: Sequence[int] = ()
+    ) -> None:
         ours, theirs = socket.socketpair()
         # Room for a few hundred pages between the crawl loop and the child (the default
         # holds about ten): the loop then blocks on a full socket only when the child falls
@@ -397,8 +401,12 @@ class _ChildSink:
         )
         with theirs:
             self._process = subprocess.Popen(
-                [sys.executable, "-c", _CHILD_CODE, str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),),
+                # the terminal's signals ignored from the first instruction: the crawl stops
+                # its writer (proctree.py)
+                child_argv(
+                    [sys.executable, "-c", _CHILD_CODE, str(theirs.fileno()), str(os.getpid())]
+                ),
+                pass_fds=(theirs.fileno(), *keep_fds),
                 stdin=subprocess.DEVNULL,
                 env=env,
             )
@@ -487,8 +495,9 @@ class _ChildSink:
 
 
 def child_entry() -> None:
-    """The WARC writer process: ``python -c ... <fd>`` (see ``_ChildSink``)."""
-    _die_with_parent()
+    """The WARC writer process: ``python -c ... <fd> <parent pid>`` (see ``_ChildSink``)."""
+    ignore_terminal_signals()  # already ignored by its sh; in case it was started otherwise
+    die_with_parent(int(sys.argv[2]) if len(sys.argv) > 2 else None)
     conn = Connection(int(sys.argv[1]))
     try:
         command, arg = conn.recv()
@@ -589,17 +598,6 @@ def _child_main(conn: Connection, files: _Files, sync_interval_s: float) -> None
         if command == "close":
             return
 
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
-
-
-_PR_SET_PDEATHSIG = 1
 
 
 #: deflate libraries for the gzip members: name -> (default level, highest level)
