@@ -4,9 +4,9 @@
 Exit status: 0 crawl finished (or stopped gracefully by a signal), 1 runtime failure (a write
 that failed, such as a full disk; a stop for low disk space; a failed worker; Redis unreachable
 for ``cluster.unreachable_timeout_s``), 2 bad configuration or usage (reported before any
-network traffic; in a cluster also a ``--node`` out of range or already running, or a crawl
-identity that differs from the cluster's). After a 1 the same command resumes the crawl once
-the cause is gone.
+network traffic; ``output_dir`` in use by another live crawl; in a cluster also a ``--node``
+out of range or already running, or a crawl identity that differs from the cluster's). After a
+1 the same command resumes the crawl once the cause is gone.
 """
 
 from __future__ import annotations

@@ -187,6 +187,17 @@ def sigterm_main(crawl: Crawl) -> tuple[set[int], bool]:
     return {0}, False
 
 
+def second_signal_group(crawl: Crawl) -> tuple[set[int], bool]:
+    """Ctrl-C, then (at once: two different signals never merge into one delivery, and a
+    graceful stop of fast pages can end before a later one) SIGTERM, to the whole group."""
+    tree = crawl.tree()
+    os.killpg(crawl.pid, signal.SIGINT)
+    os.killpg(crawl.pid, signal.SIGTERM)
+    crawl.wait()
+    gone(tree)  # the workers are killed with it, and their WARC writers die with them
+    return {128 + signal.SIGTERM}, True
+
+
 def kill_9_main(crawl: Crawl) -> tuple[set[int], bool]:
     tree = crawl.tree()
     os.kill(crawl.pid, signal.SIGKILL)
@@ -212,6 +223,7 @@ EVENTS = {
     "ctrl-c-group": ctrl_c_group,
     "sigterm-group": sigterm_group,
     "sigterm-main": sigterm_main,
+    "second-signal-group": second_signal_group,
     "kill-9-main": kill_9_main,
     "kill-9-worker": kill_9_worker,
     "kill-9-warc-writer": kill_9_warc_writer,
@@ -272,8 +284,8 @@ def run_case(
         assert max(served_pages(server, since).values()) == 1
 
 
-TWO = ["ctrl-c-group", "sigterm-group", "sigterm-main", "kill-9-main", "kill-9-worker",
-       "kill-9-warc-writer"]  # fmt: skip
+TWO = ["ctrl-c-group", "sigterm-group", "sigterm-main", "second-signal-group", "kill-9-main",
+       "kill-9-worker", "kill-9-warc-writer"]  # fmt: skip
 #: one process: the group signals (its WARC writer is in the group) and the writer's death;
 #: SIGTERM and kill -9 of the main PID are the older tests' cases (test_crash.py), and the
 #: restart within 100 ms is a kill -9 of the main PID besides
@@ -358,17 +370,20 @@ def cluster_case(
     if event == "restart-100ms":
         os.kill(victim.pid, signal.SIGKILL)
         dead = victim.proc
-        victim.start()  # at once, the old process not yet reaped
-        assert dead is not None and dead.wait(10) == -signal.SIGKILL
-        gone(tree)
+        victim.start()  # at once; the old process is left unreaped (a zombie) meanwhile
         lossy = True
+        dead_tree = tree
     else:
+        dead, dead_tree = None, set()
         codes, lossy = EVENTS[event](victim)
         assert victim.wait() in codes, victim.output()[-3000:]
         gone(tree)
         assert "second signal" not in victim.output()
         victim.start()
     assert [n.wait() for n in nodes] == [0, 0], [n.output()[-2000:] for n in nodes]
+    if dead is not None:
+        assert dead.wait(10) == -signal.SIGKILL
+        gone(dead_tree - {dead.pid})
     check(site, server, since, tmp_path, nodes, kills=int(lossy),
           roots=[tmp_path / "out-0", tmp_path / "out-1"])  # fmt: skip
 
@@ -379,3 +394,29 @@ def test_cluster_node(
     tmp_path: Path, site_server: tuple[Site, DemoServer], redis_server: RedisServer, event: str
 ) -> None:
     cluster_case(tmp_path, site_server, redis_server, event)
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sighup_to_the_group_is_one_reload_and_piped_progress_shows(
+    tmp_path: Path, site_server: tuple[Site, DemoServer], workers: int
+) -> None:
+    """SIGHUP to the whole group: each crawling process reads crawl.toml again once (the WARC
+    writers and workers ignore it: no child dies of it), the crawl goes on to the end. With its
+    output going to a file, the progress lines are printed with workers too."""
+    site, server = site_server
+    since = len(server.log())
+    # progress_interval_s 5 -> 0.5: a crawl of a few seconds prints several lines
+    cfg = config(tmp_path, site, server.port, workers={"processes": workers},
+                 output={"progress_interval_s": 0.5})  # fmt: skip
+    crawl = Crawl(cfg).start()
+    crawling(crawl, server, since, site, 0.2)
+    tree = crawl.tree()
+    os.killpg(crawl.pid, signal.SIGHUP)
+    assert crawl.wait() == 0, crawl.output()[-3000:]
+    gone(tree)
+    text = crawl.output()
+    assert text.count("read again") == workers, text[-3000:]
+    progress = [line for line in text.splitlines() if " pages " in line and "queued" in line]
+    assert len(progress) >= 2, text[-3000:]
+    check(site, server, since, tmp_path, [crawl], kills=0, roots=[tmp_path / "out"])
