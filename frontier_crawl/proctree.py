@@ -203,7 +203,8 @@ class StateLock:
             now = time.monotonic()
             if deadline is None:
                 deadline = now + wait_s
-            if not said:  # the holder ended; what holds the lock now are its dying children
+            if not said and pid:  # the holder ended; what holds the lock now: its dying children
+                # (no pid: a holder that has only just taken the lock, about to write it)
                 log.warning(
                     "%s: process %s of the previous run has ended; waiting up to %.0f s for "
                     "its remaining processes to exit", path, pid or "?", wait_s,

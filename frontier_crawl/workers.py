@@ -299,6 +299,8 @@ def _worker_main(
     die_with_parent(parent)
     watch_parent()
     ignore_terminal_signals()
+    if progress is not None:  # snapshots only: never wait at exit for one to be read
+        progress.cancel_join_thread()
     settings = msgspec.msgpack.decode(raw, type=CrawlSettings)
     root = Path(settings.crawl.output_dir)
     remote = None

@@ -218,9 +218,18 @@ def test_before_every_node_joined_and_refusals(
     assert memory is not None and links > 0
     print(f"{len(entries)} batches, {links} links wait for node 1: {memory} bytes in Redis, "
           f"{memory / links:.0f} bytes per pending link")  # fmt: skip
-    # the same node number twice: refused while the first is alive
+    # the same node twice: on its output directory, refused by the directory's lock; on
+    # another directory, by its membership, while the first is alive
     twice = subprocess.run(node_cmd(cfg, "--node", "0"), capture_output=True, text=True, timeout=30)
-    assert twice.returncode == 2 and "node 0 is already running" in twice.stderr, twice.stderr
+    assert twice.returncode == 2 and f"in use by process {first.proc.pid}" in twice.stderr, (
+        twice.stderr
+    )
+    (tmp_path / "elsewhere").mkdir()
+    elsewhere = cluster_config(tmp_path / "elsewhere", site, server.port, redis_server.url, 2)
+    again = subprocess.run(
+        node_cmd(elsewhere, "--node", "0"), capture_output=True, text=True, timeout=30
+    )
+    assert again.returncode == 2 and "node 0 is already running" in again.stderr, again.stderr
     # another identity: refused, naming the keys
     (tmp_path / "other").mkdir()
     other = cluster_config(
@@ -232,7 +241,7 @@ def test_before_every_node_joined_and_refusals(
     )
     assert proc.returncode == 2, proc.stderr
     assert "frontier.seen_capacity" in proc.stderr and "differs" in proc.stderr
-    assert PASSWORD not in twice.stderr + proc.stderr
+    assert PASSWORD not in twice.stderr + again.stderr + proc.stderr
     # a batch sent twice (a sender killed between XADD and its outbox delete resends it) is
     # admitted once, by its id; entries that are not batches are dropped and counted
     _, fields = entries[0]
