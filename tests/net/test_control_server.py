@@ -240,7 +240,7 @@ def test_absolute_form_targets_are_checked_like_the_host_header(server: ControlS
     assert status_of(server, head(server, "GET", "*")) == 400
 
 
-@pytest.mark.parametrize("length", ["2_0", "+20", "20 20", "0x14", "-1", "２０"])
+@pytest.mark.parametrize("length", ["2_0", "+20", "20 20", "0x14", "-1", "\uff12\uff10"])
 def test_content_length_is_digits_only(server: ControlServer, length: str) -> None:
     body = b'{"host":"a.test"}   '  # 20 bytes
     data = head(server, "POST", "/api/block", f"Content-Length: {length}").replace(
