@@ -136,6 +136,27 @@ def test_dashboard_during_a_crawl_then_report_html_from_disk(
             proc.wait()
 
 
+def _shown(page: Any) -> dict[str, Any]:
+    return {
+        "pages": _int(page.text_content("#pages") or ""),
+        "queued": _int(page.text_content("#queued") or ""),
+        "hosts": _int(page.text_content("#hosts-total") or ""),
+        "state": page.text_content("#state"),
+        "bottleneck": page.text_content("#bottleneck-name"),
+        "detail": page.text_content("#bottleneck-detail"),
+        "busiest": page.text_content("#busiest") or "",
+        "outcomes": page.text_content("#outcomes") or "",
+        "legend": page.text_content("#hosts-legend") or "",
+    }
+
+
+def _settled(page: Any) -> dict[str, Any] | None:
+    """What the page shows, read twice the same (so from one drawing: the page may draw a new
+    status between two of the reads, and the fields would then come from two statuses)."""
+    first = _shown(page)
+    return first if _shown(page) == first else None
+
+
 def _chart_points(page: Any) -> int:
     """Points of the dashboard chart's line (0 before it has two)."""
     line = page.query_selector("#chart polyline")
@@ -165,17 +186,7 @@ def _check_dashboard(browser: Any, api: Api, server: DemoServer, tmp_path: Path)
     # one poll (1 s) of what another client reads before and after
     before = api.status()
     time.sleep(1.5)  # at least one poll after `before`
-    shown = {
-        "pages": _int(page.text_content("#pages") or ""),
-        "queued": _int(page.text_content("#queued") or ""),
-        "hosts": _int(page.text_content("#hosts-total") or ""),
-        "state": page.text_content("#state"),
-        "bottleneck": page.text_content("#bottleneck-name"),
-        "detail": page.text_content("#bottleneck-detail"),
-        "busiest": page.text_content("#busiest") or "",
-        "outcomes": page.text_content("#outcomes") or "",
-        "legend": page.text_content("#hosts-legend") or "",
-    }
+    shown = wait_for("one drawing read whole", lambda: _settled(page), 10)
     after = api.status()
     assert before["pages"] <= shown["pages"] <= after["pages"], (before["pages"], shown, after)
     replies = [r.json() for r in status_replies[-3:]]  # the one drawn is among the last
