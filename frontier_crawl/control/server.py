@@ -93,6 +93,8 @@ MAX_HEAD_BYTES = 16 << 10
 READ_TIMEOUT_S = 10.0
 #: a reply must be taken by the client within this long
 WRITE_TIMEOUT_S = 10.0
+#: a closed connection reads what its client still sends for this long at most
+LINGER_S = 1.0
 #: connections served at once (a thread each); one more is answered 503 and closed
 MAX_CONNECTIONS = 32
 BACKLOG = 128
@@ -210,11 +212,14 @@ class _Connection:
     def __init__(self, control: ControlServer, sock: socket.socket, client: str) -> None:
         self.control, self.sock, self.client = control, sock, client
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        #: the first bytes of the request being read (its method, should h11 refuse it)
+        self.prefix = b""
 
     def serve(self) -> None:
         while True:
             deadline = time.monotonic() + self.control.read_timeout_s
             method, shown = "-", "-"
+            self.prefix = self.h11.trailing_data[0][:16]
             try:
                 event = self._next(deadline)
                 if isinstance(event, h11.ConnectionClosed):
@@ -232,6 +237,8 @@ class _Connection:
             except h11.RemoteProtocolError as exc:
                 status = HTTPStatus(exc.error_status_hint)
                 reply = _error(status, f"bad request: {str(exc)[:200]}", close=True)
+                if self.prefix.lstrip(b"\r\n").startswith(b"HEAD "):
+                    reply.body = b""  # a HEAD h11 could not parse: a reply without a body
             if self.h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
                 return
             log.debug("control API %s: %s %s -> %d", self.client, method, shown, reply.status)
@@ -262,6 +269,8 @@ class _Connection:
                 raise _Timeout if started else _Closed from None
             except OSError:
                 raise _Closed from None
+            if len(self.prefix) < 16 and self.h11.their_state is h11.IDLE:
+                self.prefix += data[:16]
             self.h11.receive_data(data)
 
     def _handle(self, request: h11.Request, method: str, deadline: float) -> Reply:
@@ -434,9 +443,8 @@ class ControlServer:
         except Exception:
             log.exception("control API: the connection from %s failed", client)
         finally:
+            _linger_close(sock)
             self._release(sock)
-            with contextlib.suppress(OSError):
-                sock.close()
 
     def _release(self, sock: socket.socket) -> None:
         with self._lock:
@@ -622,6 +630,27 @@ def _allowed(path: str) -> str:
     if path in _POST_PATHS:
         return "POST"
     return "GET, POST"
+
+
+def _linger_close(sock: socket.socket) -> None:
+    """Close a connection so the client reads the last reply: end our side, then read what
+    the client still sends (a pipelined request, the rest of a refused body; at most
+    :data:`MAX_BODY_BYTES` and :data:`LINGER_S`) before closing, or the kernel would answer
+    it with a reset that can discard the reply from the client's buffer."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + LINGER_S
+        left = MAX_BODY_BYTES
+        while left > 0 and (wait := deadline - time.monotonic()) > 0:
+            sock.settimeout(wait)
+            data = sock.recv(65536)
+            if not data:
+                break
+            left -= len(data)
+    except OSError:
+        pass
+    finally:
+        sock.close()
 
 
 def _refuse(sock: socket.socket) -> None:

@@ -75,16 +75,24 @@ def exchange(server: ControlServer, data: bytes, timeout_s: float = 10.0) -> byt
     return b"".join(chunks)
 
 
-def responses(raw: bytes) -> list[tuple[int, dict[str, str], bytes]]:
-    """The HTTP responses in ``raw`` (h11 as the client: a malformed one raises)."""
+Replies = list[tuple[int, dict[str, str], bytes]]
+
+
+def responses(raw: bytes, methods: list[str] | None = None) -> Replies:
+    """The HTTP responses in ``raw`` to requests of ``methods`` (GET for those not given; a
+    reply to HEAD has no body), interim 1xx replies skipped; h11 as the client: anything
+    malformed raises."""
     client = h11.Connection(h11.CLIENT)
-    out: list[tuple[int, dict[str, str], bytes]] = []
+    out: Replies = []
     client.receive_data(raw)
     client.receive_data(b"")
     while client.trailing_data[0]:  # more bytes: one more response, whole
-        client.send(h11.Request(method="GET", target="/", headers=[("Host", "x")]))
+        method = (methods or [])[len(out)] if len(out) < len(methods or []) else "GET"
+        client.send(h11.Request(method=method, target="/", headers=[("Host", "x")]))
         client.send(h11.EndOfMessage())
         event = client.next_event()
+        while isinstance(event, h11.InformationalResponse):
+            event = client.next_event()
         assert isinstance(event, h11.Response), event
         body = b""
         while not isinstance(part := client.next_event(), h11.EndOfMessage):
