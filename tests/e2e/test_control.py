@@ -347,6 +347,12 @@ def test_ctl_when_not_running(tmp_path: Path, web: tuple[Site, DemoServer]) -> N
     assert done.returncode == 3 and "not running" in done.stderr, done
     assert ctl(cfg, "delay", "a.example").returncode == 2
     assert ctl(cfg, "frobnicate").returncode == 2
+    # an address file that is not an address (cut short, or planted): said, no traceback
+    for text in ("", "127.0.0.1:", "127.0.0.1:99999", "evil\x00:80\n", "127.0.0.1:1 2\n"):
+        (out / "control.addr").write_text(text)
+        done = ctl(cfg, "status")
+        assert done.returncode == 3 and "control.addr" in done.stderr, (text, done)
+        assert "Traceback" not in done.stderr, done.stderr
 
 
 def test_operator_scenario(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
