@@ -28,9 +28,10 @@ Rules, every request:
   carries CORS headers (a browser page from elsewhere cannot read a reply, nor send the token
   header, which needs a preflight). GET never changes anything.
 * ``Authorization: Bearer <token>`` (compared with ``hmac.compare_digest``); missing or wrong:
-  401. ``GET /`` alone may bring the token as ``?token=`` (the dashboard's link; its script
-  moves it into the header). A client's first 401 is a warning naming its address; the next
-  ones are counted and logged as one line per client per :data:`REFUSALS_LOG_INTERVAL_S`.
+  401, and the connection is closed. ``GET /`` alone may bring the token as ``?token=`` (the
+  dashboard's link; its script moves it into the header). A client's first 401 is a warning
+  naming its address; the next ones are counted and logged as one line per client per
+  :data:`REFUSALS_LOG_INTERVAL_S`.
 * Logs never show a token: access lines (debug) name the method, the path without its query
   (a token in the path is masked) and the status; never a header or a request line.
 * Bodies: JSON objects, at most :data:`MAX_BODY_BYTES` (413 on the announced length, before
@@ -491,7 +492,9 @@ class ControlServer:
             self._unauthorised.refused(client, reason, f"control API: {method} "
                                        f"{self.shown_path(request.target)} from {client} "
                                        f"refused: {reason}")  # fmt: skip
+            # closed after it: a client without the token pays a connection per try
             return _error(HTTPStatus.UNAUTHORIZED, "a valid bearer token is required",
+                          close=True,
                           headers={"WWW-Authenticate": 'Bearer realm="frontier-crawl"'})
         return None
 
