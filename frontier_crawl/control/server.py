@@ -233,7 +233,8 @@ class _Connection:
                 return
             except _Timeout:
                 reply = _error(HTTPStatus.REQUEST_TIMEOUT,
-                               f"the request did not arrive within {READ_TIMEOUT_S:.0f} s",
+                               f"the request did not arrive within "
+                               f"{self.control.read_timeout_s:g} s",
                                close=True)  # fmt: skip
             except h11.RemoteProtocolError as exc:
                 status = HTTPStatus(exc.error_status_hint)
@@ -243,7 +244,10 @@ class _Connection:
             if self.h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
                 return
             log.debug("control API %s: %s %s -> %d", self.client, method, shown, reply.status)
-            self._send(reply, method)
+            try:
+                self._send(reply, method)
+            except _Closed:
+                return
             if reply.close or _must_close(self.h11):
                 return
             try:
@@ -377,7 +381,9 @@ class ControlServer:
             _write_private(output_dir / TOKEN_FILE, self._token + "\n")
             _write_private(output_dir / ADDR_FILE, self.address + "\n")
         except BaseException:
-            self._sock.close()
+            for resource in (self._sock, self._wake_r, self._wake_w):
+                resource.close()
+            self.queue.close()
             raise
         self._thread = threading.Thread(target=self._accept_loop, name="control-api",
                                         daemon=True)  # fmt: skip
@@ -419,7 +425,8 @@ class ControlServer:
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:  # out of file descriptors: wait a little, do not spin
-            log.warning("control API: cannot accept a connection: %s", exc.strerror or exc)
+            self._busy.refused("-", "cannot accept", "control API: cannot accept a connection: "
+                               f"{exc.strerror or exc}")  # fmt: skip
             time.sleep(0.1)
             return
         client = str(address[0])
