@@ -13,6 +13,7 @@ file is stale.
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import json
 import sys
 from pathlib import Path
@@ -52,16 +53,16 @@ class Client:
                 EXIT_UNREACHABLE,
             )
         try:
-            self.address = (root / ADDR_FILE).read_text().strip()
-            self.token = (root / TOKEN_FILE).read_text().strip()
+            address = (root / ADDR_FILE).read_text(encoding="ascii")
+            self.token = (root / TOKEN_FILE).read_text(encoding="ascii").strip()
         except FileNotFoundError:
             raise CtlError(f"the crawl in {root} is not running (no {ADDR_FILE} there)",
                            EXIT_UNREACHABLE) from None  # fmt: skip
-        except OSError as exc:
-            raise CtlError(f"cannot read the crawl's {TOKEN_FILE}: {exc}",
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CtlError(f"cannot read the crawl's {ADDR_FILE} or {TOKEN_FILE}: {exc}",
                            EXIT_UNREACHABLE) from None  # fmt: skip
-        host, _, port = self.address.rpartition(":")
-        self._host, self._port = host.strip("[]"), int(port)
+        self.address = address.strip()
+        self._host, self._port = _address(self.address, root)
 
     def request(self, method: str, path: str, body: object = None) -> dict[str, Any]:
         data = json.dumps(body).encode() if body is not None else b""
@@ -94,6 +95,21 @@ class Client:
         if response.status != 200 or "error" in reply:
             raise CtlError(str(reply.get("error", f"HTTP {response.status}")), EXIT_REFUSED)
         return dict(reply)
+
+
+def _address(address: str, root: Path) -> tuple[str, int]:
+    """The (host, port) of a control.addr's ``host:port`` or ``[v6]:port``: the crawl writes
+    it whole (a temporary file renamed), so anything else was not written by a crawl."""
+    host, _, port = address.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        ipaddress.ip_address(host)
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(port)
+    except ValueError:
+        raise CtlError(f"{root / ADDR_FILE} does not hold a listen address ({address[:60]!r}); "
+                       "is a crawl starting there?", EXIT_UNREACHABLE) from None  # fmt: skip
+    return host, int(port)
 
 
 def read_seeds(path: Path) -> list[str]:

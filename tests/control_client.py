@@ -18,6 +18,25 @@ from frontier_crawl.demo.server import DemoServer, RequestLogEntry
 START_S = 30.0
 
 
+def read_api_files(out: Path, wait_s: float = START_S) -> tuple[str, str]:
+    """``out/control.addr`` and ``out/control.token``, once both hold a whole line (the crawl
+    writes each whole and renames it into place; a line ending is the end of the content): the
+    address and the token."""
+
+    def whole() -> tuple[str, str] | None:
+        try:
+            addr = (out / "control.addr").read_text()
+            token = (out / "control.token").read_text()
+        except FileNotFoundError:
+            return None
+        if not (addr.endswith("\n") and token.endswith("\n")):
+            return None
+        return addr.strip(), token.strip()
+
+    found: tuple[str, str] = wait_until(f"the control API's files in {out}", whole, wait_s)
+    return found
+
+
 @dataclass
 class Reply:
     status: int
@@ -29,15 +48,7 @@ class Api:
     """The control API of the crawl writing into ``out``."""
 
     def __init__(self, out: Path, wait_s: float = START_S) -> None:
-        deadline = time.monotonic() + wait_s
-        addr = out / "control.addr"
-        while not addr.exists():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no {addr} after {wait_s} s")
-            time.sleep(0.05)
-        time.sleep(0.05)
-        self.address = addr.read_text().strip()
-        self.token = (out / "control.token").read_text().strip()
+        self.address, self.token = read_api_files(out, wait_s)
         host, _, port = self.address.rpartition(":")
         self.host, self.port = host, int(port)
 

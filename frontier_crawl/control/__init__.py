@@ -10,8 +10,8 @@ holds no locks around it. It imports only ``config`` and third-party libraries
 * ``metrics.py``: the Prometheus text rendered from status snapshots (one label: ``worker``).
 * ``commands.py``: operator commands, validated, and the queue the loop drains each tick (with
   its wakeup fd).
-* ``server.py``: the HTTP listener (a daemon thread), its token and address files, the auth
-  and Host rules.
+* ``server.py``: the HTTP listener (h11 parsing; a listener thread and at most 32 connection
+  threads), its token and address files, the auth, Host and framing rules.
 """
 
 from frontier_crawl.control.status import (

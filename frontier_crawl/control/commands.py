@@ -16,7 +16,9 @@ window loses the command (the reply said "applied", not "committed"; run it agai
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import math
+import re
 import socket
 import threading
 import time
@@ -71,10 +73,18 @@ class Command:
     urls: tuple[str, ...] = ()  #: seeds
 
 
+#: one label of a host name as the frontier keys it (lower case ASCII, IDNA-encoded): letters,
+#: digits, ``-`` (not first or last) and ``_`` (seen in real names), 1 to 63 characters
+_LABEL = re.compile(r"(?!-)[a-z0-9_-]{1,63}(?<!-)")
+
+
 def normalise_host(raw: object) -> str:
     """A host name from an operator: ``example.org``, ``Example.ORG.``, an origin or URL
-    (``https://example.org:8443/x``: its host), an IPv6 address with or without brackets;
-    lower case, IDNA-encoded. BadCommand if it is not one."""
+    (``https://example.org:8443/x``: its host, whatever the port), an IPv4 or IPv6 address
+    (with or without brackets); lower case, IDNA-encoded, as the frontier matches it (the host
+    of a canonical URL, no port). BadCommand if it is not one: each dot-separated label 1-63
+    letters, digits, ``-`` or ``_`` (no ``-`` first or last), 253 characters at most, or an
+    IP address; a NUL, a space, markup, an empty label or a bare ``host:port`` is refused."""
     if not isinstance(raw, str) or not raw.strip():
         raise BadCommand('"host": a host name is required (e.g. "example.org")')
     text = raw.strip()
@@ -86,15 +96,22 @@ def normalise_host(raw: object) -> str:
     else:
         host = text[1:-1] if text.startswith("[") and text.endswith("]") else text
     host = host.rstrip(".").lower()
-    if not host or len(host) > 253 or any(c.isspace() or c in "/?#@[]\\" for c in host):
+    if not host or len(host) > 253:
         raise BadCommand(f'"host": not a host name: {raw!r}')
-    if ":" in host and not all(c in "0123456789abcdef:." for c in host):
+    if ":" in host:
+        try:
+            if "%" not in host:  # a zone index is no part of a URL's host
+                return str(ipaddress.IPv6Address(host))
+        except ValueError:
+            pass
         raise BadCommand(f'"host": not a host name (a port is not part of it): {raw!r}')
     if not host.isascii():
         try:
             host = host.encode("idna").decode("ascii")
         except UnicodeError:
             raise BadCommand(f'"host": not a valid international host name: {raw!r}') from None
+    if len(host) > 253 or not all(_LABEL.fullmatch(label) for label in host.split(".")):
+        raise BadCommand(f'"host": not a host name: {raw!r}')
     return host
 
 

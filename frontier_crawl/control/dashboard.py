@@ -1,7 +1,11 @@
 """The dashboard served at ``GET /``: one self-contained page, inline CSS and script.
 
-Nothing is loaded from anywhere but the control listener itself (its ``<meta>``
-Content-Security-Policy allows only inline style and script and ``fetch`` to the same origin),
+Nothing is loaded from anywhere but the control listener itself: its Content-Security-Policy
+(in a ``<meta>`` of the page, and as a header from the server, :func:`content_security_policy`)
+allows only the page's own ``<style>`` and ``<script>``, by their SHA-256 hashes computed from
+the bytes served, and ``fetch`` to the same origin; no ``'unsafe-inline'``, so even markup that
+got into the page could run no script and set no inline style (the page itself has no
+``style=`` attribute; its script sets styles through the CSSOM, which a CSP allows),
 so it works on a machine without internet access and leaks nothing. It polls
 ``GET /api/status`` every second and draws what it gets: the state and the bottleneck line,
 pages, pages/s over the last ten minutes (an SVG chart of ``history``), queued URLs, hosts by
@@ -20,6 +24,10 @@ attributes set one by one), never as markup (no ``innerHTML``).
 
 from __future__ import annotations
 
+import base64
+import functools
+import hashlib
+import re
 from typing import Final
 
 #: how often the page asks for the status, in milliseconds
@@ -27,8 +35,7 @@ POLL_MS: Final = 1000
 
 _PAGE: Final = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline';
- style-src 'unsafe-inline'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'">
+<meta http-equiv="Content-Security-Policy" content="__CSP__">
 <meta name="referrer" content="no-referrer">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>frontier-crawl</title>
@@ -71,6 +78,7 @@ button.primary { background: var(--acc); border-color: var(--acc); color: #06101
          margin-bottom: 14px; }
 .card .v { font-size: 24px; font-weight: 700; font-variant-numeric: tabular-nums; }
 .card .k { color: var(--mute); font-size: 12px; }
+.gap { margin-bottom: 14px; }
 .grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(360px, 1fr)); gap: 14px;
          margin-bottom: 14px; }
 #chart { width: 100%; height: 220px; display: block; }
@@ -114,7 +122,7 @@ td.h { word-break: break-all; }
     <div class="k" id="concurrency">in flight</div></div>
   <div class="card panel"><div class="v" id="hosts-total">-</div><div class="k">hosts</div></div>
 </div>
-<div class="panel" style="margin-bottom:14px"><h2>Pages per second (10 s window), last 10 min</h2>
+<div class="panel gap"><h2>Pages per second (10 s window), last 10 min</h2>
   <svg id="chart" viewBox="0 0 1000 220" preserveAspectRatio="none" role="img"
        aria-label="pages per second over the last ten minutes"></svg></div>
 <div class="grid2">
@@ -430,6 +438,26 @@ poll();
 """
 
 
+_INLINE: Final = {tag: re.compile(rf"<{tag}>(.*?)</{tag}>", re.S) for tag in ("script", "style")}
+
+
+def content_security_policy(page: str, frame_ancestors: bool = False) -> str:
+    """The policy for ``page``: nothing but its own inline ``<script>`` and ``<style>``
+    elements (allowed by the SHA-256 of their text as served, UTF-8) and ``fetch`` to the same
+    origin. ``frame_ancestors``: also no framing (a header only: a ``<meta>`` cannot say it)."""
+    sources = {}
+    for tag, pattern in _INLINE.items():
+        hashes = [base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+                  for text in pattern.findall(page)]  # fmt: skip
+        sources[tag] = " ".join(f"'sha256-{h}'" for h in hashes) or "'none'"
+    policy = (f"default-src 'none'; script-src {sources['script']}; style-src "
+              f"{sources['style']}; connect-src 'self'; img-src data:; base-uri 'none'; "
+              "form-action 'none'")  # fmt: skip
+    return policy + ("; frame-ancestors 'none'" if frame_ancestors else "")
+
+
+@functools.cache
 def dashboard_html() -> str:
     """The dashboard page (the same bytes every time: it holds no crawl data)."""
-    return _PAGE.replace("__POLL_MS__", str(POLL_MS))
+    page = _PAGE.replace("__POLL_MS__", str(POLL_MS))
+    return page.replace("__CSP__", content_security_policy(page), 1)

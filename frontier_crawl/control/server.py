@@ -1,23 +1,43 @@
-"""The control API: an HTTP listener (JSON in and out) in a daemon thread.
+"""The control API: an HTTP/1.1 listener (JSON in and out) in daemon threads.
 
 ``[control] listen = "127.0.0.1:8740"`` turns it on (it is off by default). Port 0 takes any
 free port; the address bound is written to ``output_dir/control.addr`` and a fresh token to
-``output_dir/control.token`` (mode 0600, regenerated at every start), which ``frontier-crawl
-ctl`` reads. Both files are removed when the crawl ends.
+``output_dir/control.token`` (mode 0600, regenerated at every start; each written whole to a
+fresh temporary file and renamed into place, so a reader sees no file or all of it, and a
+planted symlink is replaced, never followed), which ``frontier-crawl ctl`` reads. Both files
+are removed when the crawl ends.
+
+Requests are parsed by h11 (a sans-IO HTTP/1.1 implementation), not by hand: a malformed
+request line or header, a Content-Length that is not digits, conflicting lengths, a transfer
+coding other than chunked, or headers over :data:`MAX_HEAD_BYTES` are 400 (or 431, 501) and the
+connection is closed.
 
 Rules, every request:
 
+* At most :data:`MAX_CONNECTIONS` connections are served at once (a thread each); one more is
+  answered 503 at once by the listener thread and closed. The whole of a request (its head and
+  its body) must arrive within :data:`READ_TIMEOUT_S` of the connection's opening or the end
+  of the previous reply, else 408 and the connection is closed: a client that trickles a byte
+  at a time holds its slot that long at most. Listen backlog: :data:`BACKLOG`.
+* The request's authority must name this listener: the Host header and, for an absolute-form
+  target (``GET http://host:port/path``), the target's authority too, each the listen host,
+  ``localhost`` or an IP literal, with the bound port. Anything else (a DNS-rebinding page,
+  whose Host is the attacker's name) is 421, before the token is looked at. Other target forms
+  (``*``, ``host:port``) are 400.
+* OPTIONS (a CORS preflight) is 405 with ``Allow``, before the token is looked at; no reply
+  carries CORS headers (a browser page from elsewhere cannot read a reply, nor send the token
+  header, which needs a preflight). GET never changes anything.
 * ``Authorization: Bearer <token>`` (compared with ``hmac.compare_digest``); missing or wrong:
-  401, and a warning in the log naming the client address. ``GET /`` alone may bring the token
-  as ``?token=`` (the dashboard's link; its script moves it into the header).
-* The Host header must name this listener: the listen host, ``localhost`` or an IP literal,
-  with the bound port. Anything else (a DNS-rebinding page, whose Host is the attacker's name)
-  is 421, before the token is looked at.
-* No CORS headers (a browser page from elsewhere cannot read a reply, nor send the token
-  header without a preflight that is answered 405); GET never changes anything.
-* Bodies: JSON objects, at most :data:`MAX_BODY_BYTES`; a slow client is cut after
-  :data:`READ_TIMEOUT_S`. Errors: 400 ``{"error": ...}`` for a bad body, 404 for an unknown path,
-  405 (with ``Allow``) for a known path and the wrong method, 413 for a body too large.
+  401, and the connection is closed. ``GET /`` alone may bring the token as ``?token=`` (the
+  dashboard's link; its script moves it into the header). A client's first 401 is a warning
+  naming its address; the next ones are counted and logged as one line per client per
+  :data:`REFUSALS_LOG_INTERVAL_S`.
+* Logs never show a token: access lines (debug) name the method, the path without its query
+  (a token in the path is masked) and the status; never a header or a request line.
+* Bodies: JSON objects, at most :data:`MAX_BODY_BYTES` (413 on the announced length, before
+  a byte is read), framed by Content-Length (411 for a chunked body, 400 for Content-Length
+  with Transfer-Encoding). Errors: 400 ``{"error": ...}`` for a bad body, 404 for an unknown
+  path, 405 (with ``Allow``) for a known path and the wrong method.
 
 Endpoints: ``GET /`` (dashboard), ``GET /metrics``, ``GET /api/status``, and POST
 ``/api/pause``, ``/api/resume``, ``/api/stop``, ``/api/seeds`` ``{"urls": [...]}``,
@@ -35,13 +55,20 @@ import json
 import logging
 import os
 import secrets
+import selectors
+import socket
+import tempfile
 import threading
+import time
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+import h11
 
 from frontier_crawl.config import ConfigError
 from frontier_crawl.control.commands import (
@@ -51,6 +78,7 @@ from frontier_crawl.control.commands import (
     CommandQueue,
     parse_command,
 )
+from frontier_crawl.control.dashboard import content_security_policy, dashboard_html
 
 __all__ = ["ADDR_FILE", "TOKEN_FILE", "ControlServer", "parse_listen"]
 
@@ -59,7 +87,22 @@ log = logging.getLogger(__name__)
 ADDR_FILE = "control.addr"
 TOKEN_FILE = "control.token"
 MAX_BODY_BYTES = 1 << 20
+#: request line and headers, at most (h11's limit for an incomplete event)
+MAX_HEAD_BYTES = 16 << 10
+#: a whole request (head and body) must arrive within this long of the connection's opening
+#: or of the end of the previous reply on it (an idle keep-alive connection is closed then)
 READ_TIMEOUT_S = 10.0
+#: a reply must be taken by the client within this long
+WRITE_TIMEOUT_S = 10.0
+#: a closed connection reads what its client still sends for this long at most
+LINGER_S = 1.0
+#: connections served at once (a thread each); one more is answered 503 and closed
+MAX_CONNECTIONS = 32
+BACKLOG = 128
+#: 401s (and connections refused for the cap): one log line per client per interval at most
+REFUSALS_LOG_INTERVAL_S = 60.0
+#: clients whose 401s are counted at once (more: the oldest one's count is logged and dropped)
+MAX_COUNTED_CLIENTS = 1024
 
 _GET_PATHS = frozenset({"/", "/metrics", "/api/status"})
 _POST_PATHS = {path: name for name, path in COMMANDS.items()}
@@ -77,217 +120,217 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _placeholder_dashboard() -> str:
-    return (
-        "<!doctype html><meta charset=utf-8><title>frontier-crawl</title>"
-        "<p>frontier-crawl control API: see <code>/api/status</code>.</p>"
-    )
+@dataclass(slots=True)
+class Reply:
+    """One response: status, body, content type and extra headers."""
+
+    status: HTTPStatus
+    body: bytes
+    ctype: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+    close: bool = False  #: close the connection after it
 
 
-def _dashboard() -> str:
-    try:
-        from frontier_crawl.control.dashboard import (  # type: ignore[import-not-found,unused-ignore]
-            dashboard_html,
-        )
-    except ImportError:
-        return _placeholder_dashboard()
-    return str(dashboard_html())
+def _json(status: HTTPStatus, payload: object, headers: dict[str, str] | None = None,
+          close: bool = False) -> Reply:  # fmt: skip
+    data = json.dumps(payload, allow_nan=False, default=str).encode()
+    return Reply(status, data, "application/json", headers or {}, close)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    control: ControlServer
+def _error(status: HTTPStatus, message: str, close: bool = False,
+           headers: dict[str, str] | None = None) -> Reply:  # fmt: skip
+    return _json(status, {"error": message}, headers, close)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    timeout = READ_TIMEOUT_S  # the socket's timeout: a client that stalls is cut
-    protocol_version = "HTTP/1.1"
-    server_version = "frontier-crawl-control"
-    sys_version = ""
+_BUSY_BODY = b'{"error": "the control API is serving its most connections: retry"}'
+#: the reply to a connection over the cap, written whole by the listener thread
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\nRetry-After: 1\r\nConnection: close\r\n\r\n%s"
+    % (len(_BUSY_BODY), _BUSY_BODY)
+)
 
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("control API %s: " + format, self.client_address[0], *args)
 
-    # -- the methods ---------------------------------------------------------------------------
+class _Refusals:
+    """Refusals counted per client: the first one logged at once, the next ones in one line per
+    client per interval, with their count by reason (thread-safe)."""
 
-    def do_GET(self) -> None:
-        self._serve("GET")
+    def __init__(self, what: str, interval_s: float = REFUSALS_LOG_INTERVAL_S) -> None:
+        self._what = what
+        self._interval_s = interval_s
+        self._lock = threading.Lock()
+        #: client -> (when its last line was logged, reasons counted since)
+        self._clients: dict[str, tuple[float, Counter[str]]] = {}
 
-    def do_POST(self) -> None:
-        self._serve("POST")
-
-    def do_PUT(self) -> None:
-        self._serve("PUT")
-
-    def do_DELETE(self) -> None:
-        self._serve("DELETE")
-
-    def do_PATCH(self) -> None:
-        self._serve("PATCH")
-
-    def do_OPTIONS(self) -> None:
-        self._serve("OPTIONS")
-
-    def do_HEAD(self) -> None:
-        self._serve("HEAD")
-
-    # -- one request ---------------------------------------------------------------------------
-
-    def _serve(self, method: str) -> None:
-        try:
-            self._route(method)
-        except OSError:  # the client went away, or timed out (READ_TIMEOUT_S)
-            self.close_connection = True
-        except Exception as exc:
-            log.exception("control API: %s %s failed", method, self.path)
-            self.close_connection = True
-            with contextlib.suppress(OSError):
-                self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": repr(exc)})
-
-    def _route(self, method: str) -> None:
-        control = self.server.control
-        url = urlsplit(self.path)
-        path = url.path
-        if not control.host_ok(self.headers.get("Host")):
-            self._drain()
-            self._json(HTTPStatus.MISDIRECTED_REQUEST, {"error": "wrong Host header"})
-            return
-        query_token = parse_qs(url.query).get("token", [""])[0] if path == "/" else ""
-        if not control.token_ok(self.headers.get("Authorization"), query_token):
-            log.warning(
-                "control API: %s %s from %s refused: %s token",
-                method, path, self.client_address[0],
-                "wrong" if self.headers.get("Authorization") or query_token else "no",
-            )  # fmt: skip
-            self._drain()
-            self._json(HTTPStatus.UNAUTHORIZED, {"error": "a valid bearer token is required"},
-                       extra={"WWW-Authenticate": 'Bearer realm="frontier-crawl"'})  # fmt: skip
-            return
-        if path in _GET_PATHS:
-            if method != "GET":
-                self._drain()
-                self._json(HTTPStatus.METHOD_NOT_ALLOWED, {"error": f"{path}: use GET"},
-                           extra={"Allow": "GET"})  # fmt: skip
+    def refused(self, client: str, reason: str, first_line: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            entry = self._clients.get(client)
+            if entry is not None and now - entry[0] < self._interval_s:
+                entry[1][reason] += 1
                 return
-            self._drain()
-            self._get(path)
-            return
-        name = _POST_PATHS.get(path)
-        if name is None:
-            self._drain()
-            self._json(HTTPStatus.NOT_FOUND, {"error": f"no such endpoint: {path}"})
-            return
-        if method != "POST":
-            self._drain()
-            self._json(HTTPStatus.METHOD_NOT_ALLOWED, {"error": f"{path}: use POST"},
-                       extra={"Allow": "POST"})  # fmt: skip
-            return
-        body = self._body()
-        if body is _TOO_LARGE:
-            return
-        if isinstance(body, _BadJson):
-            self._json(HTTPStatus.BAD_REQUEST, {"error": f"the body is not JSON: {body.problem}"})
-            return
-        try:
-            command = parse_command(name, body)
-        except BadCommand as exc:
-            self._json(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
-            return
-        self._json(HTTPStatus.OK, control.execute(command))
+            lines = [self._line(client, entry[1], now - entry[0])] if entry and entry[1] else []
+            self._clients.pop(client, None)
+            self._clients[client] = (now, Counter())
+            while len(self._clients) > MAX_COUNTED_CLIENTS:
+                old = next(iter(self._clients))
+                when, counts = self._clients.pop(old)
+                if counts:
+                    lines.append(self._line(old, counts, now - when))
+        for line in lines:
+            log.warning("%s", line)
+        log.warning("%s", first_line)
 
-    def _get(self, path: str) -> None:
-        control = self.server.control
-        if path == "/api/status":
-            self._json(HTTPStatus.OK, control.status())
-        elif path == "/metrics":
+    def flush(self, due_only: bool = False) -> None:
+        """Log the counts kept (``due_only``: only those whose interval has passed)."""
+        now = time.monotonic()
+        lines = []
+        with self._lock:
+            for client, (when, counts) in list(self._clients.items()):
+                if counts and (not due_only or now - when >= self._interval_s):
+                    lines.append(self._line(client, counts, now - when))
+                    self._clients[client] = (now, Counter())
+        for line in lines:
+            log.warning("%s", line)
+
+    def _line(self, client: str, counts: Counter[str], over_s: float) -> str:
+        by = ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items()))
+        return (f"control API: {counts.total()} more {self._what} from {client} refused in the "
+                f"last {over_s:.0f} s ({by})")  # fmt: skip
+
+
+class _Closed(Exception):
+    """The client closed the connection, or it timed out with no request begun."""
+
+
+class _Timeout(Exception):
+    """A request did not arrive whole within READ_TIMEOUT_S."""
+
+
+class _Connection:
+    """One client connection: requests read with h11, answered one at a time (keep-alive)."""
+
+    def __init__(self, control: ControlServer, sock: socket.socket, client: str) -> None:
+        self.control, self.sock, self.client = control, sock, client
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        #: the first bytes of the request being read (its method, should h11 refuse it)
+        self.prefix = b""
+
+    def serve(self) -> None:
+        while True:
+            deadline = time.monotonic() + self.control.read_timeout_s
+            method, shown = "-", "-"
+            self.prefix = self.h11.trailing_data[0][:16]
             try:
-                text = control.metrics()
-            except NotImplementedError:
-                self._json(HTTPStatus.NOT_FOUND, {"error": "metrics are not available"})
+                event = self._next(deadline)
+                if isinstance(event, h11.ConnectionClosed):
+                    return
+                assert isinstance(event, h11.Request)
+                method = event.method.decode("ascii", "replace")
+                shown = self.control.shown_path(event.target)
+                reply = self._handle(event, method, deadline)
+            except _Closed:
                 return
-            self._send(HTTPStatus.OK, text, "text/plain; version=0.0.4; charset=utf-8")
-        else:
-            page = control.dashboard().encode()
-            self._send(HTTPStatus.OK, page, "text/html; charset=utf-8",
-                       extra={"Content-Security-Policy": "default-src 'self' 'unsafe-inline'; "
-                              "connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
-                              "Referrer-Policy": "no-referrer"})  # fmt: skip
-
-    def _length(self) -> int | None:
-        raw = self.headers.get("Content-Length")
-        if raw is None:
-            return 0 if self.headers.get("Transfer-Encoding") is None else None
-        try:
-            n = int(raw)
-        except ValueError:
-            return None
-        return n if n >= 0 else None
-
-    def _drain(self) -> None:
-        """Read (a small) unread body so the connection stays in step, else close it."""
-        n = self._length()
-        if n is None or n > MAX_BODY_BYTES:
-            self.close_connection = True
-            return
-        if n:
+            except _Timeout:
+                reply = _error(HTTPStatus.REQUEST_TIMEOUT,
+                               f"the request did not arrive within "
+                               f"{self.control.read_timeout_s:g} s",
+                               close=True)  # fmt: skip
+            except h11.RemoteProtocolError as exc:
+                status = HTTPStatus(exc.error_status_hint)
+                reply = _error(status, f"bad request: {str(exc)[:200]}", close=True)
+                if self.prefix.lstrip(b"\r\n").startswith(b"HEAD "):
+                    reply.body = b""  # a HEAD h11 could not parse: a reply without a body
+            if self.h11.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+                return
+            log.debug("control API %s: %s %s -> %d", self.client, method, shown, reply.status)
             try:
-                self.rfile.read(n)
+                self._send(reply, method)
+            except _Closed:
+                return
+            if reply.close or _must_close(self.h11):
+                return
+            try:
+                self.h11.start_next_cycle()
+            except h11.LocalProtocolError:
+                return  # the client's side is not done (a body left unread): close
+
+    def _next(self, deadline: float) -> h11.Event:
+        while True:
+            event = self.h11.next_event()
+            if event is h11.PAUSED:
+                raise _Closed  # not reached: a reply ends every request before the next read
+            if event is not h11.NEED_DATA:
+                assert isinstance(event, h11.Event)
+                return event
+            left = deadline - time.monotonic()
+            started = self.h11.their_state is not h11.IDLE or bool(self.h11.trailing_data[0])
+            if left <= 0:
+                raise _Timeout if started else _Closed
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(65536)
+            except TimeoutError:
+                raise _Timeout if started else _Closed from None
             except OSError:
-                self.close_connection = True
+                raise _Closed from None
+            if len(self.prefix) < 16 and self.h11.their_state is h11.IDLE:
+                self.prefix += data[:16]
+            self.h11.receive_data(data)
 
-    def _body(self) -> object:
-        n = self._length()
-        if n is None:
-            self.close_connection = True
-            self._json(HTTPStatus.LENGTH_REQUIRED, {"error": "a Content-Length is required"})
-            return _TOO_LARGE
-        if n > MAX_BODY_BYTES:
-            self.close_connection = True
-            self._json(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                       {"error": f"request body over {MAX_BODY_BYTES} bytes"})  # fmt: skip
-            return _TOO_LARGE
-        data = self.rfile.read(n) if n else b""
-        if len(data) < n:
-            self.close_connection = True
-            return _TOO_LARGE  # the client went away (or timed out): nothing to answer
-        if not data.strip():
-            return None
+    def _handle(self, request: h11.Request, method: str, deadline: float) -> Reply:
+        headers = dict(request.headers)  # names in lower case (h11)
+        if b"transfer-encoding" in headers:
+            if b"content-length" in headers:
+                return _error(HTTPStatus.BAD_REQUEST, "Content-Length together with "
+                              "Transfer-Encoding", close=True)  # fmt: skip
+            return _error(HTTPStatus.LENGTH_REQUIRED, "a Content-Length is required",
+                          close=True)  # fmt: skip
+        length = int(headers.get(b"content-length", b"0"))  # h11: only digits get here
+        if length > MAX_BODY_BYTES:
+            return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                          f"request body over {MAX_BODY_BYTES} bytes", close=True)  # fmt: skip
+        early = self.control.check(request, headers, self.client)
+        if early is not None and length:
+            early.close = True  # refused before its body is read: the connection ends here
+            return early
+        if length and self.h11.they_are_waiting_for_100_continue:
+            self._write(self.h11.send(h11.InformationalResponse(status_code=100, headers=[])))
+        body = bytearray()
+        while not isinstance(event := self._next(deadline), h11.EndOfMessage):
+            if isinstance(event, h11.Data):
+                body += event.data
+        if early is not None:
+            return early
+        return self.control.route(method, request.target, bytes(body))
+
+    def _send(self, reply: Reply, method: str) -> None:
+        headers = [
+            ("Content-Type", reply.ctype),
+            ("Content-Length", str(len(reply.body))),
+            ("Cache-Control", "no-store"),
+            ("X-Content-Type-Options", "nosniff"),
+            ("Server", "frontier-crawl-control"),
+            *reply.headers.items(),
+        ]
+        if reply.close:
+            headers.append(("Connection", "close"))
+        response = h11.Response(status_code=int(reply.status), headers=headers,
+                                reason=reply.status.phrase.encode())  # fmt: skip
+        data = self.h11.send(response) or b""
+        if method != "HEAD" and reply.body:
+            data += self.h11.send(h11.Data(data=reply.body)) or b""
+        data += self.h11.send(h11.EndOfMessage()) or b""
+        self._write(data)
+
+    def _write(self, data: bytes | None) -> None:
+        if not data:
+            return
+        self.sock.settimeout(WRITE_TIMEOUT_S)
         try:
-            return json.loads(data)
-        except (ValueError, RecursionError) as exc:
-            return _BadJson(str(exc))
-
-    def _json(
-        self, status: HTTPStatus, payload: object, extra: dict[str, str] | None = None
-    ) -> None:
-        data = json.dumps(payload, allow_nan=False, default=str).encode()
-        self._send(status, data, "application/json", extra)
-
-    def _send(
-        self, status: HTTPStatus, data: bytes, ctype: str, extra: dict[str, str] | None = None
-    ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        for key, value in (extra or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-
-class _BadJson:
-    """A body that is not JSON (parse_command answers it with a 400 naming the problem)."""
-
-    def __init__(self, problem: str) -> None:
-        self.problem = problem
-
-
-_TOO_LARGE = object()
+            self.sock.sendall(data)
+        except OSError:
+            raise _Closed from None
 
 
 class ControlServer:
@@ -301,7 +344,9 @@ class ControlServer:
         metrics: MetricsFn,
         *,
         dispatch: Dispatch | None = None,
-        dashboard: Callable[[], str] = _dashboard,
+        dashboard: Callable[[], str] = dashboard_html,
+        max_connections: int = MAX_CONNECTIONS,
+        read_timeout_s: float = READ_TIMEOUT_S,
     ) -> None:
         """Bind ``listen`` and write the address and token files (ConfigError naming
         ``control.listen``) if it cannot bind).
@@ -311,26 +356,37 @@ class ControlServer:
         self.queue = CommandQueue()
         self._status, self._metrics, self._dispatch = status, metrics, dispatch
         self.dashboard = dashboard
+        self.read_timeout_s = read_timeout_s
         self._token = secrets.token_urlsafe(32)
         self._dir = output_dir
-        _Server.address_family = _family(host)
         try:
-            self._httpd = _Server((host, port), _Handler)
+            self._sock = _listen(host, port)
         except OSError as exc:
             raise ConfigError(f"control.listen: cannot listen on {listen}: "
                               f"{exc.strerror or exc}") from None  # fmt: skip
-        self._httpd.control = self
-        bound_host, self.port = self._httpd.server_address[:2]
+        bound_host, self.port = self._sock.getsockname()[:2]
         self.host = str(bound_host)
         self._hosts = {h.lower() for h in (host, "localhost")}
-        output_dir.mkdir(parents=True, exist_ok=True)
-        _write_private(output_dir / TOKEN_FILE, self._token + "\n")
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._unauthorised = _Refusals("request(s)")
+        self._busy = _Refusals("connection(s)")
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._closed = False
         shown = f"[{self.host}]" if ":" in self.host else self.host
         self.address = f"{shown}:{self.port}"
-        _write_private(output_dir / ADDR_FILE, self.address + "\n")
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="control-api", daemon=True
-        )
+        try:
+            output_dir.mkdir(parents=True, exist_ok=True)
+            _write_private(output_dir / TOKEN_FILE, self._token + "\n")
+            _write_private(output_dir / ADDR_FILE, self.address + "\n")
+        except BaseException:
+            for resource in (self._sock, self._wake_r, self._wake_w):
+                resource.close()
+            self.queue.close()
+            raise
+        self._thread = threading.Thread(target=self._accept_loop, name="control-api",
+                                        daemon=True)  # fmt: skip
         self._thread.start()
         if not _loopback(host):
             log.warning("control API listening on %s, beyond loopback (token-protected, "
@@ -342,11 +398,165 @@ class ControlServer:
     def token(self) -> str:
         return self._token
 
-    # -- called from the handler threads -----------------------------------------------------
+    @property
+    def connections(self) -> int:
+        """Client connections open now."""
+        with self._lock:
+            return len(self._open)
+
+    # -- the listener thread -------------------------------------------------------------------
+
+    def _accept_loop(self) -> None:
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._sock, selectors.EVENT_READ)
+            selector.register(self._wake_r, selectors.EVENT_READ)
+            while not self._closed:
+                ready = selector.select(timeout=1.0)
+                self._unauthorised.flush(due_only=True)
+                self._busy.flush(due_only=True)
+                if any(key.fileobj is self._wake_r for key, _ in ready) or self._closed:
+                    return
+                if ready:
+                    self._accept()
+
+    def _accept(self) -> None:
+        try:
+            sock, address = self._sock.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:  # out of file descriptors: wait a little, do not spin
+            self._busy.refused("-", "cannot accept", "control API: cannot accept a connection: "
+                               f"{exc.strerror or exc}")  # fmt: skip
+            time.sleep(0.1)
+            return
+        client = str(address[0])
+        if not self._slots.acquire(blocking=False):
+            self._busy.refused(client, "at the cap", f"control API: a connection from {client} "
+                               "refused (503): the API is serving its most connections already")
+            _refuse(sock)
+            return
+        with self._lock:
+            self._open.add(sock)
+        thread = threading.Thread(target=self._serve, args=(sock, client),
+                                  name="control-api-client", daemon=True)  # fmt: skip
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had: refuse, as at the cap
+            self._release(sock)
+            _refuse(sock)
+
+    def _serve(self, sock: socket.socket, client: str) -> None:
+        try:
+            _Connection(self, sock, client).serve()
+        except Exception:
+            log.exception("control API: the connection from %s failed", client)
+        finally:
+            _linger_close(sock)
+            self._release(sock)
+
+    def _release(self, sock: socket.socket) -> None:
+        with self._lock:
+            if sock not in self._open:
+                return
+            self._open.discard(sock)
+        self._slots.release()
+
+    # -- called from the connection threads ----------------------------------------------------
+
+    def shown_path(self, target: bytes) -> str:
+        """A request target as a log line may show it: its path only (no query, no
+        authority), at most 200 characters, the token masked wherever it is."""
+        path = target.decode("ascii", "replace").partition("?")[0]
+        if "://" in path:
+            path = "/" + path.partition("://")[2].partition("/")[2]
+        return path[:200].replace(self._token, "<token>")
+
+    def check(self, request: h11.Request, headers: dict[bytes, bytes],
+              client: str) -> Reply | None:  # fmt: skip
+        """The checks before a request's body is read: its authority, OPTIONS, the token.
+        None when they pass."""
+        target = request.target.decode("ascii", "replace")
+        path = _path_of(target)
+        if path is None:
+            return _error(HTTPStatus.BAD_REQUEST, "the request target must be a path or an "
+                          "http:// URL of this listener")  # fmt: skip
+        authority = target.partition("://")[2].partition("/")[0] if "://" in target else None
+        host = headers.get(b"host")
+        if not self.host_ok(host.decode("latin-1") if host is not None else None) or (
+            authority is not None and not self.host_ok(authority)
+        ):
+            return _error(HTTPStatus.MISDIRECTED_REQUEST, "wrong Host header or request target")
+        if request.method == b"OPTIONS":
+            return _error(HTTPStatus.METHOD_NOT_ALLOWED, f"{path}: OPTIONS is not served",
+                          headers={"Allow": _allowed(path)})  # fmt: skip
+        query = urlsplit(target).query if path == "/" else ""
+        query_token = parse_qs(query).get("token", [""])[0] if query else ""
+        auth = headers.get(b"authorization")
+        authorization = auth.decode("latin-1") if auth is not None else None
+        if not self.token_ok(authorization, query_token):
+            reason = "wrong token" if authorization or query_token else "no token"
+            method = request.method.decode("ascii", "replace")
+            self._unauthorised.refused(client, reason, f"control API: {method} "
+                                       f"{self.shown_path(request.target)} from {client} "
+                                       f"refused: {reason}")  # fmt: skip
+            # closed after it: a client without the token pays a connection per try
+            return _error(HTTPStatus.UNAUTHORIZED, "a valid bearer token is required",
+                          close=True,
+                          headers={"WWW-Authenticate": 'Bearer realm="frontier-crawl"'})
+        return None
+
+    def route(self, method: str, target: bytes, body: bytes) -> Reply:
+        """A request that passed :meth:`check`, its body read."""
+        path = _path_of(target.decode("ascii", "replace")) or "/"
+        try:
+            return self._route(method, path, body)
+        except Exception as exc:
+            log.exception("control API: %s %s failed", method, self.shown_path(target))
+            return _error(HTTPStatus.INTERNAL_SERVER_ERROR, repr(exc), close=True)
+
+    def _route(self, method: str, path: str, body: bytes) -> Reply:
+        if path in _GET_PATHS:
+            if method != "GET":
+                return _error(HTTPStatus.METHOD_NOT_ALLOWED, f"{path}: use GET",
+                              headers={"Allow": "GET"})  # fmt: skip
+            return self._get(path)
+        name = _POST_PATHS.get(path)
+        if name is None:
+            return _error(HTTPStatus.NOT_FOUND, f"no such endpoint: {path}")
+        if method != "POST":
+            return _error(HTTPStatus.METHOD_NOT_ALLOWED, f"{path}: use POST",
+                          headers={"Allow": "POST"})  # fmt: skip
+        parsed: object = None
+        if body.strip():
+            try:
+                parsed = json.loads(body)
+            except (ValueError, RecursionError) as exc:
+                return _error(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {exc}")
+        try:
+            command = parse_command(name, parsed)
+        except BadCommand as exc:
+            return _error(HTTPStatus.BAD_REQUEST, str(exc))
+        return _json(HTTPStatus.OK, self.execute(command))
+
+    def _get(self, path: str) -> Reply:
+        if path == "/api/status":
+            return _json(HTTPStatus.OK, self.status())
+        if path == "/metrics":
+            try:
+                text = self.metrics()
+            except NotImplementedError:
+                return _error(HTTPStatus.NOT_FOUND, "metrics are not available")
+            return Reply(HTTPStatus.OK, text, "text/plain; version=0.0.4; charset=utf-8")
+        page = self.dashboard()
+        return Reply(HTTPStatus.OK, page.encode(), "text/html; charset=utf-8", {
+            "Content-Security-Policy": content_security_policy(page, frame_ancestors=True),
+            "Referrer-Policy": "no-referrer",
+        })  # fmt: skip
 
     def host_ok(self, header: str | None) -> bool:
-        """The Host header names this listener (see the module docstring)."""
-        if not header:
+        """The Host header (or an absolute-form target's authority) names this listener (see
+        the module docstring)."""
+        if not header or any(c in header for c in "/?#@\\"):
             return False
         try:
             split = urlsplit("//" + header.strip())
@@ -385,19 +595,99 @@ class ControlServer:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop listening, answer queued commands, remove the address and token files."""
+        """Stop listening, close the clients' connections, answer queued commands, remove the
+        address and token files, log the refusals still counted."""
+        if self._closed:
+            return
+        self._closed = True
         for name in (ADDR_FILE, TOKEN_FILE):
             with contextlib.suppress(FileNotFoundError):
                 (self._dir / name).unlink()
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")
+        self._thread.join(5)
+        self._sock.close()
+        with self._lock:
+            clients = list(self._open)
+        for sock in clients:  # wakes a thread blocked in recv; it then closes the socket
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self._wake_r.close()
+        self._wake_w.close()
         self.queue.close()
+        self._unauthorised.flush()
+        self._busy.flush()
 
 
-def _family(host: str) -> Any:
-    import socket
+def _must_close(conn: h11.Connection) -> bool:
+    return conn.our_state is h11.MUST_CLOSE
 
-    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+def _path_of(target: str) -> str | None:
+    """The path of an origin-form (``/x?y``) or ``http://`` absolute-form target; None for
+    any other form (``*``, ``host:port``, another scheme)."""
+    if target.startswith("/"):
+        return target.partition("?")[0].partition("#")[0]
+    if target[:7].lower() == "http://":
+        rest = target[7:].partition("/")
+        return "/" + rest[2].partition("?")[0].partition("#")[0] if rest[0] else None
+    return None
+
+
+def _allowed(path: str) -> str:
+    if path in _GET_PATHS:
+        return "GET"
+    if path in _POST_PATHS:
+        return "POST"
+    return "GET, POST"
+
+
+def _linger_close(sock: socket.socket) -> None:
+    """Close a connection so the client reads the last reply: end our side, then read what
+    the client still sends (a pipelined request, the rest of a refused body; at most
+    :data:`MAX_BODY_BYTES` and :data:`LINGER_S`) before closing, or the kernel would answer
+    it with a reset that can discard the reply from the client's buffer."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + LINGER_S
+        left = MAX_BODY_BYTES
+        while left > 0 and (wait := deadline - time.monotonic()) > 0:
+            sock.settimeout(wait)
+            data = sock.recv(65536)
+            if not data:
+                break
+            left -= len(data)
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+def _refuse(sock: socket.socket) -> None:
+    """Answer 503 on a connection over the cap without waiting for anything, and close it."""
+    try:
+        sock.setblocking(False)
+        with contextlib.suppress(OSError):
+            sock.recv(65536)  # what the client sent already: a close then sends no reset
+        with contextlib.suppress(OSError):
+            sock.send(_BUSY)
+            sock.shutdown(socket.SHUT_WR)
+    finally:
+        sock.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(BACKLOG)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def _loopback(host: str) -> bool:
@@ -410,14 +700,20 @@ def _loopback(host: str) -> bool:
 
 
 def _write_private(path: Path, text: str) -> None:
-    """Write a file only its owner can read (a fresh inode: an old file's mode is not kept)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    """Write a file only its owner can read, whole: a fresh temporary file (a random name,
+    ``O_EXCL``: nothing planted is opened or followed) renamed over ``path`` (a symlink there
+    is replaced, not followed), so a reader sees no file or all of it."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         os.fchmod(fd, 0o600)
         os.write(fd, text.encode())
-    finally:
+        os.fsync(fd)
         os.close(fd)
-    tmp.replace(path)
+        fd = -1
+        os.replace(tmp, path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

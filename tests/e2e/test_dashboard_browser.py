@@ -33,6 +33,7 @@ from frontier_crawl.control.status import BOTTLENECKS
 from frontier_crawl.demo.server import DemoServer
 from frontier_crawl.demo.site import Site, SiteSpec
 from tests.conftest import crawl_config
+from tests.control_client import read_api_files
 
 CHROMIUM = "/usr/bin/chromium"
 if not Path(CHROMIUM).exists():
@@ -70,13 +71,7 @@ class Api:
     """The crawl's control API, read from ``output_dir/control.addr`` and ``control.token``."""
 
     def __init__(self, out: Path, wait_s: float = 30.0) -> None:
-        deadline = time.monotonic() + wait_s
-        while not (out / "control.token").exists() or not (out / "control.addr").exists():
-            assert time.monotonic() < deadline, f"no control API in {out} after {wait_s} s"
-            time.sleep(0.05)
-        time.sleep(0.05)
-        self.address = (out / "control.addr").read_text().strip()
-        self.token = (out / "control.token").read_text().strip()
+        self.address, self.token = read_api_files(out, wait_s)
 
     def call(self, method: str, path: str) -> dict[str, Any]:
         host, _, port = self.address.rpartition(":")
@@ -141,6 +136,27 @@ def test_dashboard_during_a_crawl_then_report_html_from_disk(
             proc.wait()
 
 
+def _shown(page: Any) -> dict[str, Any]:
+    return {
+        "pages": _int(page.text_content("#pages") or ""),
+        "queued": _int(page.text_content("#queued") or ""),
+        "hosts": _int(page.text_content("#hosts-total") or ""),
+        "state": page.text_content("#state"),
+        "bottleneck": page.text_content("#bottleneck-name"),
+        "detail": page.text_content("#bottleneck-detail"),
+        "busiest": page.text_content("#busiest") or "",
+        "outcomes": page.text_content("#outcomes") or "",
+        "legend": page.text_content("#hosts-legend") or "",
+    }
+
+
+def _settled(page: Any) -> dict[str, Any] | None:
+    """What the page shows, read twice the same (so from one drawing: the page may draw a new
+    status between two of the reads, and the fields would then come from two statuses)."""
+    first = _shown(page)
+    return first if _shown(page) == first else None
+
+
 def _chart_points(page: Any) -> int:
     """Points of the dashboard chart's line (0 before it has two)."""
     line = page.query_selector("#chart polyline")
@@ -157,6 +173,10 @@ def _check_dashboard(browser: Any, api: Api, server: DemoServer, tmp_path: Path)
             else None)  # fmt: skip
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
+    # a CSP violation (a script or style the policy's hashes do not allow) is a console error
+    console: list[str] = []
+    page.on("console", lambda m: console.append(f"{m.type}: {m.text}")
+            if m.type in ("error", "warning") else None)  # fmt: skip
     page.goto(f"http://{api.address}/?token={api.token}")
     # polled from here, not with wait_for_function: the page's CSP forbids the eval it uses
     wait_for("the first status drawn", lambda: page.get_attribute("body", "data-pages"), 15)
@@ -166,17 +186,7 @@ def _check_dashboard(browser: Any, api: Api, server: DemoServer, tmp_path: Path)
     # one poll (1 s) of what another client reads before and after
     before = api.status()
     time.sleep(1.5)  # at least one poll after `before`
-    shown = {
-        "pages": _int(page.text_content("#pages") or ""),
-        "queued": _int(page.text_content("#queued") or ""),
-        "hosts": _int(page.text_content("#hosts-total") or ""),
-        "state": page.text_content("#state"),
-        "bottleneck": page.text_content("#bottleneck-name"),
-        "detail": page.text_content("#bottleneck-detail"),
-        "busiest": page.text_content("#busiest") or "",
-        "outcomes": page.text_content("#outcomes") or "",
-        "legend": page.text_content("#hosts-legend") or "",
-    }
+    shown = wait_for("one drawing read whole", lambda: _settled(page), 10)
     after = api.status()
     assert before["pages"] <= shown["pages"] <= after["pages"], (before["pages"], shown, after)
     replies = [r.json() for r in status_replies[-3:]]  # the one drawn is among the last
@@ -226,6 +236,7 @@ def _check_dashboard(browser: Any, api: Api, server: DemoServer, tmp_path: Path)
     # every request the page made went to the control listener
     assert requests and all(u.startswith(f"http://{api.address}/") for u in requests), requests
     assert errors == [], errors
+    assert console == [], console
     context.close()
 
 

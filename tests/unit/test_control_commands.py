@@ -28,13 +28,23 @@ from tests.unit.test_frontier import A, B, make, urls
     ("raw", "host"),
     [("example.org", "example.org"), ("Example.ORG.", "example.org"),
      ("https://Example.org:8443/x?y", "example.org"), ("[::1]", "::1"), ("::1", "::1"),
-     ("münchen.de", "xn--mnchen-3ya.de"), (" a.test ", "a.test")],
+     ("münchen.de", "xn--mnchen-3ya.de"), (" a.test ", "a.test"), ("[0:0::1]", "::1"),
+     ("http://[::1]:8080/", "::1"), ("127.0.0.1", "127.0.0.1"), ("_x.a-b.test", "_x.a-b.test"),
+     ("a" * 63 + ".test", "a" * 63 + ".test")],
 )  # fmt: skip
 def test_normalise_host(raw: str, host: str) -> None:
     assert normalise_host(raw) == host
 
 
-@pytest.mark.parametrize("raw", ["", "  ", None, 3, "a b", "a/b", "a.test:80", "http://", "x@y"])
+@pytest.mark.parametrize(
+    "raw",
+    ["", "  ", None, 3, "a b", "a/b", "a.test:80", "http://", "x@y",
+     # not host names, though the old check took them: a NUL, markup, empty or long labels,
+     # a hyphen at a label's end, quotes, a zone index, a port after an IPv6 address
+     "a\x00b.test", "<script>alert(1)</script>", "<b>x", "a..b", ".a", "-a.test", "a-.test",
+     "a" * 64 + ".test", "a\"b", "a'b", "a;b", "a%2fb", "fe80::1%eth0", "[::1]:80", "a\x7fb",
+     ("a." * 127) + "test"],
+)
 def test_normalise_host_refuses(raw: object) -> None:
     with pytest.raises(BadCommand):
         normalise_host(raw)
