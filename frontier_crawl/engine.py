@@ -94,6 +94,7 @@ from frontier_crawl.output.space import RESUME_MARGIN, LowSpace, SpaceMonitor, h
 from frontier_crawl.parse import LinkParser, PageLinks, Parser
 from frontier_crawl.parse.charset import page_charset
 from frontier_crawl.parse.resolve import resolve_location
+from frontier_crawl.safefs import make_dir
 from frontier_crawl.spider import Page, Problem, SpiderHost, Yielded
 
 if TYPE_CHECKING:
@@ -300,7 +301,7 @@ class Engine:
         #: Loaded first: a source that does not import is a ConfigError before anything else
         self._spider = SpiderHost.load(settings)
         self.layout = Layout(Path(settings.crawl.output_dir))
-        self.layout.root.mkdir(parents=True, exist_ok=True)
+        make_dir(self.layout.root)
         #: start-up repairs of this run: warnings naming what was set aside (``_set_aside``)
         self._repairs: list[str] = []
         # the frontier first: it refuses a state directory this config cannot continue

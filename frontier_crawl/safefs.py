@@ -29,6 +29,7 @@ subsystem may use it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -51,6 +52,7 @@ __all__ = [
     "make_dir",
     "open_append",
     "open_cache",
+    "open_existing",
     "regular_file",
     "replace_file",
 ]
@@ -78,10 +80,8 @@ def create_fresh(path: Path, mode: int = 0o600) -> int:
     """A new, empty file at ``path``, open for writing (a file descriptor): whatever was
     there (a leftover temporary file, a planted symbolic link) is removed first, never
     followed; ``O_EXCL`` makes sure the file opened is the one created."""
-    try:
+    with contextlib.suppress(FileNotFoundError):
         path.unlink()
-    except FileNotFoundError:
-        pass
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, mode)
 
 
@@ -292,10 +292,8 @@ class DataDisk(diskcache.Disk):  # type: ignore[misc]
         try:
             for level in levels:
                 if create:
-                    try:
+                    with contextlib.suppress(FileExistsError):
                         os.mkdir(level, 0o700, dir_fd=fd)
-                    except FileExistsError:
-                        pass
                 try:
                     nxt = os.open(level, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW, dir_fd=fd)
                 except OSError as exc:

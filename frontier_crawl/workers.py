@@ -81,6 +81,7 @@ from frontier_crawl.output import (
     write_report,
     write_report_html,
 )
+from frontier_crawl.safefs import make_dir, replace_file
 from frontier_crawl.spider import SpiderHost
 
 if TYPE_CHECKING:
@@ -312,12 +313,12 @@ def _pin_worker_count(
 ) -> None:
     """Host ownership depends on the worker count (and in a cluster on the node count and
     this node's number): a crawl keeps the ones it started with."""
-    root.mkdir(parents=True, exist_ok=True)
+    make_dir(root)
     pin = root / "workers.json"
     mine: dict[str, int | str] = {"processes": count, **(cluster or {})}
     if by != "host":  # absent from pins written before the setting existed: "host"
         mine["partition_by"] = by
-    if pin.exists():
+    if pin.exists() and not pin.is_symlink():  # a link is replaced below, never followed
         pinned = json.loads(pin.read_text())
         saved = pinned.get("processes")
         if saved != count:
@@ -342,7 +343,7 @@ def _pin_worker_count(
                 "them. Use that node's output directory, or a new crawl.output_dir."
             )
         return
-    pin.write_text(json.dumps(mine))
+    replace_file(pin, json.dumps(mine).encode())
 
 
 class Coordinator:

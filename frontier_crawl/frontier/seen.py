@@ -107,6 +107,8 @@ from typing import TYPE_CHECKING, Any
 
 from pybloom_live import BloomFilter
 
+from frontier_crawl.safefs import create_fresh
+
 if TYPE_CHECKING:
     import lmdb
 
@@ -364,7 +366,8 @@ class SeenSet:
         )
         tmp = path.with_name(path.name + ".tmp")
         try:
-            with tmp.open("wb") as f:
+            # a fresh file: a leftover, or a symbolic link planted there, is removed first
+            with os.fdopen(create_fresh(tmp, 0o600), "wb") as f:
                 f.write(header)
                 self._bloom.tofile(f)
                 f.flush()
