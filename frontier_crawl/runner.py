@@ -26,6 +26,7 @@ from frontier_crawl.engine import Engine
 from frontier_crawl.frontier.mailbox import Link, encode_links
 from frontier_crawl.frontier.urls import canonicalize, origin
 from frontier_crawl.output import render_report
+from frontier_crawl.safefs import check_output_dirs
 from frontier_crawl.workers import (
     Coordinator,
     merge_reports,
@@ -145,6 +146,7 @@ def crawl(
 ) -> dict[str, Any]:
     """Run (or resume) one crawl (node ``node`` of a cluster crawl) and print its report.
     ``config_path``: the file a reload (SIGHUP, ``ctl reload``) reads again."""
+    check_output_dirs(settings)  # before anything is read: nobody else may write there
     root = settings.crawl.output_dir
     if settings.workers.processes != 1 or settings.cluster.redis_url:
         coordinator = Coordinator(settings, node, config_path=config_path)

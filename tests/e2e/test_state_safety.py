@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -177,3 +180,29 @@ def test_symlinked_workers_pin_is_not_written_through(
     assert not target.exists()
     assert_crawled(report)
     assert not link.is_symlink() and json.loads(link.read_text())["processes"] == 2
+
+
+# ----------------------------------------------------------------------------- who may write
+
+
+def test_output_dir_writable_by_others_is_refused_at_start_with_exit_2(
+    tmp_path: Path, small_site: tuple[Site, DemoServer]
+) -> None:
+    site, server = small_site
+    cfg = crawl_config(tmp_path, site, server.port)
+    out = tmp_path / "out"
+    out.mkdir()
+    out.chmod(0o777)
+    before = len(server.log())
+    command = [sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "crawl.output_dir" in done.stderr and "writable by group and others" in done.stderr
+    assert "chmod go-w" in done.stderr and "Traceback" not in done.stderr
+    assert list(out.iterdir()) == []  # refused before anything was read or written
+    assert len(server.log()) == before  # not one request
+    out.chmod(0o755)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE((out / "state").stat().st_mode) == 0o700
+    assert stat.S_IMODE((out / "warc").stat().st_mode) & 0o022 == 0
