@@ -312,13 +312,16 @@ class DataDisk(diskcache.Disk):  # type: ignore[misc]
             os.close(fd)
 
 
-def _vet_settings(directory: Path) -> None:
-    """sqlite3.DatabaseError if the cache's Settings table holds a key diskcache never
-    writes (diskcache applies ``sqlite_*`` ones as PRAGMA statements as it opens)."""
+def _vet(directory: Path) -> None:
+    """An OSError (ELOOP) if the cache's SQLite files are symbolic links (SQLite follows
+    them); sqlite3.DatabaseError if its Settings table holds a key diskcache never writes
+    (diskcache applies ``sqlite_*`` ones as PRAGMA statements as it opens)."""
     db = directory / diskcache.core.DBNAME
+    for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            regular_file(path)
     if not db.exists():
         return
-    regular_file(db)
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         try:
@@ -341,7 +344,7 @@ def open_cache(directory: Path, **settings: Any) -> diskcache.Cache:
     setting is given (``settings`` over diskcache's defaults), so none is taken from the
     file. Raises what diskcache raises for a cache it cannot open (OSError, sqlite3.Error)."""
     make_dir(directory, private=True)
-    _vet_settings(directory)
+    _vet(directory)
     chosen = dict(DEFAULT_SETTINGS)
     chosen.update(settings)
     return diskcache.Cache(str(directory), disk=DataDisk, **chosen)

@@ -129,6 +129,26 @@ def test_symlink_planted_where_the_crawl_writes_is_not_followed(
     assert_crawled(report)
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["state/frontier.lmdb/data.mdb", "state/frontier.lmdb/lock.mdb", "state/robots/cache.db"],
+)
+def test_symlink_planted_in_a_state_store_is_set_aside(
+    tmp_path: Path, small_site: tuple[Site, DemoServer], name: str
+) -> None:
+    """LMDB and SQLite open their files following symbolic links: a store holding one is
+    set aside as damaged (the link renamed with it), and a fresh one begins."""
+    target = outside_file(tmp_path)
+    link = tmp_path / "out" / name
+    link.parent.mkdir(parents=True)
+    link.symlink_to(target)
+    report = crawl(tmp_path, small_site)
+    assert target.read_bytes() == OUTSIDE
+    store = link.parent.name
+    assert any(store in w and "symbolic link" in w for w in report["warnings"]), report
+    assert_crawled(report)
+
+
 def test_symlink_planted_as_an_open_warc_is_not_truncated(
     tmp_path: Path, small_site: tuple[Site, DemoServer]
 ) -> None:
