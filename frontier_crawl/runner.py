@@ -30,6 +30,7 @@ from frontier_crawl.safefs import check_output_dirs
 from frontier_crawl.workers import (
     Coordinator,
     merge_reports,
+    node_root,
     partition_of,
     redis_of,
     worker_count,
@@ -146,7 +147,7 @@ def crawl(
 ) -> dict[str, Any]:
     """Run (or resume) one crawl (node ``node`` of a cluster crawl) and print its report.
     ``config_path``: the file a reload (SIGHUP, ``ctl reload``) reads again."""
-    check_output_dirs(settings)  # before anything is read: nobody else may write there
+    check_output_dirs(settings, node_root(settings, node))  # before anything is read
     root = settings.crawl.output_dir
     if settings.workers.processes != 1 or settings.cluster.redis_url:
         coordinator = Coordinator(settings, node, config_path=config_path)

@@ -169,9 +169,8 @@ def _fsync_directory(directory: Path) -> None:
 # ----------------------------------------------------------------------------- ownership
 
 
-def _crawl_dirs(settings: CrawlSettings) -> Iterator[Path]:
+def _crawl_dirs(settings: CrawlSettings, root: Path) -> Iterator[Path]:
     """The directories the crawl reads state from and writes into, those that exist."""
-    root = Path(settings.crawl.output_dir)
     yield root
     subdirs = [root]
     if root.is_dir():
@@ -186,16 +185,18 @@ def _crawl_dirs(settings: CrawlSettings) -> Iterator[Path]:
         yield Path(settings.fetch.cache_dir)
 
 
-def check_output_dirs(settings: CrawlSettings) -> None:
+def check_output_dirs(settings: CrawlSettings, root: Path | None = None) -> None:
     """Refuse (ConfigError, exit 2) to run in an ``output_dir`` someone else may write into:
     it, or a state, WARC, worker or HTTP cache directory in it, owned by another user or
     writable by its group or by others (the sticky bit does not help: a file planted there
     before the crawl made its own is as bad). ``crawl.allow_shared_output_dir = true``: the
-    operator means it, nothing is checked. Called at start-up before anything is read."""
+    operator means it, nothing is checked. Called at start-up before anything is read.
+    ``root``: the output directory itself if not ``crawl.output_dir`` as it is written (a
+    cluster node's, with ``{node}`` replaced)."""
     if settings.crawl.allow_shared_output_dir:
         return
     me = os.geteuid()
-    for path in _crawl_dirs(settings):
+    for path in _crawl_dirs(settings, root or Path(settings.crawl.output_dir)):
         try:
             st = os.stat(path)  # the directory a symlink names: that is where files go
         except FileNotFoundError:

@@ -213,3 +213,15 @@ def test_a_directory_owned_by_another_user_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=f"owned by uid {os.geteuid() + 4242}"):
         check_output_dirs(settings_for(tmp_path))
     check_output_dirs(settings_for(tmp_path, allow_shared_output_dir=True))
+
+
+def test_a_cluster_nodes_own_directory_is_the_one_checked(tmp_path: Path) -> None:
+    """``output_dir = "out-{node}"``: the directory of the node started is examined."""
+    lines = ["[crawl]", 'seeds = ["http://a.test/"]', 'output_dir = "out-{node}"']
+    (tmp_path / "crawl.toml").write_text("\n".join(lines) + "\n")
+    settings = load(tmp_path / "crawl.toml")
+    (tmp_path / "out-1").mkdir()
+    (tmp_path / "out-1").chmod(0o777)
+    check_output_dirs(settings, tmp_path / "out-0")
+    with pytest.raises(ConfigError, match="out-1 is writable"):
+        check_output_dirs(settings, tmp_path / "out-1")
