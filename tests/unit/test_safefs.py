@@ -225,3 +225,18 @@ def test_a_cluster_nodes_own_directory_is_the_one_checked(tmp_path: Path) -> Non
     check_output_dirs(settings, tmp_path / "out-0")
     with pytest.raises(ConfigError, match="out-1 is writable"):
         check_output_dirs(settings, tmp_path / "out-1")
+
+
+def test_an_http_cache_written_before_stays_readable(tmp_path: Path) -> None:
+    """The HTTP cache always stored msgpack bytes under URL keys: a cache written by a plain
+    diskcache.Cache (versions before DataDisk) reads as it was, small and filed values."""
+    old = diskcache.Cache(str(tmp_path / "httpcache"))
+    old.set("http://a.test/small", b"s" * 100)
+    old.set("http://a.test/big", b"b" * (1 << 17))
+    old.close()
+    cache = open_cache(tmp_path / "httpcache", size_limit=1 << 30)
+    try:
+        assert cache.get("http://a.test/small") == b"s" * 100
+        assert cache.get("http://a.test/big") == b"b" * (1 << 17)
+    finally:
+        cache.close()
