@@ -49,6 +49,7 @@ __all__ = [
     "UnsafeEntry",
     "check_output_dirs",
     "create_fresh",
+    "fsync_directory",
     "make_dir",
     "open_append",
     "open_cache",
@@ -101,7 +102,7 @@ def replace_file(path: Path, data: bytes, mode: int = 0o644, *, durable: bool = 
         tmp.unlink(missing_ok=True)
         raise
     if durable:
-        _fsync_directory(path.parent)
+        fsync_directory(path.parent)
 
 
 def open_append(path: Path, mode: int = 0o644) -> int:
@@ -155,7 +156,9 @@ def make_dir(path: Path, private: bool = False) -> None:
         os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o022)
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
+    """Make a new or renamed name in ``directory`` durable (no-op where directories cannot be
+    opened)."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
