@@ -37,7 +37,7 @@ import sqlite3
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import diskcache
 from diskcache.core import DEFAULT_SETTINGS, METADATA, MODE_BINARY, MODE_RAW, UNKNOWN
@@ -54,6 +54,7 @@ __all__ = [
     "open_append",
     "open_cache",
     "open_existing",
+    "open_regular",
     "regular_file",
     "replace_file",
 ]
@@ -126,6 +127,22 @@ def regular_file(path: Path) -> os.stat_result:
     if not stat.S_ISREG(st.st_mode):
         raise IsADirectoryError(errno.EISDIR, "not a regular file", str(path))
     return st
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` open for reading if it is a regular file: an OSError if it is a symbolic link
+    (ELOOP), a FIFO (which would block the open), a device or a directory. For state files
+    the crawl reads back (the Bloom snapshot, the identity, the worker pin)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _symlink_error(path) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise IsADirectoryError(errno.EISDIR, "not a regular file", str(path))
+    return os.fdopen(fd, "rb")
 
 
 def open_existing(path: Path, writable: bool = False) -> int:

@@ -81,7 +81,7 @@ from frontier_crawl.output import (
     write_report,
     write_report_html,
 )
-from frontier_crawl.safefs import make_dir, replace_file
+from frontier_crawl.safefs import make_dir, open_regular, replace_file
 from frontier_crawl.spider import SpiderHost
 
 if TYPE_CHECKING:
@@ -319,7 +319,18 @@ def _pin_worker_count(
     if by != "host":  # absent from pins written before the setting existed: "host"
         mine["partition_by"] = by
     if pin.exists() and not pin.is_symlink():  # a link is replaced below, never followed
-        pinned = json.loads(pin.read_text())
+        try:
+            with open_regular(pin) as f:
+                pinned = json.loads(f.read())
+            if not isinstance(pinned, dict):
+                raise ValueError(f"a JSON {type(pinned).__name__}, not an object")
+        except (OSError, ValueError) as exc:
+            raise StateMismatch(
+                f"{pin} cannot be read ({exc}); it pins the worker count hosts are partitioned "
+                f"by: if this crawl ran with {count} worker process(es), replace it with a file "
+                f"holding {json.dumps(mine)}, else set workers.processes to the count it ran "
+                "with or choose a new crawl.output_dir."
+            ) from None
         saved = pinned.get("processes")
         if saved != count:
             raise StateMismatch(

@@ -75,7 +75,7 @@ from frontier_crawl.frontier.store import (
 )
 from frontier_crawl.frontier.traps import MAX_HOST_PAGES, Limits, trap_reason
 from frontier_crawl.frontier.urls import canonicalize, host_of, origin, url_digest
-from frontier_crawl.safefs import make_dir, replace_file
+from frontier_crawl.safefs import make_dir, open_regular, replace_file
 
 if TYPE_CHECKING:
     from frontier_crawl.config import CrawlSettings
@@ -1524,7 +1524,8 @@ class Frontier:
             replace_file(path, json.dumps(mine, indent=1).encode())
             return
         try:
-            theirs = json.loads(path.read_text())
+            with open_regular(path) as f:  # a link, a FIFO: damaged, never followed
+                theirs = json.loads(f.read())
             if not isinstance(theirs, dict):
                 raise ValueError(f"a JSON {type(theirs).__name__}, not an object")
         except (OSError, ValueError) as exc:

@@ -107,7 +107,7 @@ from typing import TYPE_CHECKING, Any
 
 from pybloom_live import BloomFilter
 
-from frontier_crawl.safefs import create_fresh
+from frontier_crawl.safefs import create_fresh, open_regular
 
 if TYPE_CHECKING:
     import lmdb
@@ -386,7 +386,7 @@ class SeenSet:
         exactly ``expected_count`` digests and has this set's sizing; else False (the caller
         rebuilds). ``txn``: a transaction to read LMDB in (default: a read transaction)."""
         try:
-            with path.open("rb") as f:
+            with open_regular(path) as f:  # a link, a FIFO...: not usable, rebuilt
                 header = f.read(_SNAPSHOT_HEADER.size)
                 magic, count, capacity, error_rate, upto = _SNAPSHOT_HEADER.unpack(header)
                 if magic != _SNAPSHOT_MAGIC:

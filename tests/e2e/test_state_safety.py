@@ -226,3 +226,33 @@ def test_output_dir_writable_by_others_is_refused_at_start_with_exit_2(
     assert done.returncode == 0, done.stderr
     assert stat.S_IMODE((out / "state").stat().st_mode) == 0o700
     assert stat.S_IMODE((out / "warc").stat().st_mode) & 0o022 == 0
+
+
+@pytest.mark.timeout(30)
+def test_fifos_planted_as_state_files_do_not_hang_the_start(
+    tmp_path: Path, small_site: tuple[Site, DemoServer]
+) -> None:
+    """Opening a FIFO for reading blocks until someone writes to it: the Bloom snapshot and
+    the identity are read as regular files only (a FIFO is damage: set aside, rebuilt)."""
+    assert_crawled(crawl(tmp_path, small_site))
+    state = tmp_path / "out" / "state"
+    for name in ("seen.bloom", "identity.json"):
+        (state / name).unlink()
+        os.mkfifo(state / name)
+    report = crawl(tmp_path, small_site)  # resumes: reads the identity, then the snapshot
+    assert not report.get("write_error"), report
+    assert any("identity.json" in w for w in report["warnings"]), report["warnings"]
+    assert stat.S_ISREG((state / "seen.bloom").lstat().st_mode)  # written afresh at the end
+
+
+def test_an_unreadable_workers_pin_is_refused_with_what_to_do(
+    tmp_path: Path, small_site: tuple[Site, DemoServer]
+) -> None:
+    site, server = small_site
+    cfg = crawl_config(tmp_path, site, server.port, workers={"processes": 2})
+    (tmp_path / "out").mkdir()
+    os.mkfifo(tmp_path / "out" / "workers.json")
+    command = [sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "workers.json cannot be read" in done.stderr and "Traceback" not in done.stderr
