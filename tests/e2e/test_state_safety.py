@@ -9,6 +9,7 @@ not exist and the outside file must be as it was.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import stat
@@ -153,13 +154,15 @@ def test_symlink_planted_as_an_open_warc_is_not_truncated(
     tmp_path: Path, small_site: tuple[Site, DemoServer]
 ) -> None:
     """Start-up repair cuts a ``.warc.gz.open`` file back to its last complete record: one
-    that is a symlink is set aside (the link renamed), never cut through."""
-    target = outside_file(tmp_path)
+    that is a symlink is set aside (the link renamed), never cut through. The target is a
+    gzip file with bytes after its last member, which repair would cut."""
+    content = gzip.compress(b"an operator's archive") + b"and what follows it"
+    target = outside_file(tmp_path, content)
     link = tmp_path / "out" / "warc" / "x-20240101000000-00000-1.warc.gz.open"
     link.parent.mkdir(parents=True)
     link.symlink_to(target)
     report = crawl(tmp_path, small_site)
-    assert target.read_bytes() == OUTSIDE
+    assert target.read_bytes() == content
     assert not link.exists() and not link.is_symlink()
     assert any("x-20240101000000" in w for w in report["warnings"]), report["warnings"]
     assert_crawled(report)
