@@ -72,8 +72,8 @@ _KNOWN_SETTINGS = frozenset(DEFAULT_SETTINGS) | frozenset(METADATA)
 def _symlink_error(path: Path) -> OSError:
     return OSError(
         errno.ELOOP,
-        "a symbolic link where the crawl writes a file; the crawl never writes through one: "
-        "remove it",
+        "a symbolic link where the crawl keeps a file of its own; the crawl never follows "
+        "one there: remove it",
         str(path),
     )
 
@@ -156,21 +156,16 @@ def open_existing(path: Path, writable: bool = False) -> int:
 
 
 def make_dir(path: Path, private: bool = False) -> None:
-    """Create directory ``path`` (and missing parents) if it does not exist: mode 0700 if
-    ``private``, else 0755 at most (the umask may take more away). A directory this call
-    creates is never group- or other-writable, whatever the umask; an existing one is left
-    as it is (:func:`check_output_dirs` judges it)."""
+    """Create directory ``path`` if it does not exist, mode 0700 if ``private``, else 0755
+    (the umask may take more away, never add), and its missing parents 0755: a directory this
+    call creates is never group- or other-writable, whatever the umask. An existing one is
+    left as it is (:func:`check_output_dirs` judges it)."""
     if path.is_dir():
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = 0o700 if private else 0o755
-    try:
-        path.mkdir(mode)
-    except FileExistsError:
-        return  # created meanwhile (or a file: the caller's open says so)
-    st = os.stat(path)
-    if stat.S_IMODE(st.st_mode) & 0o022:
-        os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o022)
+    if not path.parent.is_dir():
+        make_dir(path.parent)
+    with contextlib.suppress(FileExistsError):  # made meanwhile, or a file: the open says so
+        path.mkdir(0o700 if private else 0o755)
 
 
 def fsync_directory(directory: Path) -> None:

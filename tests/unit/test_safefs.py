@@ -171,11 +171,12 @@ def test_directories_the_crawl_makes_are_not_group_or_other_writable(tmp_path: P
     old = os.umask(0)  # the most permissive umask: make_dir must not rely on it
     try:
         make_dir(tmp_path / "a" / "state", private=True)
-        make_dir(tmp_path / "b")
+        make_dir(tmp_path / "b" / "c")
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "a" / "state").stat().st_mode) == 0o700
-    assert stat.S_IMODE((tmp_path / "b").stat().st_mode) & 0o022 == 0
+    for made in ("a", "b", "b/c"):  # parents too
+        assert stat.S_IMODE((tmp_path / made).stat().st_mode) == 0o755
 
 
 # ----------------------------------------------------------------------------- ownership
