@@ -72,8 +72,7 @@ _KNOWN_SETTINGS = frozenset(DEFAULT_SETTINGS) | frozenset(METADATA)
 def _symlink_error(path: Path) -> OSError:
     return OSError(
         errno.ELOOP,
-        "a symbolic link where the crawl keeps a file of its own; the crawl never follows "
-        "one there: remove it",
+        "a symbolic link where the crawl keeps a file of its own (never followed)",
         str(path),
     )
 
