@@ -169,9 +169,13 @@ def open_env(path: Path, map_size: int, *, sync: bool = True) -> lmdb.Environmen
 
     The directory is made 0700 if it is new; its ``data.mdb`` and ``lock.mdb`` must be regular
     files if they exist (an OSError, ELOOP, for a symbolic link: LMDB would follow it), and
-    are created 0600.
+    are created 0600. A symbolic link at ``lock.mdb``, which holds no data (LMDB rebuilds it),
+    is removed instead.
     """
     make_dir(path, private=True)
+    lock = path / "lock.mdb"
+    if lock.is_symlink():
+        lock.unlink()
     for name in ("data.mdb", "lock.mdb"):
         with contextlib.suppress(FileNotFoundError):
             regular_file(path / name)
