@@ -95,6 +95,7 @@ from frontier_crawl.parse import LinkParser, PageLinks, Parser
 from frontier_crawl.parse.charset import page_charset
 from frontier_crawl.parse.resolve import resolve_location
 from frontier_crawl.proctree import StateLock
+from frontier_crawl.safefs import make_dir
 from frontier_crawl.spider import Page, Problem, SpiderHost, Yielded
 
 if TYPE_CHECKING:
@@ -304,7 +305,7 @@ class Engine:
         #: Loaded first: a source that does not import is a ConfigError before anything else
         self._spider = SpiderHost.load(settings)
         self.layout = Layout(Path(settings.crawl.output_dir))
-        self.layout.root.mkdir(parents=True, exist_ok=True)
+        make_dir(self.layout.root)
         #: one owner per state directory, before anything of it is read (StateLocked if not)
         self._lock = StateLock.acquire(self.layout.state_dir)
         try:

@@ -26,9 +26,11 @@ from frontier_crawl.engine import Engine
 from frontier_crawl.frontier.mailbox import Link, encode_links
 from frontier_crawl.frontier.urls import canonicalize, origin
 from frontier_crawl.output import render_report
+from frontier_crawl.safefs import check_output_dirs
 from frontier_crawl.workers import (
     Coordinator,
     merge_reports,
+    node_root,
     partition_of,
     redis_of,
     worker_count,
@@ -145,6 +147,7 @@ def crawl(
 ) -> dict[str, Any]:
     """Run (or resume) one crawl (node ``node`` of a cluster crawl) and print its report.
     ``config_path``: the file a reload (SIGHUP, ``ctl reload``) reads again."""
+    check_output_dirs(settings, node_root(settings, node))  # before anything is read
     shown: list[Progress] = [progress_printer(console)]
     live = console.is_terminal and settings.output.progress_interval_s > 0
     if settings.workers.processes != 1 or settings.cluster.redis_url:

@@ -89,6 +89,7 @@ from frontier_crawl.proctree import (
     spawning,
     watch_parent,
 )
+from frontier_crawl.safefs import make_dir, open_regular, replace_file
 from frontier_crawl.spider import SpiderHost
 
 if TYPE_CHECKING:
@@ -343,13 +344,24 @@ def _pin_worker_count(
 ) -> None:
     """Host ownership depends on the worker count (and in a cluster on the node count and
     this node's number): a crawl keeps the ones it started with."""
-    root.mkdir(parents=True, exist_ok=True)
+    make_dir(root)
     pin = root / "workers.json"
     mine: dict[str, int | str] = {"processes": count, **(cluster or {})}
     if by != "host":  # absent from pins written before the setting existed: "host"
         mine["partition_by"] = by
-    if pin.exists():
-        pinned = json.loads(pin.read_text())
+    if pin.exists() and not pin.is_symlink():  # a link is replaced below, never followed
+        try:
+            with open_regular(pin) as f:
+                pinned = json.loads(f.read())
+            if not isinstance(pinned, dict):
+                raise ValueError(f"a JSON {type(pinned).__name__}, not an object")
+        except (OSError, ValueError) as exc:
+            raise StateMismatch(
+                f"{pin} cannot be read ({exc}); it pins the worker count hosts are partitioned "
+                f"by: if this crawl ran with {count} worker process(es), replace it with a file "
+                f"holding {json.dumps(mine)}, else set workers.processes to the count it ran "
+                "with or choose a new crawl.output_dir."
+            ) from None
         saved = pinned.get("processes")
         if saved != count:
             raise StateMismatch(
@@ -373,7 +385,7 @@ def _pin_worker_count(
                 "them. Use that node's output directory, or a new crawl.output_dir."
             )
         return
-    pin.write_text(json.dumps(mine))
+    replace_file(pin, json.dumps(mine).encode())
 
 
 class Coordinator:

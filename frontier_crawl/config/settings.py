@@ -79,6 +79,15 @@ class CrawlSection(_Section, frozen=True):
             "they are abandoned (and refetched on resume)."
         ),
     ] = 30.0
+    allow_shared_output_dir: Annotated[
+        bool,
+        Meta(
+            description="Run even if output_dir (or its state/, warc/, worker-<i>/ or the HTTP "
+            "cache directory) belongs to another user or is writable by its group or by "
+            "others. false: such a directory is refused at start (exit 2), since whoever can "
+            "write there can plant files the crawl reads as its state or writes through."
+        ),
+    ] = False
 
     def __post_init__(self) -> None:
         for seed in self.seeds:

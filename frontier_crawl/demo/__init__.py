@@ -11,6 +11,8 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from frontier_crawl.safefs import make_dir
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -57,7 +59,7 @@ def _prepare(output: Path, console: Console) -> bool:
             console.print(f"[red]{output} exists and is not a demo output; choose --output[/]")
             return False
         shutil.rmtree(output)  # a previous demo run: start afresh
-    output.mkdir(parents=True, exist_ok=True)
+    make_dir(output)  # never group- or other-writable: the crawl refuses such a directory
     return True
 
 

@@ -14,7 +14,9 @@ chain's validators belong to its last URL). A 304 leaves the entry as it is, so 
 ``fetched_at`` keeps naming the capture with the payload; a new 200 replaces it.
 
 Values are msgpack-encoded :class:`Stored` records (raw body as on the wire, still
-content-encoded, decoded again on a hit with the same cap as a fresh body). The cache directory
+content-encoded, decoded again on a hit with the same cap as a fresh body), in a data-only
+diskcache (:func:`frontier_crawl.safefs.open_cache`: a row that is not bytes, a pickle say, is
+a miss, never unpickled). The cache directory
 is bounded by ``size_limit`` (diskcache evicts the least recently stored entries), may be
 shared by successive crawls, and is safe to delete at any time.
 """
@@ -33,6 +35,7 @@ import msgspec
 from frontier_crawl.fetch.decode import DecodedTooLarge, DecodeError, decoder_for
 from frontier_crawl.fetch.transfer import parse_header_block
 from frontier_crawl.fetch.types import ErrorKind, FetchResult, NotModified
+from frontier_crawl.safefs import open_cache
 
 __all__ = ["CACHE_ERRORS", "CacheUnusable", "HttpCache", "Stored"]
 
@@ -96,10 +99,9 @@ class HttpCache:
     """Stored responses under ``directory``, at most ``max_bytes`` on disk."""
 
     def __init__(self, directory: Path, max_bytes: int) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         try:
-            self._cache = diskcache.Cache(str(directory), size_limit=max_bytes)
+            self._cache = open_cache(directory, size_limit=max_bytes)
             self._cache.get("")  # a read, so a damaged SQLite file shows itself now
         except CACHE_ERRORS as exc:
             number = _disk_errno(exc)

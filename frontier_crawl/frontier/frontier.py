@@ -75,6 +75,7 @@ from frontier_crawl.frontier.store import (
 )
 from frontier_crawl.frontier.traps import MAX_HOST_PAGES, Limits, trap_reason
 from frontier_crawl.frontier.urls import canonicalize, host_of, origin, url_digest
+from frontier_crawl.safefs import make_dir, open_regular, replace_file
 
 if TYPE_CHECKING:
     from frontier_crawl.config import CrawlSettings
@@ -289,7 +290,7 @@ class Frontier:
     ) -> None:
         """``robots_token`` names our group in robots.txt (default: ``user_agent``'s product
         token); ``robots_ttl_s`` is capped at 24 hours (RFC 9309 2.4)."""
-        state_dir.mkdir(parents=True, exist_ok=True)
+        make_dir(state_dir, private=True)
         self._state_dir = state_dir
         self._check_identity(seen_capacity, seen_error_rate)
         #: allowed domain -> whether the domain itself is allowed (False: "*." subdomains only)
@@ -1520,12 +1521,11 @@ class Frontier:
             "seen_error_rate": seen_error_rate,
         }
         if not path.exists():
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(mine, indent=1))
-            tmp.replace(path)
+            replace_file(path, json.dumps(mine, indent=1).encode())
             return
         try:
-            theirs = json.loads(path.read_text())
+            with open_regular(path) as f:  # a link, a FIFO: damaged, never followed
+                theirs = json.loads(f.read())
             if not isinstance(theirs, dict):
                 raise ValueError(f"a JSON {type(theirs).__name__}, not an object")
         except (OSError, ValueError) as exc:
@@ -1544,9 +1544,7 @@ class Frontier:
         if older in UPGRADABLE_LAYOUTS and {**theirs, "layout_version": LAYOUT_VERSION} == mine:
             # layout 4 is layout 5 without callbacks: its queue entries and batches read as
             # entries for the default callback, so the crawl continues; the identity says 5 now
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(mine, indent=1))
-            tmp.replace(path)
+            replace_file(path, json.dumps(mine, indent=1).encode())
             log.warning("%s: crawl state of layout version %s continued as version %d (its "
                         "queued URLs go to the spider's default callback, parse, with empty "
                         "meta); frontier-crawl versions before layout %d cannot read it any "

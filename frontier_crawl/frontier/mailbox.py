@@ -112,7 +112,6 @@ class Mailbox:
         with storage_errors(self._paths[dest]):
             env = self._envs.get(dest)
             if env is None:
-                self._paths[dest].parent.mkdir(parents=True, exist_ok=True)
                 env = self._envs[dest] = open_env(self._paths[dest], self._map_size)
                 self._dbs[dest] = env.open_db(INBOX_DB)
             with env.begin(write=True, db=self._dbs[dest]) as txn:
@@ -140,7 +139,6 @@ class Inbox:
     """
 
     def __init__(self, path: Path, map_size: int) -> None:
-        path.mkdir(parents=True, exist_ok=True)
         self._path = path
         self._env = open_checked_env(path, map_size, _LOST_LINKS)
         try:

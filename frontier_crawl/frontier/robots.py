@@ -18,7 +18,10 @@ RFC 9309, as this module and the frontier apply it:
   percent-encoding, longest match) is protego's.
 * Caching (2.4): a body is stored with its fetch time; :meth:`RobotsCache.get` returns it
   with its age for as long as it may serve as the fallback of an unreachable robots.txt
-  (``ttl_s + stale_s``); the frontier decides whether it is fresh (``age < ttl_s``).
+  (``ttl_s + stale_s``); the frontier decides whether it is fresh (``age < ttl_s``). Entries
+  are msgpack ``[fetched_at, body or nil]`` in a data-only diskcache
+  (:func:`frontier_crawl.safefs.open_cache`: nothing read back is unpickled); an entry of
+  any other form, such as the pickled tuples of versions before it, is a miss.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ import time
 from pathlib import Path
 
 import diskcache
+import msgspec
 from protego import Protego
 
 from frontier_crawl.frontier.damage import DamagedState, disk_trouble
+from frontier_crawl.safefs import open_cache
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +52,9 @@ _TOKEN = re.compile(r"[A-Za-z_-]*")
 #: the User-agent value given to groups that are not ours: '(' and ')' are in no product
 #: token, so protego never finds it in ours
 _NOT_US = "(not-us)"
+#: a cache entry: (fetched_at, body), the body None for "allow all"
+_ENTRY = msgspec.msgpack.Decoder(tuple[float, bytes | None])
+_ENCODER = msgspec.msgpack.Encoder()
 
 
 def product_token(user_agent: str) -> str:
@@ -137,7 +145,7 @@ class RobotsCache:
 
     def __init__(self, directory: Path, token: str, ttl_s: float, stale_s: float = 0.0) -> None:
         try:
-            self._cache = diskcache.Cache(str(directory))
+            self._cache = open_cache(directory)
             self._cache.get("")  # a read, so a damaged SQLite file shows itself now
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
             trouble = disk_trouble(directory, exc)
@@ -156,11 +164,11 @@ class RobotsCache:
         """Cached rules for an origin and their age in seconds, None if none is kept."""
         try:
             hit = self._cache.get(origin)
+            if not isinstance(hit, bytes):
+                return None
+            fetched_at, body = _ENTRY.decode(hit)
         except Exception:  # a damaged cache entry is a miss
             return None
-        if not isinstance(hit, tuple) or len(hit) != 2:
-            return None
-        fetched_at, body = hit
         age = max(0.0, time.time() - float(fetched_at))
         if age > self._keep_s:
             return None
@@ -176,7 +184,7 @@ class RobotsCache:
             return None
         now = time.time()
         try:
-            self._cache.set(origin, (now, rules_body), expire=self._keep_s)
+            self._cache.set(origin, _ENCODER.encode((now, rules_body)), expire=self._keep_s)
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:  # full disk: only a cache
             if not self._store_failed:
                 log.warning("robots.txt cache not written (%s): fetched again next run", exc)

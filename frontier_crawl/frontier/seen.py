@@ -107,6 +107,8 @@ from typing import TYPE_CHECKING, Any
 
 from pybloom_live import BloomFilter
 
+from frontier_crawl.safefs import create_fresh, open_regular
+
 if TYPE_CHECKING:
     import lmdb
 
@@ -364,7 +366,8 @@ class SeenSet:
         )
         tmp = path.with_name(path.name + ".tmp")
         try:
-            with tmp.open("wb") as f:
+            # a fresh file: a leftover, or a symbolic link planted there, is removed first
+            with os.fdopen(create_fresh(tmp, 0o600), "wb") as f:
                 f.write(header)
                 self._bloom.tofile(f)
                 f.flush()
@@ -383,7 +386,7 @@ class SeenSet:
         exactly ``expected_count`` digests and has this set's sizing; else False (the caller
         rebuilds). ``txn``: a transaction to read LMDB in (default: a read transaction)."""
         try:
-            with path.open("rb") as f:
+            with open_regular(path) as f:  # a link, a FIFO...: not usable, rebuilt
                 header = f.read(_SNAPSHOT_HEADER.size)
                 magic, count, capacity, error_rate, upto = _SNAPSHOT_HEADER.unpack(header)
                 if magic != _SNAPSHOT_MAGIC:

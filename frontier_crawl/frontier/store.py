@@ -94,7 +94,8 @@ from pathlib import Path
 import lmdb
 import msgspec
 
-from frontier_crawl.frontier.damage import DamagedState
+from frontier_crawl.frontier.damage import DamagedState, disk_trouble
+from frontier_crawl.safefs import make_dir, regular_file
 
 __all__ = [
     "BLOCK_MAX",
@@ -165,10 +166,23 @@ def open_env(path: Path, map_size: int, *, sync: bool = True) -> lmdb.Environmen
     process still loses no committed transaction, but a power cut or OS crash between two
     ``Environment.sync(True)`` calls may corrupt the database. Only for crawls that may restart
     from scratch, and for measuring what the per-commit flush costs.
+
+    The directory is made 0700 if it is new; its ``data.mdb`` and ``lock.mdb`` must be regular
+    files if they exist (an OSError, ELOOP, for a symbolic link: LMDB would follow it), and
+    are created 0600. A symbolic link at ``lock.mdb``, which holds no data (LMDB rebuilds it),
+    is removed instead.
     """
+    make_dir(path, private=True)
+    lock = path / "lock.mdb"
+    if lock.is_symlink():
+        lock.unlink()
+    for name in ("data.mdb", "lock.mdb"):
+        with contextlib.suppress(FileNotFoundError):
+            regular_file(path / name)
     return lmdb.open(
         str(path),
         map_size=map_size,
+        mode=0o600,
         subdir=True,
         max_dbs=16,
         sync=sync,
@@ -191,6 +205,11 @@ def open_checked_env(
         raise DamagedState(path, "data.mdb is empty (its pages are lost)", consequence)
     try:
         env = open_env(path, map_size, sync=sync)
+    except OSError as exc:  # a symbolic link or a directory where LMDB's files go
+        trouble = disk_trouble(path, exc)
+        if trouble is not None:
+            raise trouble from exc
+        raise DamagedState(path, f"not a usable LMDB environment ({exc})", consequence) from exc
     except lmdb.Error as exc:
         if storage_errno(exc) is not None:  # a full or failing disk, not a damaged file
             raise storage_error(path, exc) from exc

@@ -23,6 +23,7 @@ from typing import Self
 import msgspec
 
 from frontier_crawl.output.fsync import fsync_directory
+from frontier_crawl.safefs import make_dir, open_append
 
 _FLUSH_BYTES = 1 << 16
 # U+0085, U+2028, U+2029 in UTF-8. These byte sequences only ever occur inside JSON strings.
@@ -88,12 +89,12 @@ class CrawlLog:
     ) -> None:
         """``durable``: ``prepare_commit`` fdatasyncs (``output.durability = "power-loss"``);
         otherwise it only hands the lines to the OS."""
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dir(path.parent)
         self._durable = durable
         self._handed = 0  #: bytes handed to the OS by this writer
         self.path = path
         created = not path.exists()
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd: int | None = open_append(path)  # never through a symbolic link
         if created:  # the new name itself must survive a power cut, not only the lines
             fsync_directory(path.parent)
         self._flush_bytes = flush_bytes

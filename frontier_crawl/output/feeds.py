@@ -45,6 +45,7 @@ import msgspec
 
 from frontier_crawl.output.fsync import fsync_directory
 from frontier_crawl.output.recover import set_aside
+from frontier_crawl.safefs import make_dir, open_append, open_existing, regular_file
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ class Feed:
         self._name = name
         self.format = fmt
         self._durable = durable
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd: int | None = open_append(path)  # never through a symbolic link
         self._offset = offset  #: bytes handed to the OS (the file's length)
         self._buffer = bytearray()
         self._unsynced = False
@@ -204,7 +205,7 @@ def open_feed(
     warnings of what start-up did to it. Never raises for a damaged file (it is set aside);
     an OSError only if a new file cannot be created there either."""
     warnings: list[str] = []
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(path.parent)
     offset, columns = 0, fields
     try:
         offset, columns = _recover(path, fmt, fields, committed, warnings)
@@ -230,9 +231,7 @@ def _recover(
                   "items to it: a new feed begins; the items of pages committed before are not "
                   "in it (those pages are not fetched again).")  # fmt: skip
         return 0, fields
-    if not path.is_file():
-        raise IsADirectoryError(f"not a regular file: {path}")
-    size = path.stat().st_size
+    size = regular_file(path).st_size  # a symbolic link or a directory: set aside
     if committed is None:
         if size:
             _set_aside(path, f"holds {size} bytes this crawl state has no record of (another "
@@ -243,7 +242,7 @@ def _recover(
         _set_aside(path, f"{size} bytes, shorter than the {committed} the crawl committed",
                    committed, warnings)  # fmt: skip
         return 0, fields
-    with path.open("r+b") as fh:
+    with os.fdopen(open_existing(path, writable=True), "r+b") as fh:
         if committed:
             fh.seek(committed - 1)
             if fh.read(1) != b"\n":

@@ -7,23 +7,16 @@ import os
 import tempfile
 from pathlib import Path
 
+from frontier_crawl.safefs import fsync_directory
 
-def fsync_directory(directory: Path) -> None:
-    """Make a new or renamed name in ``directory`` durable (no-op where directories cannot be
-    opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+__all__ = ["fsync_directory", "write_atomic"]
 
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` atomically: a temporary file beside it, fsync, rename (a
-    reader sees the old file or the new one, never a part)."""
+    reader sees the old file or the new one, never a part). The temporary file has a random
+    name and is created with ``O_EXCL`` (mkstemp), so no symbolic link planted beside ``path``
+    is followed; the rename replaces a link at ``path`` itself, never its target."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -33,6 +33,8 @@ from typing import cast
 import msgspec
 from isal import isal_zlib
 
+from frontier_crawl.safefs import open_existing, regular_file
+
 log = logging.getLogger(__name__)
 
 _CHUNK = 1 << 20  #: bytes read at a time
@@ -151,9 +153,7 @@ def _warn(warnings: list[str], message: str) -> None:
 
 
 def _recover_warc(path: Path, result: WarcRecovery) -> None:
-    size = path.stat().st_size
-    if not path.is_file():
-        raise IsADirectoryError(f"not a regular file: {path}")
+    size = regular_file(path).st_size  # a symbolic link or a directory: set aside
     good, damaged = scan_gzip_members(path)
     final = path.with_name(path.name[: -len(".open")])
     if good == 0 and not damaged and size <= WARCINFO_MAX_BYTES:
@@ -179,7 +179,7 @@ def _recover_warc(path: Path, result: WarcRecovery) -> None:
     elif good < size:
         log.warning("%s: cut %d bytes of an unfinished record", path, size - good)
     if good < size:
-        with path.open("r+b") as fh:
+        with os.fdopen(open_existing(path, writable=True), "r+b") as fh:
             fh.truncate(good)
             os.fsync(fh.fileno())
     os.replace(path, final)
@@ -221,7 +221,8 @@ def recover_lines(path: Path) -> list[str]:
 
 def _cut_last_line(path: Path) -> str | None:
     """Cut an unfinished last line; returns what is wrong with the file beyond that, if any."""
-    with path.open("r+b") as fh:
+    regular_file(path)  # a symbolic link or a directory: set aside
+    with os.fdopen(open_existing(path, writable=True), "r+b") as fh:
         size = fh.seek(0, os.SEEK_END)
         if size == 0:
             return None

@@ -69,6 +69,7 @@ from zlib_ng import zlib_ng
 from frontier_crawl import __version__
 from frontier_crawl.output.fsync import fsync_directory
 from frontier_crawl.proctree import child_argv, die_with_parent, ignore_terminal_signals
+from frontier_crawl.safefs import make_dir
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -165,7 +166,7 @@ class WarcWriter:
         if not 0 <= gzip_level <= top:
             raise ValueError(f"{compressor} gzip_level must be 0..{top}, got {gzip_level}")
         level = gzip_level or default
-        directory.mkdir(parents=True, exist_ok=True)
+        make_dir(directory)
         files = _Files(
             directory, prefix, max_bytes, _warcinfo_fields(info), level, compressor, durable
         )
