@@ -66,9 +66,14 @@ class CurlOptions:
         handle.setopt(pycurl.NOSIGNAL, 1)
         handle.setopt(pycurl.PROTOCOLS, _HTTP_PROTOCOLS)
         handle.setopt(pycurl.REDIR_PROTOCOLS, _HTTP_PROTOCOLS)
+        handle.setopt(pycurl.FOLLOWLOCATION, 0)  # libcurl's default, said: it follows nothing
         handle.setopt(pycurl.DNS_CACHE_TIMEOUT, self.dns_cache_ttl_s)
+        # The configured proxy, or none: never one from the environment (http_proxy, ...), and
+        # no host bypasses the configured one (no_proxy), so the address policy knows where
+        # every connection goes (fetch/addresses.py).
+        handle.setopt(pycurl.PROXY, self.proxy if self.proxy is not None else "")
         if self.proxy is not None:
-            handle.setopt(pycurl.PROXY, self.proxy)
+            handle.setopt(pycurl.NOPROXY, "")
         if self.maxconnects > 0:
             handle.setopt(pycurl.MAXCONNECTS, self.maxconnects)
 
