@@ -192,8 +192,9 @@ class PolitenessSection(_Section, frozen=True):
         Meta(
             description="Fetches in a row that found robots.txt unreachable (429, 5xx, no "
             "complete answer) after which a host with no usable copy (robots_stale_s) is "
-            "retired and its URLs recorded as robots-unavailable. A 4xx other than 429, or a "
-            "redirect chain longer than five hops, is not unreachable: it allows everything."
+            "retired and its URLs recorded as robots-unavailable. A 4xx other than 429, a "
+            "redirect chain longer than five hops, or one cut short by scope or the address "
+            "policy, is not unreachable: it allows everything."
         ),
     ] = 4
     delay_factor: Annotated[

@@ -150,3 +150,21 @@ def test_a_name_in_scope_resolving_to_a_refused_address_is_refused(
     assert report["address_refused"] == 2
     assert report["outcomes"]["address-refused"] == 2
     assert report["complete"] is True
+
+
+@pytest.mark.timeout(30)
+def test_api_seeds_go_through_scope(tmp_path: Path) -> None:
+    """Seeds added by the operator (the control API's ``seeds``, ``ctl add-seeds``) are
+    admitted like links: one outside the scope (a loopback service) is not, and never
+    requested; one in scope is crawled."""
+    from frontier_crawl.control.commands import Command
+
+    with ScriptedServer(everything) as inner, ScriptedServer(site(Answer(404))) as srv:
+        s = crawl_settings(tmp_path, [srv.url(SITE, "/")], srv.resolve(SITE))
+        engine = Engine(s)
+        outside = f"http://127.0.0.1:{inner.port}/latest/meta-data/"
+        reply = engine.apply(Command("seeds", urls=(outside, srv.url(SITE, "/added"))), 0.0)
+        assert (reply["given"], reply["admitted"]) == (2, 1)
+        engine.run()
+        assert inner.log() == []
+        assert (SITE, "/added") in {(e.host, e.path) for e in srv.log()}

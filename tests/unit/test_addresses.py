@@ -117,5 +117,5 @@ def test_the_setting_is_checked() -> None:
     assert s.fetch.allow_addresses == ("loopback", "10.0.0.0/8", "::1")
     assert parse(_raw()).fetch.allow_addresses == ()  # safe default: public only
     for bad in ("localhost", "10.0.0.0/33", "private-ish", ""):
-        with pytest.raises(ConfigError, match="fetch.allow_addresses"):
+        with pytest.raises(ConfigError, match=r"fetch\.allow_addresses"):
             parse(_raw(allow_addresses=[bad]))
