@@ -168,7 +168,8 @@ class AddressPolicy:
         return cls(allowed, seed_hosts=hosts, seed_addresses=addresses)
 
     def address_refused(self, address: str) -> str:
-        """"" if connections may go to ``address`` (whatever host), else its category."""
+        """Why connections may not go to ``address`` (its category), whatever the host; ""
+        if they may."""
         answer = self._answers.get(address)
         if answer is None:
             answer = self._decide(address)
@@ -191,7 +192,8 @@ class AddressPolicy:
         return kind
 
     def why_refused(self, address: str, url: str) -> str:
-        """"" if a connection for ``url`` may go to ``address``, else why not (its category)."""
+        """Why a connection for ``url`` may not go to ``address`` (its category); "" if it
+        may."""
         kind = self.address_refused(address)
         if kind and self.seed_hosts and _host(url) in self.seed_hosts:
             return ""

@@ -1163,9 +1163,7 @@ class Frontier:
         url = canonicalize(target)
         if url is None or (self._domain_set and not self._domain_allowed(host_of(url))):
             return False
-        self._robots_hops.append(
-            Ticket(b"", ticket.origin, url, 0, ticket.hops + 1, robots=True)
-        )
+        self._robots_hops.append(Ticket(b"", ticket.origin, url, 0, ticket.hops + 1, robots=True))
         return True
 
     def retire(self, origin: str, reason: str) -> None:
