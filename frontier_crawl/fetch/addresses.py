@@ -43,6 +43,7 @@ police.
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Iterable
 from contextlib import suppress
 from urllib.parse import urlsplit
@@ -68,30 +69,51 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "reserved": ("240.0.0.0/4",),
 }
 assert tuple(CATEGORIES) == ADDRESS_CATEGORIES  # the config's list is this one
-_NETWORKS: tuple[tuple[_IPv4 | _IPv6, str], ...] = tuple(
-    (ipaddress.ip_network(net), name) for name, nets in CATEGORIES.items() for net in nets
+#: (version, first, last, category) of every refused network, as integers (cheap to compare)
+_RANGES: tuple[tuple[int, int, int, str], ...] = tuple(
+    (net.version, int(net.network_address), int(net.broadcast_address), name)
+    for name, nets in CATEGORIES.items()
+    for net in map(ipaddress.ip_network, nets)
 )
-_V4_IN_V6 = (  # (prefix, shift): the IPv4 address is (int(address) >> shift) & 0xFFFFFFFF
-    (_IPv6("::ffff:0:0/96"), 0),  # IPv4-mapped
-    (_IPv6("64:ff9b::/96"), 0),  # NAT64 well-known prefix
-    (_IPv6("2002::/16"), 80),  # 6to4
-    (_IPv6("::/96"), 0),  # IPv4-compatible (deprecated); :: and ::1 are matched first
+#: IPv6 prefixes that carry an IPv4 address: (first, last, shift), the IPv4 address being
+#: (value >> shift) & 0xFFFFFFFF
+_V4_IN_V6: tuple[tuple[int, int, int], ...] = tuple(
+    (int(net.network_address), int(net.broadcast_address), shift)
+    for net, shift in (
+        (_IPv6("::ffff:0:0/96"), 0),  # IPv4-mapped
+        (_IPv6("64:ff9b::/96"), 0),  # NAT64 well-known prefix
+        (_IPv6("2002::/16"), 80),  # 6to4
+        (_IPv6("::/96"), 0),  # IPv4-compatible (deprecated); :: and ::1 are matched first
+    )
 )
-_EXACT_V6 = frozenset({ipaddress.IPv6Address("::"), ipaddress.IPv6Address("::1")})
 _REMEMBERED = 4096  #: addresses whose answer is remembered (then the memory starts again)
+
+
+def _parse(address: str) -> tuple[int, int]:
+    """(IP version, the address as an integer); ValueError if it is none (socket.inet_pton:
+    about ten times as fast as ipaddress.ip_address)."""
+    text = address.strip("[]").partition("%")[0]  # no IPv6 zone id
+    try:
+        return 4, int.from_bytes(socket.inet_pton(socket.AF_INET, text), "big")
+    except OSError:
+        pass
+    try:
+        return 6, int.from_bytes(socket.inet_pton(socket.AF_INET6, text), "big")
+    except (OSError, ValueError):
+        raise ValueError(f"not an IP address: {address!r}") from None
 
 
 def category(address: str) -> str:
     """The category of an IP address (module docstring): ``"public"`` outside every refused
     network. ValueError if ``address`` is not an IP address."""
-    ip = ipaddress.ip_address(address.strip("[]").partition("%")[0])  # no IPv6 zone id
-    if isinstance(ip, ipaddress.IPv6Address) and ip not in _EXACT_V6:
-        for prefix, shift in _V4_IN_V6:
-            if ip in prefix:
-                ip = ipaddress.IPv4Address((int(ip) >> shift) & 0xFFFFFFFF)
+    version, value = _parse(address)
+    if version == 6 and value > 1:  # :: and ::1 are themselves
+        for first, last, shift in _V4_IN_V6:
+            if first <= value <= last:
+                version, value = 4, (value >> shift) & 0xFFFFFFFF
                 break
-    for net, name in _NETWORKS:
-        if ip.version == net.version and ip in net:
+    for net_version, first, last, name in _RANGES:
+        if net_version == version and first <= value <= last:
             return name
     return PUBLIC
 
