@@ -331,7 +331,7 @@ class Fetcher:
 
     def _lookup(self, req: FetchRequest) -> Stored | None:
         """The stored response to revalidate ``req`` against, if the cache applies to it."""
-        if self._cache is None:
+        if self._cache is None or req.keep_bytes:  # a cut body (robots.txt) is not cached
             return None
         if any(name.lower() in _CONDITIONAL for name, _ in req.headers):
             return None  # the caller asks its own question
@@ -343,7 +343,7 @@ class Fetcher:
 
     def _cached(self, result: FetchResult, stored: Stored | None) -> FetchResult:
         """Store a fresh 200, or turn a 304 into the stored response it confirms."""
-        if self._cache is None:
+        if self._cache is None or result.request.keep_bytes:
             return result
         if stored is not None and result.status == 304 and result.error is None:
             return self._cache.revalidated(result, stored, self._max_body_bytes)
