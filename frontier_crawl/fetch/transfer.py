@@ -6,8 +6,7 @@ The fetcher keeps a ``dict[pycurl.Curl, Transfer]``; the handle's ``WRITEFUNCTIO
 
 * Response headers: every line goes to :meth:`Transfer.on_header`; a status line starts a new
   block, so with ``100 Continue`` or a proxy's CONNECT reply only the last response's block is
-  kept. Lines after its blank line are trailers and
-  are not part of the block.
+  kept. Lines after its blank line are trailers and are not part of the block.
 * Request headers: :meth:`Transfer.on_debug` keeps the last ``HEADER_OUT`` block libcurl
   reports (``VERBOSE`` must be on for libcurl to call the debug function; the fetcher sets
   both only when it is asked to capture requests).
