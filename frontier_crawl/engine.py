@@ -54,6 +54,7 @@ from frontier_crawl.control.status import (
 )
 from frontier_crawl.fetch import (
     FETCH_TIME_BUCKETS,
+    AddressPolicy,
     CacheUnusable,
     ErrorKind,
     Fetcher,
@@ -72,6 +73,7 @@ from frontier_crawl.frontier.mailbox import Link
 from frontier_crawl.frontier.politeness import parse_retry_after, retry_delay
 from frontier_crawl.frontier.robots import MAX_ROBOTS_BYTES
 from frontier_crawl.frontier.scope import check_scope
+from frontier_crawl.frontier.urls import canonicalize
 from frontier_crawl.output import (
     ArchiveRecord,
     CrawlLog,
@@ -103,7 +105,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ROBOTS_REDIRECTS = 5  # RFC 9309: follow at least five redirect hops for robots.txt
+#: RFC 9309 2.3.1.2: five redirect hops followed for robots.txt, each a request of its own
+#: through the frontier (scope) and the fetcher (address policy); a chain cut short there is
+#: "unavailable", as one longer than this is
+ROBOTS_REDIRECTS = 5
+#: the status robots_done is given for a robots.txt redirect chain not followed to its end
+#: (a refused hop has no status of its own): a 3xx, which RobotsCache reads as "unavailable"
+_CHAIN_CUT = 300
 MAX_WAIT_S = 1.0  # upper bound of one wait, so progress, checkpoints and signals stay timely
 #: WARC fdatasyncs per group commit interval, at most (power-loss durability): two, so a
 #: page's records wait for their sync half an interval on average, not a whole one (measured:
@@ -414,10 +422,15 @@ class Engine:
     def _open_fetcher(self, settings: CrawlSettings) -> Fetcher:
         """The fetcher; an HTTP cache it cannot open is set aside and started afresh."""
 
+        f = settings.fetch
+        seeds = [canonicalize(seed) or seed for seed in settings.crawl.seeds]
+        addresses = AddressPolicy.for_crawl(f.allow_addresses, seeds, f.resolve)
+
         def build() -> Fetcher:
             return Fetcher.from_settings(
-                settings.fetch, settings.politeness, capture_requests=settings.output.warc
-            )
+                f, settings.politeness, capture_requests=settings.output.warc,
+                addresses=addresses,
+            )  # fmt: skip
 
         try:
             return build()
@@ -843,12 +856,9 @@ class Engine:
         return min(longest, max(0.0, wake - now))
 
     def _request(self, ticket: Ticket) -> FetchRequest:
-        if ticket.robots:  # RFC 9309: five hops followed; the first 500 KiB parsed, whatever
-            return FetchRequest(  # the page cap (the rest is not read)
-                ticket.url, token=ticket, follow_redirects=ROBOTS_REDIRECTS,
-                keep_bytes=MAX_ROBOTS_BYTES,
-            )  # fmt: skip
-        return FetchRequest(ticket.url, token=ticket)
+        if ticket.robots:  # RFC 9309: the first 500 KiB parsed, whatever the page cap (the
+            return FetchRequest(ticket.url, token=ticket, keep_bytes=MAX_ROBOTS_BYTES)  # rest
+        return FetchRequest(ticket.url, token=ticket)  # is not read); redirects: _robots_hop
 
     # ----------------------------------------------------------------------------- results
 
@@ -863,15 +873,12 @@ class Engine:
         )
         hold = min(after, f.max_retry_delay_s) if after is not None else 0.0
         if ticket.robots:
-            # a chain of more than ROBOTS_REDIRECTS hops ends at a 3xx: "unavailable" (RFC
-            # 9309 2.3.1.2); any other failure is "unreachable"
-            answered = r.error is None or r.error is ErrorKind.REDIRECTS
-            t0 = time.perf_counter()
-            self.frontier.robots_done(ticket, r.finished, r.status if answered else 0, r.body,
-                                      r.duration_s, r.ip, hold_s=hold)  # fmt: skip
-            self._times.frontier += time.perf_counter() - t0
-            self._warc_needed = self._archive(r) or self._warc_needed
-            self._record(ticket, r, Outcome.ROBOTS_TXT)
+            self._robots_result(ticket, r, hold)
+            return
+        if r.error is ErrorKind.ADDRESS_REFUSED:  # never retried: the host is given up
+            self.frontier.complete(ticket, r.finished, 0.0, Failure.NONE, r.ip)
+            self._record(ticket, r, Outcome.ADDRESS_REFUSED)
+            self.frontier.retire(ticket.origin, Outcome.ADDRESS_REFUSED.value)
             return
         if self._should_retry(ticket, r, after):
             return
@@ -888,6 +895,47 @@ class Engine:
             self._failed_at(ticket.origin, held)
         self._record(ticket, r, outcome, archived, self._held.pop(ticket.key, 0.0) + held,
                      yielded)  # fmt: skip
+
+    def _robots_result(self, ticket: Ticket, r: FetchResult, hold: float) -> None:
+        """A robots.txt fetch (or one hop of its redirect chain) came back.
+
+        RFC 9309 as applied here: a redirect is followed as a request of its own (scope, the
+        address policy) for up to ROBOTS_REDIRECTS hops; a chain cut short (more hops, a
+        target out of scope, a hop's address refused) is "unavailable": allow all (2.3.1.2
+        says a crawler that stops following MAY; the host's own server chose to send us
+        away, as a 404 would). Any other failure is "unreachable" (retried). The host's own
+        robots.txt address refused: the host is retired (address-refused)."""
+        frontier = self.frontier
+        t0 = time.perf_counter()
+        if r.error is ErrorKind.ADDRESS_REFUSED:
+            if ticket.hops:
+                frontier.robots_done(ticket, r.finished, _CHAIN_CUT, b"", 0.0, r.ip)
+            else:
+                frontier.robots_done(ticket, r.finished, 0, b"", 0.0, r.ip,
+                                     retire=Outcome.ADDRESS_REFUSED.value)  # fmt: skip
+        elif not self._robots_hop(ticket, r):
+            status = r.status if r.error is None else 0
+            frontier.robots_done(ticket, r.finished, status, r.body, r.duration_s, r.ip,
+                                 hold_s=hold)  # fmt: skip
+        self._times.frontier += time.perf_counter() - t0
+        self._warc_needed = self._archive(r) or self._warc_needed
+        self._record(ticket, r, Outcome.ROBOTS_TXT)
+
+    def _robots_hop(self, ticket: Ticket, r: FetchResult) -> bool:
+        """A robots.txt redirect: its target handed back to the frontier as the host's next
+        robots ticket, if it is within ROBOTS_REDIRECTS hops and in scope. False (the fetch
+        is finished with this answer) for anything else."""
+        if r.error is not None or not 300 <= r.status < 400 or r.not_modified is not None:
+            return False
+        location = r.header("location")
+        if not location or ticket.hops >= ROBOTS_REDIRECTS:
+            return False
+        target = resolve_location(r.url, location)
+        if target is not None and self.frontier.robots_redirect(ticket, target):
+            return True
+        log.info("robots.txt of %s redirects to %r, not followed (not an http(s) URL in "
+                 "scope): unavailable", ticket.origin, location)  # fmt: skip
+        return False
 
     def _should_retry(self, ticket: Ticket, r: FetchResult, after: float | None) -> bool:
         """Send a transient failure back to the frontier, if it has retries left.

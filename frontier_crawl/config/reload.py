@@ -31,7 +31,8 @@ IDENTITY = frozenset({
     "cluster.redis_url", "cluster.nodes", "cluster.key_prefix",
 })  # fmt: skip
 FIXED = frozenset({
-    "frontier.lmdb_map_size_bytes", "fetch.resolve", "fetch.proxy", "fetch.verify_tls",
+    "frontier.lmdb_map_size_bytes", "fetch.resolve", "fetch.proxy", "fetch.allow_addresses",
+    "fetch.verify_tls",
     "fetch.ca_bundle", "fetch.dns_cache_ttl_s", "fetch.http2", "fetch.parse_types",
     "fetch.cache", "fetch.cache_dir", "fetch.cache_max_bytes", "output.warc",
     "output.warc_max_bytes", "output.warc_prefix", "output.warc_compressor",

@@ -11,6 +11,7 @@ The reference of every key (``docs/config.md``) is generated from these classes 
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Literal
 
@@ -25,6 +26,10 @@ PosInt = Annotated[int, Meta(ge=1)]
 #: RFC 9309 2.2.1: a product token is letters, "_" and "-"
 _PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]+")
 _RESOLVE_RE = re.compile(r"^(?P<host>[^:\s]+):(?P<port>\d{1,5}):(?P<addr>\S+)$")
+#: the address categories ``fetch.allow_addresses`` may name (their networks: fetch/addresses.py)
+ADDRESS_CATEGORIES = (
+    "loopback", "private", "link-local", "shared", "multicast", "unspecified", "reserved",
+)  # fmt: skip
 
 
 class _Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -196,8 +201,9 @@ class PolitenessSection(_Section, frozen=True):
         Meta(
             description="Fetches in a row that found robots.txt unreachable (429, 5xx, no "
             "complete answer) after which a host with no usable copy (robots_stale_s) is "
-            "retired and its URLs recorded as robots-unavailable. A 4xx other than 429, or a "
-            "redirect chain longer than five hops, is not unreachable: it allows everything."
+            "retired and its URLs recorded as robots-unavailable. A 4xx other than 429, a "
+            "redirect chain longer than five hops, or one cut short by scope or the address "
+            "policy, is not unreachable: it allows everything."
         ),
     ] = 4
     delay_factor: Annotated[
@@ -340,8 +346,25 @@ class FetchSection(_Section, frozen=True):
         Meta(description="Like curl --resolve: 'host:port:address' entries."),
     ] = ()
     proxy: Annotated[
-        str | None, Meta(description="Proxy URL (http://, socks5://, socks5h://).")
+        str | None,
+        Meta(
+            description="Proxy URL (http://, socks5://, socks5h://). Connections go to it "
+            "whatever its address; proxy settings from the environment (http_proxy, "
+            "no_proxy) are never used."
+        ),
     ] = None
+    allow_addresses: Annotated[
+        tuple[str, ...],
+        Meta(
+            description="Address categories (loopback, private, link-local, shared, "
+            "multicast, unspecified, reserved) or CIDR networks ('10.1.0.0/16') connections "
+            "may go to. Empty: public addresses only, plus the seeds' hosts (any address) and "
+            "the categories of the addresses given for them (a literal address in a seed, a "
+            "fetch.resolve entry). Checked on the address connected to, after DNS; a refused "
+            "URL is address-refused and its host retired. With a proxy, only literal "
+            "addresses in URLs are checked (the proxy resolves names)."
+        ),
+    ] = ()
     verify_tls: Annotated[
         bool, Meta(description="Verify TLS certificates (false is warned about in log and report).")
     ] = True
@@ -383,6 +406,17 @@ class FetchSection(_Section, frozen=True):
             m = _RESOLVE_RE.match(entry)
             if m is None or not 0 < int(m["port"]) < 65536:
                 raise ValueError(f"resolve: expected 'host:port:address', got {entry!r}")
+        for entry in self.allow_addresses:
+            if entry.strip().lower() in ADDRESS_CATEGORIES:
+                continue
+            try:
+                ipaddress.ip_network(entry.strip(), strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"allow_addresses: {entry!r} is neither an address category "
+                    f"({', '.join(ADDRESS_CATEGORIES)}) nor a CIDR network such as "
+                    "'10.1.0.0/16' or 'fd00::/8'"
+                ) from None
         if self.proxy is not None and not self.proxy.lower().startswith(
             ("http://", "https://", "socks4://", "socks4a://", "socks5://", "socks5h://")
         ):

@@ -128,7 +128,6 @@ class HttpCache:
             result.error is not None
             or result.status != 200
             or result.not_modified is not None
-            or result.request.follow_redirects
         ):
             return False
         etag, last_modified = result.header("etag"), result.header("last-modified")

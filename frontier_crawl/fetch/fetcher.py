@@ -7,7 +7,16 @@ shared by every handle), and a :class:`~frontier_crawl.fetch.pool.HandlePool` of
 
 Only http and https URLs reach libcurl: anything else is answered by the next ``poll()`` with
 ``FORBIDDEN_SCHEME``, and every handle is restricted to http/https (``PROTOCOLS`` and
-``REDIR_PROTOCOLS``) so a redirect cannot reach ``file://`` either.
+``REDIR_PROTOCOLS``). libcurl follows no redirect (``FOLLOWLOCATION`` is off on every handle
+and never turned on): a 3xx comes back as it is, and whoever wants its target (the engine:
+robots.txt hops and page redirects alike) asks for it with a request of its own, which passes
+scope and the address policy like any other.
+
+With an :class:`~frontier_crawl.fetch.addresses.AddressPolicy`, every new connection's
+address is checked after name resolution (``fetch/addresses.py``, ``Transfer.open_socket``),
+and a request that found no allowed address comes back with ``ADDRESS_REFUSED``. With a
+proxy, connections go only to the proxy, and the policy checks only targets given as literal
+addresses (before anything is sent).
 
 Content encoding: the request offers ``Accept-Encoding: gzip, deflate`` (unless the request
 brings its own), libcurl's decoding is off, and ``fetch/decode.py`` decodes the body with a
@@ -38,6 +47,7 @@ from typing import TYPE_CHECKING
 import pycurl
 
 from frontier_crawl.config.settings import PolitenessSection
+from frontier_crawl.fetch.addresses import AddressPolicy
 from frontier_crawl.fetch.cache import CACHE_ERRORS, HttpCache, Stored
 from frontier_crawl.fetch.errors import CURLE_OPERATION_TIMEDOUT
 from frontier_crawl.fetch.multi import MultiLoop
@@ -90,6 +100,7 @@ class Fetcher:
         cache_dir: str | Path | None = None,
         cache_max_bytes: int = 1 << 30,
         capture_requests: bool = True,
+        addresses: AddressPolicy | None = None,
     ) -> None:
         """Build the multi, the share and the (empty) handle pool (and open the cache).
 
@@ -140,6 +151,10 @@ class Fetcher:
         self._revalidating: dict[pycurl.Curl, Stored] = {}
         self._resolver_stuck = False  # a resolve timed out: its thread may outlive the transfer
         self._capture_requests = capture_requests
+        #: checked at each new connection (None with a proxy: connections go to the proxy)
+        self._addresses = addresses if proxy is None else None
+        #: with a proxy: the policy for targets given as literal addresses
+        self._proxied = addresses if proxy is not None else None
         #: transfers ended, and their seconds (submit to completion) and name-lookup seconds
         self.transfers = 0
         self.transfer_s = 0.0
@@ -149,9 +164,15 @@ class Fetcher:
 
     @classmethod
     def from_settings(
-        cls, fetch: FetchSection, politeness: PolitenessSection, *, capture_requests: bool = True
+        cls,
+        fetch: FetchSection,
+        politeness: PolitenessSection,
+        *,
+        capture_requests: bool = True,
+        addresses: AddressPolicy | None = None,
     ) -> Fetcher:
-        """A fetcher configured from the ``[fetch]`` and ``[politeness]`` sections."""
+        """A fetcher configured from the ``[fetch]`` and ``[politeness]`` sections (the address
+        policy, which needs the seeds too, is the caller's: ``AddressPolicy.for_crawl``)."""
         return cls(
             concurrency=fetch.concurrency,
             user_agent=politeness.user_agent,
@@ -169,6 +190,7 @@ class Fetcher:
             cache_dir=fetch.cache_dir if fetch.cache else None,
             cache_max_bytes=fetch.cache_max_bytes,
             capture_requests=capture_requests,
+            addresses=addresses,
         )
 
     # -- the seam --------------------------------------------------------------------------
@@ -236,9 +258,13 @@ class Fetcher:
             detail = f"scheme {scheme!r} is not http or https; not fetched"
             self._ready.append(error_result(req, ErrorKind.FORBIDDEN_SCHEME, detail))
             return
+        if self._proxied is not None and (why := self._proxied.refuses_url(req.url)):
+            detail = f"address refused ({why}, fetch.allow_addresses); not sent to the proxy"
+            self._ready.append(error_result(req, ErrorKind.ADDRESS_REFUSED, detail))
+            return
         stored = self._lookup(req)
         handle = self._pool.acquire()
-        transfer = Transfer(req, self._max_body_bytes)
+        transfer = Transfer(req, self._max_body_bytes, self._addresses)
         extra = stored.conditional_headers() if stored is not None else ()
         try:
             _set_request_options(handle, req, transfer, extra, self._capture_requests)
@@ -305,7 +331,7 @@ class Fetcher:
 
     def _lookup(self, req: FetchRequest) -> Stored | None:
         """The stored response to revalidate ``req`` against, if the cache applies to it."""
-        if self._cache is None or req.follow_redirects:
+        if self._cache is None or req.keep_bytes:  # a cut body (robots.txt) is not cached
             return None
         if any(name.lower() in _CONDITIONAL for name, _ in req.headers):
             return None  # the caller asks its own question
@@ -317,7 +343,7 @@ class Fetcher:
 
     def _cached(self, result: FetchResult, stored: Stored | None) -> FetchResult:
         """Store a fresh 200, or turn a 304 into the stored response it confirms."""
-        if self._cache is None:
+        if self._cache is None or result.request.keep_bytes:
             return result
         if stored is not None and result.status == 304 and result.error is None:
             return self._cache.revalidated(result, stored, self._max_body_bytes)
@@ -360,7 +386,8 @@ def _set_request_options(
     extra_headers: tuple[tuple[str, str], ...] = (),
     capture_request: bool = True,
 ) -> None:
-    """The per-request options (the common ones were applied by the pool)."""
+    """The per-request options (the common ones were applied by the pool). Never
+    ``FOLLOWLOCATION``: libcurl follows no redirect (module docstring)."""
     handle.setopt(pycurl.URL, req.url)
     # Wait for a connection being set up to the same origin, in case it turns out to carry
     # HTTP/2, only where HTTP/2 is possible (TLS with ALPN): on cleartext http the wait gains
@@ -370,11 +397,8 @@ def _set_request_options(
     handle.setopt(pycurl.HTTPHEADER, _header_lines(req.headers + extra_headers))
     if req.keep_bytes > 0:  # read up to keep_bytes of any body, whatever its announced size
         handle.setopt(pycurl.MAXFILESIZE_LARGE, 0)
-    if req.follow_redirects > 0:
-        handle.setopt(pycurl.FOLLOWLOCATION, 1)
-        handle.setopt(pycurl.MAXREDIRS, req.follow_redirects)
-    else:
-        handle.setopt(pycurl.FOLLOWLOCATION, 0)
+    if transfer.policy is not None:
+        handle.setopt(pycurl.OPENSOCKETFUNCTION, transfer.open_socket)
     handle.setopt(pycurl.WRITEFUNCTION, transfer.on_write)
     handle.setopt(pycurl.HEADERFUNCTION, transfer.on_header)
     if capture_request:

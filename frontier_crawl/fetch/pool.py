@@ -4,11 +4,11 @@ Handles are created lazily, up to ``capacity``, and recycled: :meth:`HandlePool.
 ``reset()`` (which drops every option and Python callback, so the finished transfer's buffers
 are freed at once, and clears libcurl's per-handle state, while libcurl keeps the share, live
 connections and caches) and re-applies the common options of :class:`CurlOptions`. A handle
-taken from the pool therefore only needs the per-request options (URL, headers, redirects,
+taken from the pool therefore only needs the per-request options (URL, headers, address check,
 callbacks).
 
 The reset is kept so that each transfer starts from libcurl's defaults and no per-request
-option can leak into the next one (a test checks redirects and headers). ``RESOLVE`` is the
+option can leak into the next one (a test checks headers). ``RESOLVE`` is the
 one option not re-applied after a reset (:meth:`CurlOptions.reapply`): its entries live in
 the share's DNS cache, where libcurl keeps them for good, and re-applying the list made
 libcurl reload every entry into that cache at every transfer (with 50 entries, about 0.1 ms
@@ -66,9 +66,14 @@ class CurlOptions:
         handle.setopt(pycurl.NOSIGNAL, 1)
         handle.setopt(pycurl.PROTOCOLS, _HTTP_PROTOCOLS)
         handle.setopt(pycurl.REDIR_PROTOCOLS, _HTTP_PROTOCOLS)
+        handle.setopt(pycurl.FOLLOWLOCATION, 0)  # libcurl's default, said: it follows nothing
         handle.setopt(pycurl.DNS_CACHE_TIMEOUT, self.dns_cache_ttl_s)
+        # The configured proxy, or none: never one from the environment (http_proxy, ...), and
+        # no host bypasses the configured one (no_proxy), so the address policy knows where
+        # every connection goes (fetch/addresses.py).
+        handle.setopt(pycurl.PROXY, self.proxy if self.proxy is not None else "")
         if self.proxy is not None:
-            handle.setopt(pycurl.PROXY, self.proxy)
+            handle.setopt(pycurl.NOPROXY, "")
         if self.maxconnects > 0:
             handle.setopt(pycurl.MAXCONNECTS, self.maxconnects)
 

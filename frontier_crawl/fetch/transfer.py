@@ -5,9 +5,8 @@ The fetcher keeps a ``dict[pycurl.Curl, Transfer]``; the handle's ``WRITEFUNCTIO
 ``reset()`` drops them (and the buffers) when the handle goes back to the pool.
 
 * Response headers: every line goes to :meth:`Transfer.on_header`; a status line starts a new
-  block, so with redirects followed by libcurl (or ``100 Continue``, or a proxy's CONNECT
-  reply) only the last response's block is kept. Lines after its blank line are trailers and
-  are not part of the block.
+  block, so with ``100 Continue`` or a proxy's CONNECT reply only the last response's block is
+  kept. Lines after its blank line are trailers and are not part of the block.
 * Request headers: :meth:`Transfer.on_debug` keeps the last ``HEADER_OUT`` block libcurl
   reports (``VERBOSE`` must be on for libcurl to call the debug function; the fetcher sets
   both only when it is asked to capture requests).
@@ -17,18 +16,28 @@ The fetcher keeps a ``dict[pycurl.Curl, Transfer]``; the handle's ``WRITEFUNCTIO
   request with ``keep_bytes`` (robots.txt) is cut instead: past ``keep_bytes`` raw or decoded
   bytes the transfer is stopped the same way, and the result is the first ``keep_bytes`` bytes
   of the body with no error (``FetchResult.cut``).
+* Addresses: with an address policy, :meth:`Transfer.open_socket` is the handle's
+  ``OPENSOCKETFUNCTION``: libcurl asks it for each new connection's socket, with the address
+  it is about to connect to (after name resolution); a refused address gets no socket
+  (``SOCKET_BAD``: libcurl tries the name's next address, if any), and a transfer that found
+  no allowed address ends with ``ADDRESS_REFUSED`` (``fetch/addresses.py``).
 """
 
 from __future__ import annotations
 
+import socket
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import pycurl
 
 from frontier_crawl.fetch.decode import BodyDecoder, DecodedTooLarge, DecodeError, decoder_for
 from frontier_crawl.fetch.errors import Phase, map_curl_error
 from frontier_crawl.fetch.types import ErrorKind, FetchRequest, FetchResult
+
+if TYPE_CHECKING:
+    from frontier_crawl.fetch.addresses import AddressPolicy
 
 __all__ = ["Transfer", "error_result", "parse_header_block"]
 
@@ -39,6 +48,8 @@ _HTTP_VERSIONS: dict[int, str] = {
     pycurl.CURL_HTTP_VERSION_3: "3",
 }
 _BLANK_LINES = (b"\r\n", b"\n")
+_INET = frozenset({socket.AF_INET, socket.AF_INET6})
+_SOCKET_BAD: int = pycurl.SOCKET_BAD
 
 
 @dataclass(slots=True, eq=False)
@@ -47,6 +58,7 @@ class Transfer:
 
     request: FetchRequest
     max_body_bytes: int
+    policy: AddressPolicy | None = None  #: checks each new connection's address (None: none)
     started_at: float = field(default_factory=time.time)
     started_mono: float = field(default_factory=time.monotonic)
     header_lines: list[bytes] = field(default_factory=list)
@@ -64,6 +76,8 @@ class Transfer:
     too_large: bool = False
     cut: bool = False  #: stopped at ``request.keep_bytes`` on purpose
     head: bytes | None = None  #: the decoded body kept when ``cut`` (None: not encoded)
+    refused: str = ""  #: the first address the policy refused, and why ("" if none)
+    opened: bool = False  #: a socket was opened to an allowed address
 
     def __post_init__(self) -> None:
         if self.request.keep_bytes > 0:  # the body limit is the request's, whatever the page cap
@@ -109,6 +123,23 @@ class Transfer:
                 self.decode_error = str(exc)
                 self.decoder = None  # keep receiving the raw bytes for the archive
         return self._cut() if over else None
+
+    def open_socket(self, _purpose: int, address: Any) -> socket.socket | int:
+        """OPENSOCKETFUNCTION: a socket for ``address`` (family, type, protocol, sockaddr) if
+        the address policy allows it, else ``SOCKET_BAD`` (recorded in ``refused``)."""
+        family, socktype, protocol, sockaddr = address
+        assert self.policy is not None
+        why = (
+            self.policy.why_refused(sockaddr[0], self.request.url)
+            if family in _INET
+            else "not an IP socket"
+        )
+        if why:
+            if not self.refused:
+                self.refused = f"{sockaddr[0]} ({why})" if family in _INET else why
+            return _SOCKET_BAD
+        self.opened = True
+        return socket.socket(family, socktype, protocol)
 
     def request_sent(self, handle: pycurl.Curl) -> bool:
         """Whether request headers went out on ``handle`` (so the connection was up, TLS
@@ -156,10 +187,9 @@ class Transfer:
         status = int(handle.getinfo(pycurl.RESPONSE_CODE))
         header_bytes = b"".join(self.header_lines)
         raw_body, body, error, detail = self._body_and_error(handle, code, message, status)
-        redirected = int(handle.getinfo(pycurl.REDIRECT_COUNT)) > 0
-        return FetchResult(
+        return FetchResult(  # libcurl follows no redirect: the URL is the request's
             request=self.request,
-            url=str(handle.getinfo(pycurl.EFFECTIVE_URL)) if redirected else self.request.url,
+            url=self.request.url,
             status=status,
             error=error,
             error_detail=detail,
@@ -189,6 +219,9 @@ class Transfer:
             if self.decode_error:
                 return raw, b"", ErrorKind.PROTOCOL, self.decode_error
             return raw, raw if self.head is None else self.head, None, ""
+        if code != 0 and self.refused and not self.opened:
+            detail = f"address {self.refused} refused (fetch.allow_addresses); not connected"
+            return b"", b"", ErrorKind.ADDRESS_REFUSED, detail
         if code != 0:
             message = message or f"libcurl error {code}"
             kind = map_curl_error(code, message, self._phase(handle, status))

@@ -22,9 +22,12 @@ class ErrorKind(StrEnum):
     TRUNCATED = "truncated"  #: connection closed before the announced end of the body
     PROTOCOL = "protocol-error"  #: malformed HTTP, bad chunking, undecodable content
     PROXY = "proxy-error"  #: the proxy refused or failed
-    #: more redirects than ``FetchRequest.follow_redirects`` (status: the last 3xx)
+    #: libcurl's own redirect limit (never reached: libcurl follows no redirect)
     REDIRECTS = "too-many-redirects"
     FORBIDDEN_SCHEME = "forbidden-scheme"  #: not http or https; never sent
+    #: every address of the host is refused by the address policy (``fetch/addresses.py``);
+    #: no connection was made, nothing was sent
+    ADDRESS_REFUSED = "address-refused"
     OTHER = "other-error"  #: anything else libcurl reports
 
     @property
@@ -40,14 +43,15 @@ _TRANSIENT = frozenset(
 
 @dataclass(slots=True, frozen=True)
 class FetchRequest:
-    """One GET. ``token`` is opaque to the fetcher and handed back in the result."""
+    """One GET. ``token`` is opaque to the fetcher and handed back in the result.
+
+    There is no way to have libcurl follow redirects: a 3xx comes back as it is, and its
+    target, if the caller wants it, is a request of its own (which passes scope and the
+    address policy like any other)."""
 
     url: str
     token: object = None
     headers: tuple[tuple[str, str], ...] = ()
-    #: redirects libcurl may follow itself (0 for crawl pages: hops go through the frontier;
-    #: robots.txt uses 5 as RFC 9309 asks). Redirect targets are http/https only.
-    follow_redirects: int = 0
     #: 0: a body over the fetcher's ``max_body_bytes`` is an error (TOO_LARGE). Else the first
     #: ``keep_bytes`` bytes of the body (decoded) are kept and the rest is not read, whatever
     #: ``max_body_bytes``: the result is no error, and ``FetchResult.cut`` says it was cut.
@@ -73,7 +77,7 @@ class FetchResult:
     """
 
     request: FetchRequest
-    url: str  #: effective URL (differs from request.url only when redirects were followed)
+    url: str  #: the request's URL (libcurl follows no redirect: each hop is a request)
     status: int  #: HTTP status of the final response, 0 if none was received
     error: ErrorKind | None
     error_detail: str  #: libcurl's message, empty when error is None

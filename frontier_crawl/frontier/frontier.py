@@ -34,6 +34,13 @@ Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
   While robots.txt is unreachable (429, 5xx, no answer) the copy at hand, or an out-of-date
   one from the disk cache, stands in for up to ``robots_stale_s`` past its TTL, and the fetch
   is retried (``robots_done``).
+* robots.txt redirects are followed here, hop by hop, never by libcurl: a 3xx answer to a
+  robots ticket comes back through :meth:`Frontier.robots_redirect`, which checks the target
+  against the scope (canonical, inside ``allow_domains``) and hands it out as the host's next
+  robots ticket (``hops`` + 1) at the next :meth:`Frontier.next_ready`, first, while the host
+  still waits. The engine stops after five hops (RFC 9309 2.3.1.2) and treats a chain it
+  stops following (more hops, a target out of scope, or refused by the address policy) as
+  "unavailable".
 * ``identity.json`` in the state directory pins what a crawl cannot change between runs (layout
   version, seen-set sizing); tunables may change freely.
 """
@@ -369,6 +376,9 @@ class Frontier:
         #: hosts whose latest response held them beyond their politeness delay: origin ->
         #: (host, "retry-after" or "backoff"); pruned once they are due (``host_signals``)
         self._holding: dict[str, tuple[HostQueue, str]] = {}
+        #: robots.txt redirect hops to hand out first (robots_redirect); their fetch is still
+        #: counted in flight, as the host's robots.txt fetch
+        self._robots_hops: deque[Ticket] = deque()
         self.robots_waiting = 0  #: hosts waiting for their robots.txt (nothing else issued)
         self.queued = 0  #: URLs admitted and not yet complete, in flight excluded
         self.in_flight = 0
@@ -856,13 +866,17 @@ class Frontier:
 
     @property
     def has_ready(self) -> bool:
-        """Is any host ready right now (as of the last next_ready call)?"""
-        return bool(self._ready)
+        """Is any host ready right now (as of the last next_ready call), or a robots.txt
+        redirect hop waiting to be handed out?"""
+        return bool(self._ready) or bool(self._robots_hops)
 
     def next_ready(self, now: float, limit: int) -> list[Ticket]:
         """Up to ``limit`` tickets from hosts whose politeness slot is open at ``now``."""
         self._wake(now)
         out: list[Ticket] = []
+        hops = self._robots_hops
+        while hops and len(out) < limit:  # the rest of a robots.txt fetch: in flight already
+            out.append(hops.popleft())
         ready = self._ready
         while ready and len(out) < limit:
             host = ready.popleft()
@@ -1141,6 +1155,26 @@ class Frontier:
                         host.conn_errors)  # fmt: skip
             self._retire(host, HOST_UNREACHABLE)
 
+    def robots_redirect(self, ticket: Ticket, target: str) -> bool:
+        """robots.txt (``ticket``) answered with a redirect to ``target``: fetch that next, for
+        the same host (which goes on waiting), if it is crawlable and inside the allowed
+        domains; the hop comes out of the next :meth:`next_ready` first. False when it is not
+        (nothing changes: the caller finishes the fetch with :meth:`robots_done`). The
+        ``exclude`` patterns are not applied: they select pages, and robots.txt is none."""
+        url = canonicalize(target)
+        if url is None or (self._domain_set and not self._domain_allowed(host_of(url))):
+            return False
+        self._robots_hops.append(Ticket(b"", ticket.origin, url, 0, ticket.hops + 1, robots=True))
+        return True
+
+    def retire(self, origin: str, reason: str) -> None:
+        """Give up on a host for the rest of the run: its queued URLs, and those found later,
+        are recorded with ``reason`` (requests in flight come back as usual)."""
+        host = self._hosts.get(origin)
+        if host is not None and host.state is not HostState.RETIRED:
+            log.warning("%s: host retired (%s)", origin, reason)
+            self._retire(host, reason)
+
     def robots_done(
         self,
         ticket: Ticket,
@@ -1151,6 +1185,7 @@ class Frontier:
         ip: str = "",
         *,
         hold_s: float = 0.0,
+        retire: str = "",
     ) -> None:
         """Record a robots.txt fetch (``status`` 0: no response; ``hold_s``: a 429/503
         Retry-After, already capped): new rules, or, robots.txt being unreachable, the copy at
@@ -1158,12 +1193,19 @@ class Frontier:
 
         The fetch was either the host's first (nothing else was issued meanwhile) or a refresh
         (it took one of the host's request slots; the others went on with the old rules).
+        ``retire``: the host is given up at once with this reason (its address is refused).
         """
         host = self._hosts[ticket.origin]
         refresh = not host.robots_in_flight
         host.robots_in_flight = False
         self.robots_waiting -= not refresh
         fallback = host.rules if refresh else self._stale.pop(host.origin, None)
+        if retire:
+            self._release(host, ticket if refresh else None, now, 0.0, 0.0, 0.0, ip)
+            if host.state is not HostState.RETIRED:
+                log.warning("%s: host retired (%s)", host.origin, retire)
+                self._retire(host, retire)
+            return
         rules = self._robots.store(host.origin, status, body) if self._obey_robots else None
         mine = ticket if refresh else None  # a refresh counted in the host's in_flight
         if rules is not None:

@@ -19,6 +19,9 @@ class Outcome(StrEnum):
     TOO_MANY_REDIRECTS = "too-many-redirects"  #: the redirect chain exceeded max_redirects
     ROBOTS_DENIED = "robots-denied"  #: robots.txt disallows the URL; never requested
     ROBOTS_UNAVAILABLE = "robots-unavailable"  #: robots.txt kept failing; host retired
+    #: the host's address is refused by the address policy (fetch.allow_addresses): never
+    #: connected to, never retried; the host is retired (its URLs get this outcome too)
+    ADDRESS_REFUSED = "address-refused"
     FAILED = "failed"  #: transport error (kind in ``error``); a begun response: WARC-Truncated
     NOT_MODIFIED = "not-modified"  #: 304 confirmed the cached 200: links followed, WARC revisit
     ROBOTS_TXT = "robots-txt"  #: a robots.txt fetch, logged for the record, not a page

@@ -134,6 +134,7 @@ class CrawlStats:
     too_many_redirects: int = 0
     robots_denied: int = 0
     robots_unavailable: int = 0
+    address_refused: int = 0  #: outcome address-refused (fetch.allow_addresses)
     robots_txt: int = 0  #: robots.txt fetches
     failed: int = 0  #: outcome failed, any error kind
     other_errors: int = 0  #: outcome failed with an error other than timeout
@@ -276,6 +277,8 @@ class CrawlStats:
             self.robots_denied += 1
         elif outcome == Outcome.ROBOTS_UNAVAILABLE:
             self.robots_unavailable += 1
+        elif outcome == Outcome.ADDRESS_REFUSED:
+            self.address_refused += 1
 
     def spider_report(self, elapsed_s: float) -> dict[str, object]:
         """The spider's part of the report: items, problems, time in callbacks and pipelines
@@ -310,6 +313,7 @@ class CrawlStats:
             "too_many_redirects": self.too_many_redirects,
             "robots_denied": self.robots_denied,
             "robots_unavailable": self.robots_unavailable,
+            "address_refused": self.address_refused,
             "other_errors": self.other_errors,
             "errors_by_kind": dict(sorted(self.errors_by_kind.items())),
             "outcomes": dict(sorted(self.outcomes.items())),
@@ -438,6 +442,7 @@ def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
         ("outcomes", _pairs(get("outcomes")) or "none"),
         ("robots denied / unavailable",
          f"{get('robots_denied', 0)} / {get('robots_unavailable', 0)}"),
+        ("addresses refused", str(get("address_refused", 0))),
         ("seen URLs (Bloom filter)", _bloom(get("bloom"))),
         ("hosts held (Retry-After, backoff)", _holds(get("held_by"), get("host_held_s"))),
     ]  # fmt: skip

@@ -10,6 +10,7 @@ reach a resolver.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gzip
 import socket
@@ -28,7 +29,7 @@ import pytest
 import trustme
 
 from frontier_crawl.config.settings import FetchSection, PolitenessSection
-from frontier_crawl.fetch import ErrorKind, Fetcher, FetchRequest, FetchResult
+from frontier_crawl.fetch import AddressPolicy, ErrorKind, Fetcher, FetchRequest, FetchResult
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -282,8 +283,8 @@ def fetch_all(
     return results
 
 
-def fetch(fetcher: Fetcher, url: str, follow_redirects: int = 0) -> FetchResult:
-    (result,) = fetch_all(fetcher, [FetchRequest(url, follow_redirects=follow_redirects)])
+def fetch(fetcher: Fetcher, url: str) -> FetchResult:
+    (result,) = fetch_all(fetcher, [FetchRequest(url)])
     return result
 
 
@@ -485,21 +486,15 @@ def test_redirect_is_not_followed_by_default(
     assert result.body == b"moved\n"
 
 
-def test_redirects_followed_for_robots(
-    make_fetcher: Callable[..., Fetcher], base: str, server: CountingServer, capture_requests: bool
+def test_redirects_are_never_followed_by_libcurl(
+    make_fetcher: Callable[..., Fetcher], base: str
 ) -> None:
-    result = fetch(make_fetcher(), f"{base}/r1", follow_redirects=5)
-    assert (result.status, result.error) == (200, None)
-    assert result.url == f"{base}/final"
-    assert result.body == b"final\n"
-    # only the last response's header block, and the last request
-    assert result.header_bytes.startswith(b"HTTP/1.1 200 OK\r\n")
-    assert result.header_bytes.count(b"HTTP/1.1") == 1
-    assert result.header("x-final") == "yes" and result.header("location") is None
-    if capture_requests:
-        assert result.request_bytes.startswith(b"GET /final HTTP/1.1\r\n")
-    else:
-        assert result.request_bytes == b""
+    """A chain of redirects: only its first answer comes back (each hop is the caller's to
+    request, through scope and the address policy); FetchRequest has no way to ask for more."""
+    result = fetch(make_fetcher(), f"{base}/r1")
+    assert (result.status, result.error, result.url) == (302, None, f"{base}/r1")
+    assert result.header("location") == "/r2"
+    assert "follow_redirects" not in {f.name for f in dataclasses.fields(FetchRequest)}
 
 
 def test_a_reused_handle_carries_nothing_over(
@@ -508,21 +503,13 @@ def test_a_reused_handle_carries_nothing_over(
     """One handle, reused without reset: the second request neither follows redirects nor
     sends the first one's header."""
     fetcher = make_fetcher(concurrency=1)
-    first = FetchRequest(f"{base}/echo", headers=(("X-Only-Once", "1"),), follow_redirects=5)
+    first = FetchRequest(f"{base}/echo", headers=(("X-Only-Once", "1"),))
     (echo,) = fetch_all(fetcher, [first])
     assert b"X-Only-Once: 1" in echo.body
-    assert fetch(fetcher, f"{base}/r1", follow_redirects=5).status == 200
     moved = fetch(fetcher, f"{base}/r1")
     assert moved.status in (301, 302) and moved.url == f"{base}/r1"
     (again,) = fetch_all(fetcher, [FetchRequest(f"{base}/echo")])
     assert b"X-Only-Once" not in again.body
-
-
-def test_too_many_redirects(make_fetcher: Callable[..., Fetcher], base: str) -> None:
-    result = fetch(make_fetcher(), f"{base}/r1", follow_redirects=1)  # /r1 -> /r2 -> /final
-    assert result.error is ErrorKind.REDIRECTS
-    assert "redirect" in result.error_detail.lower()
-    assert result.status == 301  # the last redirect, not followed
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "gopher://127.0.0.1:1/", "ftp://x/", "//x/"])
@@ -541,9 +528,12 @@ def test_forbidden_scheme_never_reaches_libcurl(
     assert fetcher.in_flight == 0
 
 
-def test_redirect_to_file_is_refused(make_fetcher: Callable[..., Fetcher], base: str) -> None:
-    result = fetch(make_fetcher(), f"{base}/to-file", follow_redirects=5)
-    assert result.error is ErrorKind.FORBIDDEN_SCHEME, result.error_detail
+def test_redirect_to_file_is_not_followed(
+    make_fetcher: Callable[..., Fetcher], base: str
+) -> None:
+    result = fetch(make_fetcher(), f"{base}/to-file")
+    assert 300 <= result.status < 400 and result.error is None, result.error_detail
+    assert result.header("location") == "file:///etc/passwd"
     assert b"root:" not in result.body
     assert b"root:" not in result.raw_body
 
@@ -799,3 +789,53 @@ def test_bad_request_header_is_rejected_before_libcurl(
     (result,) = fetcher.poll(1.0)
     assert result.error is ErrorKind.OTHER
     assert fetcher.in_flight == 0
+
+
+# -- the address policy -------------------------------------------------------------------
+
+
+def test_a_refused_address_is_never_connected_to(
+    make_fetcher: Callable[..., Fetcher], base: str, server: CountingServer
+) -> None:
+    """Loopback not allowed: no connection is made (the server accepts none), the result is
+    ADDRESS_REFUSED with the address and its category, and it is no transient error."""
+    fetcher = make_fetcher(addresses=AddressPolicy())
+    result = fetch(fetcher, f"{base}/")
+    assert result.error is ErrorKind.ADDRESS_REFUSED, result.error_detail
+    assert "127.0.0.1 (loopback)" in result.error_detail
+    assert not result.error.transient
+    assert (result.status, result.request_bytes, server.accepted) == (0, b"", 0)
+
+
+def test_a_name_resolving_to_a_refused_address_is_refused(
+    make_fetcher: Callable[..., Fetcher], server: CountingServer
+) -> None:
+    """The check is on the address connected to, after resolution: a name whose entry says
+    127.0.0.1 is refused like the address itself; ::ffff:127.0.0.1 likewise."""
+    port = server.server_address[1]
+    resolve = (f"inner.test:{port}:127.0.0.1", f"mapped.test:{port}:[::ffff:127.0.0.1]")
+    fetcher = make_fetcher(resolve=resolve, addresses=AddressPolicy(["private"]))
+    for host in ("inner.test", "mapped.test"):
+        result = fetch(fetcher, f"http://{host}:{port}/")
+        assert result.error is ErrorKind.ADDRESS_REFUSED, (host, result.error_detail)
+    assert server.accepted == 0
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        AddressPolicy(["loopback"]),
+        AddressPolicy(["127.0.0.0/24"]),
+        AddressPolicy(seed_hosts=["seed.test"]),  # a seed's own host: any address
+        AddressPolicy(seed_addresses=["127.9.9.9"]),  # a seed's category: every host
+    ],
+    ids=["category", "cidr", "seed-host", "seed-category"],
+)
+def test_an_allowed_address_is_fetched(
+    make_fetcher: Callable[..., Fetcher], server: CountingServer, policy: AddressPolicy
+) -> None:
+    port = server.server_address[1]
+    fetcher = make_fetcher(resolve=(f"seed.test:{port}:127.0.0.1",), addresses=policy)
+    result = fetch(fetcher, f"http://seed.test:{port}/")
+    assert (result.status, result.error) == (200, None), result.error_detail
+    assert server.accepted == 1

@@ -19,7 +19,7 @@ import trustme
 
 from frontier_crawl.config import FetchSection, PolitenessSection, load
 from frontier_crawl.engine import Engine
-from frontier_crawl.fetch import ErrorKind, Fetcher, FetchRequest, FetchResult
+from frontier_crawl.fetch import AddressPolicy, ErrorKind, Fetcher, FetchRequest, FetchResult
 from tests.conftest import render_toml
 from tests.hostile.proxy import HttpProxy, Socks5Proxy
 from tests.hostile.server import Exchange, RawHttpServer
@@ -181,3 +181,19 @@ def test_refused_connect_tunnel_is_proxy_error(
         result = fetch_one(fetcher, f"https://refused.test:{tls_origin.port}/")
     assert result.error is ErrorKind.PROXY, result.error_detail
     assert [(h.kind, h.allowed) for h in http_proxy.hits()] == [("CONNECT", False)]
+
+
+def test_a_proxy_on_loopback_is_used_whatever_the_address_policy(
+    origin: RawHttpServer, http_proxy: HttpProxy
+) -> None:
+    """The proxy is the operator's choice: connections go to it though the policy refuses
+    loopback. A target given as a refused literal address is not sent to the proxy."""
+    fetch = FetchSection(proxy=f"http://127.0.0.1:{http_proxy.port}", connect_timeout_s=2.0)
+    policy = AddressPolicy()  # public addresses only
+    with Fetcher.from_settings(fetch, PolitenessSection(), addresses=policy) as fetcher:
+        named = fetch_one(fetcher, f"http://{NAME}:{origin.port}/")
+        literal = fetch_one(fetcher, f"http://127.0.0.1:{origin.port}/")
+        metadata = fetch_one(fetcher, "http://169.254.169.254/latest/meta-data/")
+    assert (named.status, named.error) == (200, None), named.error_detail
+    assert literal.error is ErrorKind.ADDRESS_REFUSED and metadata.error is literal.error
+    assert [h.target for h in http_proxy.hits()] == [f"http://{NAME}:{origin.port}/"]

@@ -582,6 +582,7 @@ def test_report_for_a_known_sequence() -> None:
         "too_many_redirects": 1,
         "robots_denied": 1,
         "robots_unavailable": 1,
+        "address_refused": 0,
         "other_errors": 3,
         "errors_by_kind": {"connect-error": 1, "dns-error": 1, "timeout": 2, "truncated": 1},
         "outcomes": {
@@ -669,6 +670,7 @@ def test_outcome_values() -> None:
         "too-many-redirects",
         "robots-denied",
         "robots-unavailable",
+        "address-refused",
         "failed",
         "not-modified",
         "robots-txt",
