@@ -9,10 +9,11 @@ Delivery (:meth:`ClusterNode.pump`). The coordinator reads its partitions' strea
 XREADGROUP, writes each new batch into the owner worker's LMDB inbox (the same inbox the
 node's own workers deliver into, committed when ``deliver`` returns), records its batch id in
 the node's ledger (``cluster.lmdb``, also committed), and only then acknowledges and deletes
-the entry (XACK and XDEL in one MULTI: both are allowed when Redis is at ``maxmemory``, so
-the owners can always drain). A kill before the XACK leaves the
-entry pending: after the restart it is read again (XREADGROUP from id 0 under the same
-consumer name) and, its id being in the ledger, acknowledged without being delivered twice.
+the entry (XDEL then XACK, not in a MULTI: both are allowed when Redis is at ``maxmemory``,
+commands inside a MULTI are not, and the owners must always drain, which frees the memory).
+A kill before the XACK leaves the entry pending: after the restart it is read again
+(XREADGROUP from id 0 under the same consumer name) and, its id being in the ledger (or its
+fields already deleted), acknowledged without being delivered twice.
 Redis holds nothing once acknowledged: its memory is the batches in flight (never trimmed by
 MAXLEN, which in Redis 7.0 deletes entries whether acknowledged or not).
 
@@ -25,8 +26,8 @@ zombie not yet reaped by its parent, or its PID reused: a node killed with -9 an
 again at once, as systemd's ``Restart=`` does), it takes the membership over at once; if it
 names a live process of this machine, it is refused (exit 2); if it cannot tell (another
 machine, no /proc) it waits for the key to lapse, saying so on one line, and is refused only if
-the holder renews it meanwhile (it is alive). ``<prefix>:identity`` holds the first node's crawl identity; a node
-whose identity differs is refused, naming the keys.
+the holder renews it meanwhile (it is alive). ``<prefix>:identity`` holds the first node's
+crawl identity; a node whose identity differs is refused, naming the keys.
 
 End of the crawl (:meth:`ClusterNode.begin` / :meth:`ClusterNode.answer`): a probe in
 rounds. Each round has a number in ``<prefix>:probe``. A node whose workers look quiet
@@ -385,9 +386,13 @@ class ClusterNode:
         return client.xreadgroup(GROUP, CONSUMER, streams, count=READ_COUNT, block=block)
 
     def _ack(self, client: redis.Redis, stream: str, ids: list[bytes]) -> None:
-        with client.pipeline(transaction=True) as pipe:
-            pipe.xack(stream, GROUP, *ids)
+        # Not in a MULTI: when Redis is full it refuses every command queued in one. XDEL
+        # first: a kill between the two leaves a deleted entry pending, which the restart
+        # reads again (without fields) and acknowledges; the other order would leave an
+        # acknowledged entry in the stream for ever, and the crawl could not end.
+        with client.pipeline(transaction=False) as pipe:
             pipe.xdel(stream, *ids)
+            pipe.xack(stream, GROUP, *ids)
             pipe.execute()
 
     def _prune(self) -> None:
@@ -470,10 +475,20 @@ class ClusterNode:
     # ------------------------------------------------------------------------------ reports
 
     def publish_report(self, report: Mapping[str, Any]) -> None:
+        """The node's report into Redis (``report`` reads it); not waited for while Redis is
+        full (the report is in the node's report.json)."""
         text = json.dumps(report)
-        self.redis.call(
-            "publishing the report", lambda c: c.hset(self.keys.reports, str(self.node), text)
+        published = self.redis.call(
+            "publishing the report",
+            lambda c: bool(c.hset(self.keys.reports, str(self.node), text)) or True,
+            when_full=False,
         )
+        if not published:
+            log.warning(
+                "node %d: Redis is out of memory: this node's report is in its report.json "
+                "only (not in Redis for the report command)",
+                self.node,
+            )
 
 
 def in_flight(client: redis.Redis, keys: Keys, partitions: int) -> int:

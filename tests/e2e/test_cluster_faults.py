@@ -20,12 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from frontier_crawl.cluster import ClusterNode, ClusterRefused, Keys, Redis
+from frontier_crawl.cluster import ClusterNode, ClusterRefused, Keys, Redis, add_batches
 from frontier_crawl.demo.server import DemoServer
 from frontier_crawl.demo.site import Site
 from frontier_crawl.frontier.mailbox import owner_of
 from frontier_crawl.frontier.urls import origin
 from tests.conftest import served_pages
+from tests.control_client import Api
 from tests.e2e.test_cluster import (
     Node,
     assert_no_secret,
@@ -119,9 +120,17 @@ def test_restart_at_once_while_the_killed_node_is_a_zombie(
     assert_no_secret(tmp_path)
 
 
-def _node(tmp_path: Path, url: str, ttl_s: float = 3.0) -> ClusterNode:
+def _node(
+    tmp_path: Path,
+    url: str,
+    ttl_s: float = 3.0,
+    nodes: int = 2,
+    node: int = 1,
+    timeout_s: float = 10.0,
+) -> ClusterNode:
     return ClusterNode(
-        Redis(url, 10.0), Keys("t"), nodes=2, node=1, processes=1, heartbeat_ttl_s=ttl_s,
+        Redis(url, timeout_s), Keys("t"), nodes=nodes, node=node, processes=1,
+        heartbeat_ttl_s=ttl_s,
         ledger_path=tmp_path / "ledger", map_size=1 << 20, run_id=b"r" * 8,
     )  # fmt: skip
 
@@ -201,3 +210,140 @@ def test_a_membership_of_this_machine_live_or_pid_reused(
     assert time.monotonic() - started < 2.0  # neither waited for the 10 s TTL
     assert json.loads(client.get("t:member:1") or b"{}")["token"] != "old"
     node.leave()
+
+
+@pytest.mark.timeout(30)
+def test_the_owner_drains_a_full_redis(tmp_path: Path, redis_server: RedisServer) -> None:
+    """At maxmemory (noeviction) the owner still reads, delivers, acknowledges and deletes its
+    batches, which is what frees the memory (inside MULTI Redis refuses every command when
+    full, XACK and XDEL included)."""
+    node = _node(tmp_path, redis_server.url, nodes=1, node=0, timeout_s=2.0)
+    node.join({"identity": 1})
+    add_batches(node.redis, node.keys, {0: [b"one", b"two", b"three"]})
+    client = redis_server.client()
+    client.config_set("maxmemory", 1)  # below what Redis uses: every denyoom write refused
+    got: list[bytes] = []
+    try:
+        # (the first call reads this node's pending entries: none)
+        assert sum(node.pump(lambda _p, batch: got.append(batch)) for _ in range(2)) == 3
+        assert client.xlen("t:p:0") == 0
+        assert client.xpending("t:p:0", "owner")["pending"] == 0
+    finally:
+        client.config_set("maxmemory", 0)
+        node.leave()
+    assert got == [b"one", b"two", b"three"]
+
+
+def gave_up_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "gave up after" in line]
+
+
+@pytest.mark.timeout(150)
+def test_redis_full_for_good(
+    tmp_path: Path, site_server: tuple[Site, DemoServer], redis_server: RedisServer
+) -> None:
+    """maxmemory reached (noeviction) mid-crawl and never freed: bounded like any other Redis
+    fault. Meanwhile the status's bottleneck names it; each node stops within
+    cluster.unreachable_timeout_s (6 s here, default 300 s: the test's time) plus its stop,
+    exit 1, one message naming the full Redis, no traceback; with room again the same
+    command resumes and completes the crawl, nothing lost."""
+    site, server = site_server
+    since = len(server.log())
+    cfg = cluster_config(
+        tmp_path, site, server.port, redis_server.url, 2,
+        politeness={"min_delay_s": 0.05}, cluster={"unreachable_timeout_s": 6.0},
+        control={"listen": "127.0.0.1:0"},
+    )  # fmt: skip
+    nodes = [Node(cfg, n).start() for n in range(2)]
+    try:
+        api = Api(tmp_path / "out-0")
+        expected = site.expected_pages(server.port)
+        deadline = time.monotonic() + 40
+        while len(served_pages(server, since)) < len(expected) // 4:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        client = redis_server.client()
+        client.config_set("maxmemory", 1)  # below what Redis uses: every denyoom write refused
+        full_at = time.monotonic()
+        seen: list[dict[str, str]] = []
+        while nodes[0].proc is not None and nodes[0].proc.poll() is None:
+            try:
+                seen.append(api.status()["bottleneck"])
+            except OSError:
+                break  # the node is stopping
+            if seen[-1]["name"] == "redis-full":
+                break
+            assert time.monotonic() < full_at + 30.0, seen[-5:]
+            time.sleep(0.1)
+        codes = [node.wait(40) for node in nodes]
+        took = time.monotonic() - full_at
+    finally:
+        stop_all(*nodes)
+    logs = [n.output() for n in nodes]
+    assert codes == [1, 1], [text[-2000:] for text in logs]
+    assert seen and seen[-1]["name"] == "redis-full", seen[-5:]
+    detail = seen[-1]["detail"]
+    assert "out of memory (maxmemory)" in detail and "waiting, giving up in" in detail, detail
+    assert took < 6.0 + 15.0, took  # the timeout, then the stop (drain, commit, report)
+    for text in logs:
+        assert "Traceback" not in text, text[-3000:]
+        gave_up = gave_up_lines(text)
+        assert len(gave_up) == 1, gave_up
+        assert "is out of memory (maxmemory reached" in gave_up[0], gave_up
+    client.config_set("maxmemory", 0)
+    nodes = [Node(cfg, n).start() for n in range(2)]
+    codes = [node.wait(90) for node in nodes]
+    assert codes == [0, 0], [n.output()[-2000:] for n in nodes]
+    check_crawl(site, server, since, tmp_path, 2, refetch_bound=2 * 8)
+    assert_no_secret(tmp_path)
+
+
+@pytest.mark.timeout(120)
+def test_redis_full_once_every_node_is_quiet(
+    tmp_path: Path, site_server: tuple[Site, DemoServer], redis_server: RedisServer
+) -> None:
+    """Only node 1's hosts in scope (no batch ever crosses), Redis full mid-crawl: once
+    every page is fetched no node can answer the termination probe (a write). Bounded: both
+    nodes stop after cluster.unreachable_timeout_s (3 s here) with exit 1 and the message;
+    with room again the same command ends the crawl, nothing fetched twice."""
+    site, server = site_server
+    since = len(server.log())
+    expected = site.expected_pages(server.port)
+    of_1 = {u for u in expected if owner_of(origin(u), 2) == 1}
+    hosts_1 = sorted({u.split("/")[2].split(":")[0] for u in of_1})
+    cfg = cluster_config(
+        tmp_path, site, server.port, redis_server.url, 2,
+        politeness={"min_delay_s": 0.05}, cluster={"unreachable_timeout_s": 3.0},
+        scope={"allow_domains": hosts_1},
+        crawl={"seeds": [u for u in site.seeds(server.port) if owner_of(origin(u), 2) == 1]},
+    )  # fmt: skip
+    nodes = [Node(cfg, n).start() for n in range(2)]
+    client = redis_server.client()
+    try:
+        deadline = time.monotonic() + 40
+        while not served_pages(server, since):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        client.config_set("maxmemory", 1)  # below what Redis uses: every denyoom write refused
+        deadline = time.monotonic() + 60
+        while set(served_pages(server, since)) != of_1:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        done_at = time.monotonic()
+        codes = [node.wait(30) for node in nodes]
+        took = time.monotonic() - done_at
+    finally:
+        stop_all(*nodes)
+    assert codes == [1, 1], [n.output()[-2000:] for n in nodes]
+    assert took < 3.0 + 10.0, took
+    for node in nodes:
+        text = node.output()
+        assert "Traceback" not in text, text[-3000:]
+        gave_up = gave_up_lines(text)
+        assert len(gave_up) == 1 and "is out of memory" in gave_up[0], text[-2000:]
+    assert client.get("frontier-crawl:done") is None
+    client.config_set("maxmemory", 0)
+    nodes = [Node(cfg, n).start() for n in range(2)]
+    assert [node.wait(60) for node in nodes] == [0, 0], [n.output()[-2000:] for n in nodes]
+    fetched = served_pages(server, since)
+    assert set(fetched) == of_1 and max(fetched.values()) == 1, fetched.most_common(3)
