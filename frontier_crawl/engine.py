@@ -680,7 +680,8 @@ class Engine:
             if self._stop_requested or self._halt:
                 if drain_deadline == float("inf"):
                     drain_deadline = now + self.settings.crawl.stop_timeout_s
-                    log.warning("stop requested: draining %d transfers", fetcher.in_flight)
+                    if not self._halt:  # (a halt has said why it stops, and that it drains)
+                        log.warning("stop requested: draining %d transfers", fetcher.in_flight)
                 if fetcher.in_flight == 0 or now >= drain_deadline:
                     return
             submitted = 0

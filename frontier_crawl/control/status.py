@@ -172,7 +172,7 @@ def classify(sig: Signals) -> Bottleneck:
     if sig.held_up:
         return Bottleneck("redis-full", sig.held_up)
     if sig.paused or sig.low_space:
-        why = "paused by the operator" if sig.paused else "paused: low disk space"
+        why = "paused by the operator" if sig.paused else "low disk space"
         return Bottleneck("paused", f"{why}, {_n(sig.in_flight, 'transfer')} finishing")
     if sig.hosts_total == 0 and sig.in_flight == 0 and sig.queued == 0:
         return Bottleneck("idle", "nothing queued and nothing in flight")

@@ -33,7 +33,7 @@ def with_(**changes: Any) -> Signals:
          "stop requested: draining 3 transfers in flight"),
         (with_(paused=True, in_flight=1), "paused", "paused by the operator, 1 transfer finishing"),
         (with_(low_space=True, in_flight=0), "paused",
-         "paused: low disk space, 0 transfers finishing"),
+         "low disk space, 0 transfers finishing"),
         (with_(hosts_total=0, in_flight=0, queued=0), "idle",
          "nothing queued and nothing in flight"),
         (with_(loop_busy=0.93, shares={"parse": 0.6, "frontier": 0.2, "warc": 0.1, "other": 0.1}),
