@@ -557,7 +557,15 @@ def holder_ended(holder: Mapping[str, Any]) -> bool | None:
     if boot and boot != _boot_id():
         return True
     stat = _proc_stat(pid)
-    if stat is None or stat[0] in ("Z", "X"):  # gone, or ended and not yet reaped
+    if stat is None:  # gone, unless /proc hides other users' processes (hidepid)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        return None
+    if stat[0] in ("Z", "X"):  # ended, not yet reaped by its parent
         return True
     start = holder.get("start")
     if start is None:
