@@ -532,6 +532,17 @@ def _boot_id() -> str:
         return ""
 
 
+def _pid_exists(pid: int) -> bool:
+    """kill(pid, 0): True for a running process, a zombie, or another user's."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def holder_ended(holder: Mapping[str, Any]) -> bool | None:
     """Whether the process a membership names has ended: True if provably (this machine,
     and its PID gone, a zombie, or reused by a later process; or the machine rebooted since),
@@ -546,25 +557,13 @@ def holder_ended(holder: Mapping[str, Any]) -> bool | None:
     if pid <= 0:
         return None
     if _proc_stat(os.getpid()) is None:  # no /proc: kill(pid, 0) cannot tell a zombie
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            pass
-        return None
+        return None if _pid_exists(pid) else True
     boot = holder.get("boot")
     if boot and boot != _boot_id():
         return True
     stat = _proc_stat(pid)
     if stat is None:  # gone, unless /proc hides other users' processes (hidepid)
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            pass
-        return None
+        return None if _pid_exists(pid) else True
     if stat[0] in ("Z", "X"):  # ended, not yet reaped by its parent
         return True
     start = holder.get("start")
