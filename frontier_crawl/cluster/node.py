@@ -254,7 +254,7 @@ class ClusterNode:
                 return
             raw, ttl_ms = self.redis.call("joining", lambda c: (c.get(key), c.pttl(key)))
             read_at = time.monotonic()
-            if raw is None:  # expired meanwhile
+            if raw is None or ttl_ms == -2:  # expired meanwhile (-2: between GET and PTTL)
                 continue
             held = bytes(raw) if isinstance(raw, bytes) else str(raw).encode()
             holder = _holder_of(held)
