@@ -285,6 +285,7 @@ def test_redis_full_for_good(
     detail = seen[-1]["detail"]
     assert "out of memory (maxmemory)" in detail and "waiting, giving up in" in detail, detail
     assert took < 6.0 + 15.0, took  # the timeout, then the stop (drain, commit, report)
+    print(f"Redis full for good: both nodes stopped {took:.1f} s after (timeout 6 s)")
     for text in logs:
         assert "Traceback" not in text, text[-3000:]
         gave_up = gave_up_lines(text)
@@ -336,6 +337,7 @@ def test_redis_full_once_every_node_is_quiet(
         stop_all(*nodes)
     assert codes == [1, 1], [n.output()[-2000:] for n in nodes]
     assert took < 3.0 + 10.0, took
+    print(f"Redis full, every node quiet: both stopped {took:.1f} s after the last page")
     for node in nodes:
         text = node.output()
         assert "Traceback" not in text, text[-3000:]
