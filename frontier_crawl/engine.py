@@ -120,6 +120,9 @@ MAX_WAIT_S = 1.0  # upper bound of one wait, so progress, checkpoints and signal
 WARC_SYNCS_PER_COMMIT = 2
 #: in worker mode, how often the inbox is looked at (a peer's batch does not wake the curl wait)
 PEER_WAIT_S = 0.02
+#: a batch the transport cannot take now (a full Redis) is tried again this much later; it
+#: waits in the durable outbox meanwhile, and the crawl of this worker's own hosts goes on
+DELIVER_RETRY_S = 0.5
 
 
 STATS_BLOB = "engine.stats"
@@ -243,7 +246,15 @@ class PeersLike(Protocol):
     run_id: bytes
 
     def route(self, origin: str) -> int: ...
-    def send(self, dest: int, batch: bytes) -> None: ...
+    def send(self, dest: int, batch: bytes) -> bool:
+        """True once ``dest`` has the batch; False if the transport cannot take it now (a
+        full Redis): it stays in the outbox and is sent again later."""
+        ...
+
+    def held_up(self, batches: int) -> str:
+        """Why ``batches`` wait to be sent, for the status ("" if the transport is fine)."""
+        ...
+
     def publish(self, idle: bool, received: int) -> None: ...
     def should_stop(self) -> bool: ...
     def orders(self) -> tuple[bool, int]:
@@ -339,6 +350,8 @@ class Engine:
         self._outbox: dict[int, list[Link]] = {}
         self._received = 0  #: link batches ingested from other workers (this run)
         self._undelivered = peers is not None  # an earlier run may have left outbox batches
+        self._deliver_at = 0.0  #: when a batch the transport could not take is tried again
+        self._held_up = 0  #: outbox batches the transport could not take (at the last try)
         self._group: ExitStack | None = None  #: the open group-commit transaction
         self._commit_at = 0.0
         self._repairs += self._recover_outputs()
@@ -709,7 +722,8 @@ class Engine:
             if self._stop_requested or self._halt:
                 if drain_deadline == float("inf"):
                     drain_deadline = now + self.settings.crawl.stop_timeout_s
-                    log.warning("stop requested: draining %d transfers", fetcher.in_flight)
+                    if not self._halt:  # (a halt has said why it stops, and that it drains)
+                        log.warning("stop requested: draining %d transfers", fetcher.in_flight)
                 if fetcher.in_flight == 0 or now >= drain_deadline:
                     return
             submitted = 0
@@ -807,20 +821,33 @@ class Engine:
 
     def _deliver(self) -> None:
         """Move committed outbox batches into their owners' inboxes (no transaction of ours
-        is open here, so two workers delivering to each other cannot deadlock)."""
+        is open here, so two workers delivering to each other cannot deadlock). Those the
+        transport cannot take now stay in the outbox, tried again DELIVER_RETRY_S later."""
         assert self._peers is not None
+        now = time.monotonic()
+        if now < self._deliver_at:
+            return
         while True:
             pending = self.frontier.outgoing()
-            for _key, dest, batch in pending:
-                self._peers.send(dest, batch)
-            self.frontier.delivered([key for key, _, _ in pending])  # one commit for them all
+            sent = []
+            for key, dest, batch in pending:
+                if not self._peers.send(dest, batch):
+                    break
+                sent.append(key)
+            self.frontier.delivered(sent)  # one commit for them all
+            if len(sent) < len(pending):
+                self._held_up, self._deliver_at = len(pending) - len(sent), now + DELIVER_RETRY_S
+                return
             if len(pending) < 256:
                 break
         self._undelivered = False
+        self._held_up = 0
 
     def _exchange(self, now: float, idle: bool) -> bool:
         """Worker mode: deliver and ingest link batches, publish status; True to stop."""
         assert self._peers is not None
+        if self._held_up and self._group is None:  # (else the group's commit tries again)
+            self._deliver()
         with self.frontier.batch():
             ingested, counted = self.frontier.ingest_inbox(now, self._peers.run_id)
             if ingested:
@@ -1443,6 +1470,7 @@ class Engine:
             stop_requested=bool(self._stop_requested or self._halt),
             paused=self._paused,
             low_space=self._low_space is not None,
+            held_up=self._peers.held_up(self._held_up) if self._held_up and self._peers else "",
             in_flight=fetcher.in_flight,
             # the configured number (in flight + free is more while a lowered one drains)
             concurrency=getattr(fetcher, "concurrency", fetcher.in_flight + fetcher.free_slots),

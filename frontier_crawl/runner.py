@@ -58,7 +58,7 @@ def progress_printer(console: Console) -> Progress:
             f"[dim]{p['elapsed_s']:6.1f}s[/] pages {p['pages']:,} ({p['pages_per_s']:.0f}/s) "
             f"queued {p['queued']:,} in flight {p['in_flight']} hosts {p['hosts']:,}"
             + _spider_part(p)
-            + ("  [yellow]PAUSED: low disk space[/]" if p.get("paused_for_space") else "")
+            + ("  [yellow]PAUSED: low disk space[/]" if _space_unsaid(p) else "")
         )
         named = _bottleneck(p)
         if named is not None:  # crawl-chosen text (host names): appended as plain text
@@ -66,6 +66,12 @@ def progress_printer(console: Console) -> Progress:
         console.print(line, highlight=False, soft_wrap=True)
 
     return show
+
+
+def _space_unsaid(p: dict[str, Any]) -> bool:
+    """Paused for disk space, and the bottleneck does not already say so (it does while it
+    is ``paused``; a stop or a full Redis takes precedence)."""
+    return bool(p.get("paused_for_space")) and "low disk space" not in str(p.get("bottleneck"))
 
 
 def _spider_part(p: dict[str, Any]) -> str:
@@ -102,7 +108,7 @@ def progress_panel(p: dict[str, Any]) -> Panel:
     spider = _spider_part(p)
     if spider:
         extra.append(("\n" if extra else "") + spider.strip(), style="dim")
-    if p.get("paused_for_space"):
+    if _space_unsaid(p):
         extra.append("\nPAUSED: low disk space", style="bold yellow")
     parts: list[Table | Text] = [grid]
     if extra:

@@ -205,11 +205,14 @@ class Peers:
         """The owning worker (not remembered here: the frontier keeps a bounded cache of it)."""
         return partition_of(origin, self.count, self._by)
 
-    def send(self, dest: int, batch: bytes) -> None:
+    def send(self, dest: int, batch: bytes) -> bool:
         if dest in self._local or self._remote is None:
             self._mailbox.send(dest, batch)
-        else:
-            self._remote.send(dest, batch)
+            return True
+        return self._remote.send(dest, batch)
+
+    def held_up(self, batches: int) -> str:
+        return self._remote.held_up(batches) if self._remote is not None else ""
 
     def publish(self, idle: bool, received: int) -> None:
         base = self._slot * _FIELDS
@@ -731,8 +734,7 @@ class Coordinator:
                 node.pump(
                     inboxes.send, wait_s=max(0.0, next_tick - time.monotonic()), valid=_is_batch
                 )
-        except ClusterError as exc:
-            log.error("node %s: %s", self.node, exc)
+        except ClusterError as exc:  # said once, by the command line, after the stop
             self._cluster_error = exc
         self._stop.value = 1
 
@@ -843,6 +845,8 @@ def _merge_bottlenecks(snaps: list[dict[str, Any]]) -> dict[str, str]:
     counts = Counter(str(b.get("name", "idle")) for _w, b in named)
     order: dict[str, int] = {n: i for i, n in enumerate(("draining", "paused", *BOTTLENECKS))}
     name = min(counts, key=lambda n: (-counts[n], order.get(n, len(order))))
+    if "redis-full" in counts:  # a fault that stops the node unless fixed: whoever names it
+        name = "redis-full"
     details = [(w, str(b.get("detail", ""))) for w, b in named if b.get("name") == name]
     if len(snaps) == 1:
         return {"name": name, "detail": details[0][1]}

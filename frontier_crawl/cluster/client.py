@@ -5,11 +5,20 @@ out, Redis still loading its AOF after a restart) it logs a warning naming the R
 any password replaced by ``***``, :func:`redact`) and retries with exponential backoff
 (0.1 s doubling to 5 s) until ``unreachable_timeout_s`` have passed without an answer; then
 it raises :class:`ClusterUnavailable`. Error replies that say Redis cannot take writes for
-now (``OOM``: ``maxmemory`` reached under ``noeviction``; ``MISCONF``, ``READONLY``...) are
-retried the same way: the owners go on draining their streams, which frees memory (XACK and
-XDEL are allowed under ``noeviction``). A call that is retried may have been executed once
-already (the answer was lost): every caller is written so that doing it twice is harmless
-(a stream entry added twice is admitted once, by its batch id, see ``node.py``).
+now (``MISCONF``, ``READONLY``...) are retried the same way.
+
+A full Redis (``OOM``: ``maxmemory`` reached under ``noeviction``) is one fault however many
+calls meet it: it begins at the first refusal and lasts while refusals keep coming (no
+``FULL_CLEAR_S`` without one), so that writes let in now and then by the owners' draining
+(XDEL and XACK are allowed when full) do not restart the clock. Once it has lasted
+``unreachable_timeout_s`` every call refused for memory raises :class:`ClusterFull` (exit
+status 1, resumable), also those that do not wait (``when_full``: the sender's, which keeps
+its batch in its durable outbox and tries again, and the probe's). :meth:`Redis.full_for`
+says how long it has lasted (the status's ``redis-full`` bottleneck).
+
+A call that is retried may have been executed once already (the answer was lost): every
+caller is written so that doing it twice is harmless (a stream entry added twice is admitted
+once, by its batch id, see ``node.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ T = TypeVar("T")
 
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 5.0
+#: a full Redis (OOM replies) counts as one fault until this long passes without a refusal
+FULL_CLEAR_S = 2 * BACKOFF_MAX_S
 SOCKET_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 3.0
 GROUP = "owner"
@@ -35,6 +46,7 @@ GROUP = "owner"
 CONSUMER = "owner"
 
 _RETRIED = (redis.ConnectionError, redis.TimeoutError)  # BusyLoadingError is a ConnectionError
+FULL = "Redis answered that it is out of memory (maxmemory, noeviction)"
 _RETRIED_REPLIES = ("MISCONF", "READONLY", "MASTERDOWN", "TRYAGAIN", "LOADING")
 
 
@@ -44,6 +56,10 @@ class ClusterError(Exception):
 
 class ClusterUnavailable(ClusterError):
     """Redis did not answer for ``cluster.unreachable_timeout_s`` (exit status 1, resumable)."""
+
+
+class ClusterFull(ClusterUnavailable):
+    """Redis refused writes for lack of memory for ``cluster.unreachable_timeout_s``."""
 
 
 class ClusterRefused(ClusterError):
@@ -113,6 +129,9 @@ class Redis:
         self.url = url
         self.where = redact(url)
         self.unreachable_timeout_s = unreachable_timeout_s
+        self._full_since = 0.0  #: the first refusal for memory of the current fault
+        self._last_full = 0.0  #: the last one
+        self._room_said = True  #: "room again" logged for the current fault (none yet)
         try:
             self.client: redis.Redis = redis.Redis.from_url(
                 url,
@@ -124,10 +143,11 @@ class Redis:
             raise ClusterRefused(f"cluster.redis_url {self.where}: {exc}") from None
 
     def call(self, what: str, fn: Callable[[redis.Redis], T], *, when_full: T | None = None) -> T:
-        """``fn(client)``, retried while Redis is unreachable (module docstring).
+        """``fn(client)``, retried while Redis is unreachable or full (module docstring).
 
         ``when_full``: returned at once, without retrying, if Redis answers that it is out of
-        memory (for calls that must not hold up draining the streams, which frees it)."""
+        memory (for calls that must not hold up the loop or draining the streams, which frees
+        it), until the full Redis has lasted ``unreachable_timeout_s``: then ClusterFull."""
         deadline = time.monotonic() + self.unreachable_timeout_s
         delay = BACKOFF_FIRST_S
         first_failure = 0.0
@@ -139,16 +159,16 @@ class Redis:
                     reason = _not_now(str(exc))
                     if reason == "login":
                         raise redis.AuthenticationError(str(exc)[:200]) from None
-                    if when_full is not None and reason == "full":
-                        return when_full
-                    if reason is None:
+                    if reason == "full":
+                        self._refused_for_memory(what)
+                        if when_full is not None:
+                            return when_full
+                    elif reason is None:
                         raise
                     # out of memory (maxmemory with noeviction), a failed RDB save, a replica:
                     # as for an outage, wait for Redis (the owners' draining frees memory)
                     raise redis.ConnectionError(
-                        "Redis answered that it is out of memory (maxmemory, noeviction)"
-                        if reason == "full"
-                        else f"Redis answered: {str(exc)[:200]}"
+                        FULL if reason == "full" else f"Redis answered: {str(exc)[:200]}"
                     ) from None
             except redis.AuthenticationError as exc:  # a ConnectionError: before _RETRIED
                 raise ClusterRefused(f"Redis at {self.where} refused the login: {exc}") from None
@@ -166,15 +186,52 @@ class Redis:
                     "Redis at %s unreachable (%s: %s): retrying in %.1f s",
                     self.where, what, exc, delay,
                 )  # fmt: skip
+                if str(exc) == FULL:  # the full Redis's own deadline (module docstring)
+                    deadline = min(deadline, self._full_since + self.unreachable_timeout_s)
                 time.sleep(min(delay, max(0.0, deadline - now)))
                 delay = min(delay * 2, BACKOFF_MAX_S)
                 continue
-            if first_failure:
+            if self._last_full and not self._room_said and (when_full is not None or first_failure):
+                self._room_said = True  # (a write taken: once a fault, however it flickers)
+                log.warning(
+                    "Redis at %s has room again after %.1f s out of memory (%s)",
+                    self.where, time.monotonic() - self._full_since, what,
+                )  # fmt: skip
+            elif first_failure:
                 log.warning(
                     "Redis at %s reachable again after %.1f s (%s)",
                     self.where, time.monotonic() - first_failure, what,
                 )  # fmt: skip
             return result
+
+    def _refused_for_memory(self, what: str) -> None:
+        """Count a refusal into the current full-Redis fault; ClusterFull once it has lasted
+        ``unreachable_timeout_s``."""
+        now = time.monotonic()
+        if self.full_for(now) is None:
+            self._full_since, self._room_said = now, False
+            log.warning(
+                "Redis at %s is out of memory (maxmemory, noeviction; %s): what needs a write "
+                "waits (link batches in their outbox) and is retried; giving up after %g s "
+                "(cluster.unreachable_timeout_s) unless it has room again",
+                self.where, what, self.unreachable_timeout_s,
+            )  # fmt: skip
+        self._last_full = now
+        lasted = now - self._full_since
+        if lasted >= self.unreachable_timeout_s:
+            raise ClusterFull(
+                f"Redis at {self.where} is out of memory (maxmemory reached, noeviction): it "
+                f"refused writes for {lasted:.0f} s ({what}); gave up after "
+                f"cluster.unreachable_timeout_s = {self.unreachable_timeout_s:g} s. Give Redis "
+                "more memory (maxmemory; a node that is down leaves its batches there: start "
+                "it) and run the same command to resume."
+            )
+
+    def full_for(self, now: float) -> float | None:
+        """How long Redis has been refusing writes for lack of memory (None: it is not)."""
+        if self._last_full == 0.0 or now - self._last_full > FULL_CLEAR_S:
+            return None
+        return now - self._full_since
 
     def close(self) -> None:
         self.client.close()

@@ -9,19 +9,25 @@ Delivery (:meth:`ClusterNode.pump`). The coordinator reads its partitions' strea
 XREADGROUP, writes each new batch into the owner worker's LMDB inbox (the same inbox the
 node's own workers deliver into, committed when ``deliver`` returns), records its batch id in
 the node's ledger (``cluster.lmdb``, also committed), and only then acknowledges and deletes
-the entry (XACK and XDEL in one MULTI: both are allowed when Redis is at ``maxmemory``, so
-the owners can always drain). A kill before the XACK leaves the
-entry pending: after the restart it is read again (XREADGROUP from id 0 under the same
-consumer name) and, its id being in the ledger, acknowledged without being delivered twice.
+the entry (XDEL then XACK, not in a MULTI: both are allowed when Redis is at ``maxmemory``,
+commands inside a MULTI are not, and the owners must always drain, which frees the memory).
+A kill before the XACK leaves the entry pending: after the restart it is read again
+(XREADGROUP from id 0 under the same consumer name) and, its id being in the ledger (or its
+fields already deleted), acknowledged without being delivered twice.
 Redis holds nothing once acknowledged: its memory is the batches in flight (never trimmed by
 MAXLEN, which in Redis 7.0 deletes entries whether acknowledged or not).
 
 Membership (:meth:`ClusterNode.join`). ``<prefix>:member:<n>`` is taken with SET NX and a
-random token, a TTL of ``heartbeat_ttl_s``, and extended every third of it while the token is
-still ours. A second process with the same ``--node`` is refused while the key lives, unless
-the key names this machine and a process that no longer exists (a node killed with -9 and
-started again at once). ``<prefix>:identity`` holds the first node's crawl identity; a node
-whose identity differs is refused, naming the keys.
+random token, the machine, the PID and the process's start time (field 22 of
+/proc/<pid>/stat, so that a reused PID is not mistaken for it), a TTL of ``heartbeat_ttl_s``,
+and extended every third of it while the token is still ours. A second process with the same
+``--node`` finds the key alive: if it names a process of this machine that has ended (gone, a
+zombie not yet reaped by its parent, or its PID reused: a node killed with -9 and started
+again at once, as systemd's ``Restart=`` does), it takes the membership over at once; if it
+names a live process of this machine, it is refused (exit 2); if it cannot tell (another
+machine, no /proc) it waits for the key to lapse, saying so on one line, and is refused only if
+the holder renews it meanwhile (it is alive). ``<prefix>:identity`` holds the first node's
+crawl identity; a node whose identity differs is refused, naming the keys.
 
 End of the crawl (:meth:`ClusterNode.begin` / :meth:`ClusterNode.answer`): a probe in
 rounds. Each round has a number in ``<prefix>:probe``. A node whose workers look quiet
@@ -71,6 +77,10 @@ log = logging.getLogger(__name__)
 READ_COUNT = 256  #: stream entries read per partition and call
 LEDGER_KEEP_S = 86_400.0  #: batch ids remembered this long (a resent batch inside it: once)
 LEDGER_PRUNE_EVERY_S = 3600.0
+LAPSE_POLL_S = 0.25  #: how often a node waiting for an old membership to lapse looks again
+#: a TTL read this much above what the last one leaves now: the holder renewed it (its
+#: heartbeat adds a third of the TTL or more)
+RENEWED_SLACK_MS = 200
 
 _RENEW = """
 local v = redis.call('GET', KEYS[1])
@@ -160,8 +170,15 @@ class ClusterNode:
         self._ttl_ms = int(heartbeat_ttl_s * 1000)
         self._heartbeat_every = heartbeat_ttl_s / 3
         self._next_beat = 0.0
+        pid = os.getpid()
         self._token = json.dumps(
-            {"token": os.urandom(8).hex(), "host": socket.gethostname(), "pid": os.getpid()}
+            {
+                "token": os.urandom(8).hex(),
+                "host": socket.gethostname(),
+                "pid": pid,
+                "start": process_start(pid),  # with the PID: this process, not a later one
+                "boot": _boot_id(),
+            }
         )
         self._ledger_path = ledger_path
         self._map_size = map_size
@@ -222,33 +239,65 @@ class ClusterNode:
                 raise
 
     def _take_membership(self) -> None:
+        """SET NX; a membership held by a process that has provably ended (this machine,
+        :func:`holder_ended`) is taken over at once; one held by a live process is refused;
+        one whose holder cannot be proved ended (another machine, no /proc) is waited for
+        until it lapses, and refused if its holder renews it meanwhile (it is alive)."""
         key = self.keys.member(self.node)
-        if self.redis.call("joining", lambda c: c.set(key, self._token, nx=True, px=self._ttl_ms)):
-            return
-        held, ttl_ms = self.redis.call("joining", lambda c: (c.get(key), c.pttl(key)))
-        if held is None:  # expired meanwhile
-            self._take_membership()
-            return
-        try:
-            holder = json.loads(held)
-        except ValueError:
-            holder = {}
-        if holder.get("host") == socket.gethostname() and not _alive(int(holder.get("pid", 0))):
-            taken = self.redis.call(
-                "joining",
-                lambda c: c.eval(_TAKE_OVER, 1, key, held, self._token, self._ttl_ms),
-            )
-            if taken:
-                log.warning(
-                    "node %d: taking over from process %s of this machine, which has ended",
-                    self.node, holder.get("pid"),
-                )  # fmt: skip
+        waiting: tuple[bytes, int, float] | None = None  #: (value, its TTL, when read)
+        while True:
+            if self.redis.call(
+                "joining", lambda c: c.set(key, self._token, nx=True, px=self._ttl_ms)
+            ):
+                if waiting is not None:
+                    log.warning("node %d: the old membership lapsed: joining", self.node)
                 return
-        raise ClusterRefused(
-            f"node {self.node} is already running (process {holder.get('pid', '?')} on "
-            f"{holder.get('host', '?')}; its membership expires {max(ttl_ms, 0) / 1000:.0f} s "
-            "after its last heartbeat): start each --node once"
-        )
+            raw, ttl_ms = self.redis.call("joining", lambda c: (c.get(key), c.pttl(key)))
+            read_at = time.monotonic()
+            if raw is None or ttl_ms == -2:  # expired meanwhile (-2: between GET and PTTL)
+                continue
+            held = bytes(raw) if isinstance(raw, bytes) else str(raw).encode()
+            holder = _holder_of(held)
+            ended = holder_ended(holder)
+            if ended:
+                taken = self.redis.call(
+                    "joining",
+                    partial(self._take_over, key=key, held=held),
+                )
+                if taken:
+                    log.warning(
+                        "node %d: taking over from process %s of this machine, which has ended",
+                        self.node, holder.get("pid"),
+                    )  # fmt: skip
+                    return
+                continue  # it changed meanwhile: look again
+            who = f"process {holder.get('pid', '?')} on {holder.get('host', '?')}"
+            if ended is False or ttl_ms < 0:  # alive, or a key that never expires
+                raise ClusterRefused(
+                    f"node {self.node} is already running ({who}; its membership expires "
+                    f"{max(ttl_ms, 0) / 1000:.0f} s after its last heartbeat): start each "
+                    "--node once"
+                )
+            if waiting is not None:
+                value, ttl_before, before = waiting
+                renewed = ttl_ms > ttl_before - (read_at - before) * 1000 + RENEWED_SLACK_MS
+                if held != value or renewed:
+                    raise ClusterRefused(
+                        f"node {self.node} is already running ({who} renewed its membership "
+                        "while this one waited for it to lapse): start each --node once"
+                    )
+            else:
+                log.warning(
+                    "node %d: waiting up to %.0f s for the membership of %s to lapse (that "
+                    "process cannot be proved ended from here; if it renews it, it is alive "
+                    "and this node is refused)",
+                    self.node, ttl_ms / 1000, who,
+                )  # fmt: skip
+            waiting = (held, ttl_ms, read_at)
+            time.sleep(min(LAPSE_POLL_S, ttl_ms / 1000 + 0.01))
+
+    def _take_over(self, client: redis.Redis, key: str, held: bytes) -> bool:
+        return bool(client.eval(_TAKE_OVER, 1, key, held, self._token, self._ttl_ms))
 
     def heartbeat(self, now: float) -> None:
         if now < self._next_beat:
@@ -337,9 +386,13 @@ class ClusterNode:
         return client.xreadgroup(GROUP, CONSUMER, streams, count=READ_COUNT, block=block)
 
     def _ack(self, client: redis.Redis, stream: str, ids: list[bytes]) -> None:
-        with client.pipeline(transaction=True) as pipe:
-            pipe.xack(stream, GROUP, *ids)
+        # Not in a MULTI: when Redis is full it refuses every command queued in one. XDEL
+        # first: a kill between the two leaves a deleted entry pending, which the restart
+        # reads again (without fields) and acknowledges; the other order would leave an
+        # acknowledged entry in the stream for ever, and the crawl could not end.
+        with client.pipeline(transaction=False) as pipe:
             pipe.xdel(stream, *ids)
+            pipe.xack(stream, GROUP, *ids)
             pipe.execute()
 
     def _prune(self) -> None:
@@ -422,10 +475,20 @@ class ClusterNode:
     # ------------------------------------------------------------------------------ reports
 
     def publish_report(self, report: Mapping[str, Any]) -> None:
+        """The node's report into Redis (``report`` reads it); not waited for while Redis is
+        full (the report is in the node's report.json)."""
         text = json.dumps(report)
-        self.redis.call(
-            "publishing the report", lambda c: c.hset(self.keys.reports, str(self.node), text)
+        published = self.redis.call(
+            "publishing the report",
+            lambda c: bool(c.hset(self.keys.reports, str(self.node), text)) or True,
+            when_full=False,
         )
+        if not published:
+            log.warning(
+                "node %d: Redis is out of memory: this node's report is in its report.json "
+                "only (not in Redis for the report command)",
+                self.node,
+            )
 
 
 def in_flight(client: redis.Redis, keys: Keys, partitions: int) -> int:
@@ -436,9 +499,41 @@ def in_flight(client: redis.Redis, keys: Keys, partitions: int) -> int:
         return sum(int(n) for n in pipe.execute())
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
+def _holder_of(held: bytes) -> dict[str, Any]:
+    try:
+        holder = json.loads(held)
+    except ValueError:
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def process_start(pid: int) -> int | None:
+    """``pid``'s start time (clock ticks after boot, field 22 of /proc/<pid>/stat), None if
+    it cannot be read: with the PID, it names one process of one boot (a PID is reused)."""
+    stat = _proc_stat(pid)
+    return stat[1] if stat is not None else None
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time) of /proc/<pid>/stat; None if there is no such process or
+    no /proc."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    rest = text[text.rindex(")") + 2 :].split()  # the name may hold spaces and parentheses
+    return rest[0], int(rest[19])
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _pid_exists(pid: int) -> bool:
+    """kill(pid, 0): True for a running process, a zombie, or another user's."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -446,6 +541,35 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def holder_ended(holder: Mapping[str, Any]) -> bool | None:
+    """Whether the process a membership names has ended: True if provably (this machine,
+    and its PID gone, a zombie, or reused by a later process; or the machine rebooted since),
+    False if provably alive (the same process, running), None if it cannot be told (another
+    machine, no /proc, a value without a start time)."""
+    if holder.get("host") != socket.gethostname():
+        return None
+    try:
+        pid = int(holder.get("pid", 0))
+    except (TypeError, ValueError):
+        return None
+    if pid <= 0:
+        return None
+    if _proc_stat(os.getpid()) is None:  # no /proc: kill(pid, 0) cannot tell a zombie
+        return None if _pid_exists(pid) else True
+    boot = holder.get("boot")
+    if boot and boot != _boot_id():
+        return True
+    stat = _proc_stat(pid)
+    if stat is None:  # gone, unless /proc hides other users' processes (hidepid)
+        return None if _pid_exists(pid) else True
+    if stat[0] in ("Z", "X"):  # ended, not yet reaped by its parent
+        return True
+    start = holder.get("start")
+    if start is None:
+        return None  # (written by an older version) the PID may have been reused
+    return bool(start != stat[1])  # another start time: the PID was reused
 
 
 def add_batches(link: Redis, keys: Keys, batches: Mapping[int, Sequence[bytes]]) -> int:

@@ -630,7 +630,8 @@ class ClusterSection(_Section, frozen=True):
         PosFloat,
         Meta(
             description="How long a node retries (with backoff, logged) while Redis is "
-            "unreachable, at start or mid-crawl, before it stops with exit status 1 (resumable)."
+            "unreachable, at start or mid-crawl, or full (maxmemory: refusing writes with no "
+            "10 s pause), before it stops with exit status 1 (resumable)."
         ),
     ] = 300.0
 

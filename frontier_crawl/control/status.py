@@ -6,8 +6,10 @@ the frontier, no per-link work) at most every half second, and :func:`classify` 
 the checks is the order of precedence:
 
 1. ``idle`` once the crawl is finished; ``draining`` once a stop was requested (SIGTERM,
-   ``POST /api/stop``, low disk space with ``low_space_action = "stop"``); ``paused`` while an
-   operator pause or low disk space holds new requests.
+   ``POST /api/stop``, low disk space with ``low_space_action = "stop"``); ``redis-full``
+   while Redis refuses this worker's link batches for other nodes for lack of memory
+   (``maxmemory``: the sentence says how many wait and when the node gives up); ``paused``
+   while an operator pause or low disk space holds new requests.
 2. ``cpu`` when the loop is busy (not waiting in poll) most of the time: the sentence names the
    largest shares (parse, callbacks, WARC, frontier, fetch, other).
 3. ``fetch`` when every fetch slot is in use (``dns`` instead when name lookups take most of the
@@ -30,10 +32,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 BottleneckName = Literal[
-    "politeness", "fetch", "cpu", "backoff", "robots", "dns", "draining", "paused", "idle"
-]
+    "politeness", "fetch", "cpu", "backoff", "robots", "dns", "draining", "paused", "idle",
+    "redis-full",
+]  # fmt: skip
 BOTTLENECKS: Final[tuple[BottleneckName, ...]] = (
     "politeness", "fetch", "cpu", "backoff", "robots", "dns", "draining", "paused", "idle",
+    "redis-full",
 )  # fmt: skip
 
 CrawlState = Literal["starting", "running", "paused", "stopping", "finished"]
@@ -75,6 +79,8 @@ class Signals:
     stop_requested: bool = False
     paused: bool = False  #: an operator pause
     low_space: bool = False  #: fetching held for lack of disk space
+    #: why link batches for other nodes wait (the transport's sentence: a full Redis), or ""
+    held_up: str = ""
     in_flight: int = 0
     concurrency: int = 1  #: fetch slots in all
     queued: int = 0  #: URLs waiting in the frontier (memory and disk)
@@ -163,8 +169,10 @@ def classify(sig: Signals) -> Bottleneck:
         return Bottleneck(
             "draining", f"stop requested: draining {_n(sig.in_flight, 'transfer')} in flight"
         )
+    if sig.held_up:
+        return Bottleneck("redis-full", sig.held_up)
     if sig.paused or sig.low_space:
-        why = "paused by the operator" if sig.paused else "paused: low disk space"
+        why = "paused by the operator" if sig.paused else "low disk space"
         return Bottleneck("paused", f"{why}, {_n(sig.in_flight, 'transfer')} finishing")
     if sig.hosts_total == 0 and sig.in_flight == 0 and sig.queued == 0:
         return Bottleneck("idle", "nothing queued and nothing in flight")

@@ -47,6 +47,7 @@ Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
 
 from __future__ import annotations
 
+import errno
 import heapq
 import json
 import logging
@@ -88,6 +89,9 @@ if TYPE_CHECKING:
     from frontier_crawl.config import CrawlSettings
 
 log = logging.getLogger(__name__)
+
+#: errnos of a write without room: a skipped Bloom snapshot, not a failed crawl
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
 
 NORMAL_PRIO = 1
 REFILL_BATCH = 512
@@ -299,6 +303,7 @@ class Frontier:
         token); ``robots_ttl_s`` is capped at 24 hours (RFC 9309 2.4)."""
         make_dir(state_dir, private=True)
         self._state_dir = state_dir
+        self._snapshot_failing = False  #: the last checkpoint had no room for the snapshot
         self._check_identity(seen_capacity, seen_error_rate)
         #: allowed domain -> whether the domain itself is allowed (False: "*." subdomains only)
         self._domain_set = domain_table(allow_domains)
@@ -1653,10 +1658,36 @@ class Frontier:
 
     def checkpoint(self) -> None:
         """Flush LMDB to disk and snapshot the Bloom filter (StorageError, or OSError from
-        the snapshot, if writing fails)."""
+        the snapshot, if writing fails). A snapshot without room (ENOSPC, EDQUOT) is skipped
+        with a warning, not raised: it only saves a restart time (``seen.py``: the next start
+        loads the previous snapshot and the digests logged since, or rebuilds the filter from
+        LMDB), so it must not fail a crawl, least of all one that has ended."""
         with storage_errors(self._env_path):
             self._env.sync(True)
-            self._seen.save_snapshot(self._state_dir / "seen.bloom")
+            try:
+                self._seen.save_snapshot(self._state_dir / "seen.bloom")
+            except OSError as exc:
+                if exc.errno not in _NO_ROOM:
+                    raise
+                self._snapshot_skipped(exc)
+                return
+        if self._snapshot_failing:
+            self._snapshot_failing = False
+            log.warning("seen-set snapshot written again in %s", self._state_dir)
+
+    def _snapshot_skipped(self, exc: OSError) -> None:
+        """Say once (until a snapshot is written again) that snapshots are being skipped."""
+        if self._snapshot_failing:
+            return
+        self._snapshot_failing = True
+        size = self._seen.stats()["bloom_bytes"]
+        log.warning(
+            "seen-set snapshot not written (%s: %s; it needs %.1f MB free in %s): the crawl "
+            "goes on, nothing is lost (a restart loads the previous snapshot and the URLs "
+            "recorded since, or rebuilds the set from LMDB: slower); tried again at each "
+            "checkpoint",
+            os.strerror(exc.errno or 0), exc.filename or "", int(size) / 1e6, self._state_dir,
+        )  # fmt: skip
 
     def close(self, checkpoint: bool = True) -> None:
         """Checkpoint (unless told not to: after a failed write, when the in-memory state may

@@ -33,7 +33,11 @@ def with_(**changes: Any) -> Signals:
          "stop requested: draining 3 transfers in flight"),
         (with_(paused=True, in_flight=1), "paused", "paused by the operator, 1 transfer finishing"),
         (with_(low_space=True, in_flight=0), "paused",
-         "paused: low disk space, 0 transfers finishing"),
+         "low disk space, 0 transfers finishing"),
+        (with_(held_up="Redis is out of memory (maxmemory) for 12 s, 3 batches for other nodes "
+                       "waiting, giving up in 288 s", low_space=True), "redis-full",
+         "Redis is out of memory (maxmemory) for 12 s, 3 batches for other nodes waiting, "
+         "giving up in 288 s"),
         (with_(hosts_total=0, in_flight=0, queued=0), "idle",
          "nothing queued and nothing in flight"),
         (with_(loop_busy=0.93, shares={"parse": 0.6, "frontier": 0.2, "warc": 0.1, "other": 0.1}),
@@ -108,3 +112,20 @@ def test_empty_status_has_every_key() -> None:
     status = empty_status()
     assert tuple(status) == STATUS_KEYS
     assert status["state"] == "starting" and status["workers"] == []
+
+
+def test_one_worker_held_up_by_a_full_redis_names_the_node_bottleneck() -> None:
+    """Merged over a node's workers, redis-full wins even if one worker names it: it stops
+    the node unless fixed."""
+    from frontier_crawl.workers import merge_status
+
+    snaps = [
+        {"worker": 0, "bottleneck": {"name": "politeness", "detail": "3 hosts waiting"}},
+        {"worker": 1, "bottleneck": {"name": "politeness", "detail": "2 hosts waiting"}},
+        {"worker": 2, "bottleneck": {"name": "redis-full", "detail": "Redis is out of memory"}},
+    ]
+    merged = merge_status(snaps)["bottleneck"]
+    assert merged == {
+        "name": "redis-full",
+        "detail": "1 of 3 workers: worker 2: Redis is out of memory",
+    }
