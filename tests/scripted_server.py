@@ -1,4 +1,8 @@
-"""A small HTTP server on 127.0.0.1 whose answers a test scripts per (host, path, nth request).
+"""A small HTTP server on loopback whose answers a test scripts per (host, path, nth request).
+
+It binds 127.0.0.1 unless given another loopback address (127.0.0.2 for a service the crawler
+must never reach, on another address than the seeds'); it refuses any address outside
+127.0.0.0/8, so no test can make it, or send the crawler, beyond the machine.
 
 Its request log uses the demo server's ``RequestLogEntry`` (with ``responding``, the instant just
 before the first response byte), so the same politeness checks apply.
@@ -6,6 +10,7 @@ before the first response byte), so the same politeness checks apply.
 
 from __future__ import annotations
 
+import ipaddress
 import sys
 import threading
 import time
@@ -14,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from socketserver import TCPServer
 from typing import Any
 
 from frontier_crawl.config import CrawlSettings, parse
@@ -41,6 +47,13 @@ NOT_FOUND = Answer(404, b"not found")
 
 
 class _Server(ThreadingHTTPServer):
+    def server_bind(self) -> None:
+        """HTTPServer's, without ``socket.getfqdn``: for an address that /etc/hosts does not
+        name (127.0.0.2) that is a reverse DNS query, a packet off the machine."""
+        TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name, self.server_port = str(host), int(port)
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that stopped reading (robots.txt cut at 512 KiB) resets: not an error."""
         if not isinstance(sys.exc_info()[1], ConnectionError):
@@ -48,14 +61,18 @@ class _Server(ThreadingHTTPServer):
 
 
 class ScriptedServer:
-    """Threaded HTTP/1.1 server answering from a script; bind 127.0.0.1 port 0."""
+    """Threaded HTTP/1.1 server answering from a script; binds ``address`` (a loopback IPv4
+    address, 127.0.0.1 by default) port 0."""
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, *, address: str = "127.0.0.1") -> None:
+        if not ipaddress.IPv4Address(address).is_loopback:
+            raise ValueError(f"a scripted server binds loopback (127.0.0.0/8) only: {address!r}")
+        self.address = address
         self._script = script
         self._lock = threading.Lock()
         self._log: list[RequestLogEntry] = []
         self._counts: Counter[tuple[str, str]] = Counter()
-        self._httpd = _Server(("127.0.0.1", 0), self._handler())
+        self._httpd = _Server((address, 0), self._handler())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -65,7 +82,7 @@ class ScriptedServer:
 
     def resolve(self, *hosts: str) -> list[str]:
         """curl-style resolve entries mapping ``hosts`` to this server."""
-        return [f"{h}:{self.port}:127.0.0.1" for h in hosts]
+        return [f"{h}:{self.port}:{self.address}" for h in hosts]
 
     def url(self, host: str, path: str) -> str:
         return f"http://{host}:{self.port}{path}"

@@ -4,6 +4,16 @@ Each test crawls scripted servers on loopback and checks, from the servers' own 
 what the crawler asked for: robots.txt redirects are hops of their own (scope, address
 policy), and a name in scope that resolves to an address outside the allowed categories is
 never connected to (``address-refused``), whatever the names resolve to.
+
+Every connection target here is on 127.0.0.0/8, so not one packet leaves the machine even if
+the policy regresses (the refused-address tests then fail on the target server's own log).
+For a loopback address to be refused, loopback must not be an allowed category: the seed is
+``localhost`` (libcurl resolves that name itself, with no ``fetch.resolve`` entry, so only
+that host is allowed, not its category), and the target, ``meta.localhost`` in the seed's
+scope, is mapped by ``fetch.resolve`` to 127.0.0.2, where a server logs what it is asked.
+Link-local, private and the other categories are refused by the same code; they are covered
+without traffic by tests/unit/test_address_policy.py and, in a network namespace, by
+tests/net/test_addresses_netns.py.
 """
 
 from __future__ import annotations
@@ -20,7 +30,9 @@ from tests.scripted_server import Answer, Script, ScriptedServer, crawl_settings
 
 SITE = "site.test"
 TEXT = (("Content-Type", "text/plain"),)
-METADATA = "169.254.169.254"  #: a cloud metadata service's address (link-local)
+SEED = "localhost"  #: resolved by libcurl itself: the seed's host only is allowed, not loopback
+INNER = f"meta.{SEED}"  #: in the seed's scope, mapped by fetch.resolve to...
+REFUSED = "127.0.0.2"  #: ...the address of a service the crawler must never reach
 
 
 def lines(out: Path) -> list[dict[str, Any]]:
@@ -102,51 +114,67 @@ def test_a_robots_redirect_in_scope_is_a_request_of_its_own(tmp_path: Path) -> N
 
 @pytest.mark.timeout(30)
 def test_a_robots_redirect_to_a_refused_address_is_unavailable(tmp_path: Path) -> None:
-    """A hop to a name in scope that resolves to the metadata address is refused before any
-    connection (the hop's line says address-refused), and robots.txt is unavailable."""
-    moved = Answer(301, b"", (("Location", f"http://meta.{SITE}/robots.txt"),))
-    with ScriptedServer(site(moved)) as srv:
-        resolve = [*srv.resolve(SITE), f"meta.{SITE}:80:{METADATA}"]
-        s = crawl_settings(tmp_path, [srv.url(SITE, "/")], resolve, fetch={"retries": 0})
-        Engine(s).run()
-    got = {x["url"]: x for x in lines(tmp_path / "out")}
-    hop = got[f"http://meta.{SITE}/robots.txt"]
+    """A hop to a name in scope that resolves to a refused address (loopback, but not the
+    seed's host) is refused before any connection (the hop's line says address-refused, the
+    server there is never asked, nothing of it is archived), and robots.txt is unavailable."""
+    with ScriptedServer(everything, address=REFUSED) as inner:
+        target = f"http://{INNER}:{inner.port}/robots.txt"
+        moved = Answer(301, b"", (("Location", target),))
+        with ScriptedServer(site(moved)) as srv:
+            s = crawl_settings(
+                tmp_path, [srv.url(SEED, "/")], inner.resolve(INNER), fetch={"retries": 0}
+            )
+            Engine(s).run()
+            asked = sorted((e.host, e.path) for e in srv.log())
+        assert inner.log() == [], "the refused address was connected to"
+    out = tmp_path / "out"
+    got = {x["url"]: x for x in lines(out)}
+    hop = got[target]
     assert (hop["outcome"], hop["error"], hop["status"]) == ("robots-txt", "address-refused", 0)
-    assert got[srv.url(SITE, "/a")]["outcome"] == "fetched"
+    assert got[srv.url(SEED, "/a")]["outcome"] == "fetched"
+    assert asked == [(SEED, "/"), (SEED, "/a"), (SEED, "/robots.txt")]
+    assert not [u for u in warc_uris(out) if INNER in u]
 
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("obey_robots", [True, False])
-@pytest.mark.parametrize("address", [METADATA, "10.0.0.1", "::ffff:169.254.169.254"])
+@pytest.mark.parametrize("address", [REFUSED, f"::ffff:{REFUSED}"], ids=["ipv4", "ipv4-mapped"])
 def test_a_name_in_scope_resolving_to_a_refused_address_is_refused(
     tmp_path: Path, obey_robots: bool, address: str
 ) -> None:
-    """A link to a name in scope that resolves (fetch.resolve, as DNS would) to a link-local
-    or private address, the seeds being on loopback: address-refused, recorded once per URL,
-    never retried, the host retired (its other URLs get the same outcome, unrequested)."""
-    inner = f"meta.{SITE}"
+    """A link to a name in scope that resolves (fetch.resolve, as DNS would) to a refused
+    address, plain or IPv4-mapped (loopback here, the seed's host only being allowed):
+    address-refused, recorded once per URL, never retried, the host retired (its other URLs
+    get the same outcome, unrequested), the server there never asked, nothing archived."""
+    with ScriptedServer(everything, address=REFUSED) as inner:
+        base = f"http://{INNER}:{inner.port}"
 
-    def script(host: str, path: str, nth: int) -> Answer:
-        if path == "/":
-            return page(f"http://{inner}/latest/meta-data/", f"http://{inner}/other")
-        return page()
+        def script(host: str, path: str, nth: int) -> Answer:
+            if path == "/":
+                return page(f"{base}/latest/meta-data/", f"{base}/other")
+            return page()
 
-    with ScriptedServer(script) as srv:
-        shown = f"[{address}]" if ":" in address else address
-        resolve = [*srv.resolve(SITE), f"{inner}:80:{shown}"]
-        s = crawl_settings(
-            tmp_path, [srv.url(SITE, "/")], resolve,
-            politeness={"obey_robots": obey_robots}, fetch={"retries": 2},
-        )  # fmt: skip
-        report = Engine(s).run()
-    entries = [x for x in lines(tmp_path / "out") if x["url"].startswith(f"http://{inner}/")]
+        with ScriptedServer(script) as srv:
+            shown = f"[{address}]" if ":" in address else address
+            s = crawl_settings(
+                tmp_path, [srv.url(SEED, "/")], [f"{INNER}:{inner.port}:{shown}"],
+                politeness={"obey_robots": obey_robots}, fetch={"retries": 2},
+            )  # fmt: skip
+            report = Engine(s).run()
+        assert inner.log() == [], "the refused address was connected to"
+    out = tmp_path / "out"
+    entries = [x for x in lines(out) if x["url"].startswith(f"{base}/")]
     pages = {x["url"]: x["outcome"] for x in entries if not x["url"].endswith("/robots.txt")}
     assert pages == {
-        f"http://{inner}/latest/meta-data/": "address-refused",
-        f"http://{inner}/other": "address-refused",
+        f"{base}/latest/meta-data/": "address-refused",
+        f"{base}/other": "address-refused",
     }
     assert len(entries) == len(pages) + obey_robots  # no retry: one line each (+ robots.txt)
     assert all(x["status"] == 0 for x in entries)
+    if obey_robots:
+        hop = next(x for x in entries if x["url"].endswith("/robots.txt"))
+        assert (hop["outcome"], hop["error"]) == ("robots-txt", "address-refused")
+    assert not [u for u in warc_uris(out) if INNER in u]
     assert report["address_refused"] == 2
     assert report["outcomes"]["address-refused"] == 2
     assert report["complete"] is True

@@ -60,6 +60,42 @@ def test_by_default_only_public_addresses_are_allowed() -> None:
         assert policy.why_refused(address, "http://example.org/") == category(address)
 
 
+@pytest.mark.parametrize(
+    ("address", "kind"),
+    [
+        ("169.254.169.254", "link-local"),  # a cloud metadata service
+        ("10.0.0.1", "private"),
+        ("::ffff:169.254.169.254", "link-local"),  # IPv4-mapped: the IPv4 address's category
+        ("fe80::1", "link-local"),
+        ("100.64.0.1", "shared"),
+    ],
+)
+def test_internal_addresses_are_refused_by_default(address: str, kind: str) -> None:
+    """What the e2e tests cannot send traffic to: refused with its category, by default and
+    in a crawl whose seeds are on loopback (loopback allowed, for every host, not these)."""
+    assert AddressPolicy().why_refused(address, "http://site.test/") == kind
+    crawl = AddressPolicy.for_crawl(
+        [], ["http://site.test:8080/"], ["site.test:8080:127.0.0.1", f"meta.site.test:80:{address}"]
+    )
+    assert crawl.categories == {"loopback"}
+    assert crawl.why_refused("127.0.0.2", "http://meta.site.test/") == ""
+    assert crawl.why_refused(address, "http://meta.site.test/latest/meta-data/") == kind
+
+
+def test_the_e2e_tests_premise_loopback_beside_a_localhost_seed_is_refused() -> None:
+    """tests/e2e/test_ssrf.py: the seed ``localhost`` (no fetch.resolve entry) allows its own
+    host only, so ``meta.localhost`` mapped to 127.0.0.2 (plain or IPv4-mapped) is refused,
+    and the refused-address tests need no address beyond loopback."""
+    policy = AddressPolicy.for_crawl(
+        [], ["http://localhost:8080/"], ["meta.localhost:9090:127.0.0.2"]
+    )
+    assert policy.categories == frozenset()
+    assert policy.why_refused("127.0.0.1", "http://localhost:8080/robots.txt") == ""
+    assert policy.why_refused("::1", "http://localhost:8080/") == ""
+    for address in ("127.0.0.2", "::ffff:127.0.0.2"):
+        assert policy.why_refused(address, "http://meta.localhost:9090/") == "loopback"
+
+
 def test_allowed_categories_and_networks() -> None:
     policy = AddressPolicy(["Loopback", "10.1.0.0/16", "fd00::/8"])
     assert policy.why_refused("127.0.0.1", "http://a.test/") == ""
