@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 
 from frontier_crawl import __version__
-from frontier_crawl.config import ConfigError, load, to_toml
+from frontier_crawl.config import ConfigError, load, redact_url, to_toml
 from frontier_crawl.config.reference import render_reference
 
 EXIT_OK = 0
@@ -127,13 +127,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         import msgspec
 
-        from frontier_crawl.cluster import redact
-
-        # the effective config in full, but never the Redis password
+        # the effective config in full, but never a password (Redis, proxy)
+        proxy = settings.fetch.proxy
         shown = msgspec.structs.replace(
             settings,
             cluster=msgspec.structs.replace(
-                settings.cluster, redis_url=redact(settings.cluster.redis_url)
+                settings.cluster, redis_url=redact_url(settings.cluster.redis_url)
+            ),
+            fetch=msgspec.structs.replace(
+                settings.fetch, proxy=None if proxy is None else redact_url(proxy)
             ),
         )
         sys.stdout.write(to_toml(shown))

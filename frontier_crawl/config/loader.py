@@ -57,10 +57,28 @@ def _fields_of(path: list[str]) -> list[str]:
 
 
 def _key(path: list[str]) -> str:
-    """The dotted key of a path; ``[[extract]]`` tables by index: ``extract[0].fields.price``."""
-    if len(path) >= 2 and path[0] == "extract" and path[1].isdigit():
-        return ".".join([f"extract[{path[1]}]", *path[2:]])
-    return ".".join(path)
+    """The dotted key of a path, tables of an array by index: ``extract[0].fields.price``,
+    ``output.feeds[1].path``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if part.isdigit() and out else f".{part}" if out else part
+    return out
+
+
+def _nul_check(node: Any, path: list[str]) -> None:
+    """A NUL character in any string (value or key) is refused, naming the key: no file
+    name, header, URL or pattern can hold one (the OS and libcurl raise on it)."""
+    if isinstance(node, str):
+        if "\x00" in node:
+            raise ConfigError(f"{_key(path)}: must not contain a NUL character")
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            if "\x00" in k:
+                raise ConfigError(f"{_key([*path, k])}: a key must not contain a NUL character")
+            _nul_check(v, [*path, k])
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _nul_check(v, [*path, str(i)])
 
 
 def _explain(err: msgspec.ValidationError, raw: dict[str, Any]) -> str:
@@ -76,10 +94,12 @@ def _explain(err: msgspec.ValidationError, raw: dict[str, Any]) -> str:
         hint = difflib.get_close_matches(field, known, n=1)
         suffix = f" (did you mean {hint[0]!r}?)" if hint else f" (known keys: {', '.join(known)})"
         return f"{key}: unknown key{suffix}"
-    # A ValueError from __post_init__ reads "<field>: <problem>" and is reported at the section.
-    if ": " in msg and msg.split(": ", 1)[0].isidentifier() and len(path) <= 1:
+    # A ValueError from __post_init__ reads "<field>: <problem>" and is reported at the table.
+    if ": " in msg and msg.split(": ", 1)[0].isidentifier() and (
+        len(path) <= 1 or path[-1].isdigit()
+    ):
         field, problem = msg.split(": ", 1)
-        return f"{'.'.join([*path, field])}: {problem}"
+        return f"{_key([*path, field])}: {problem}"
     key = _key(path) or "<top level>"
     value = _lookup(raw, path)
     bound = _BOUND_RE.match(msg)
@@ -136,6 +156,7 @@ def _extract_field_errors(raw: dict[str, Any]) -> None:
 
 def parse(raw: dict[str, Any], base_dir: Path | None = None) -> CrawlSettings:
     """Validate a TOML document already read into a dict."""
+    _nul_check(raw, [])
     try:
         _extract_field_errors(raw)
         settings = msgspec.convert(raw, CrawlSettings, strict=True)
