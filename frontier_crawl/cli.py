@@ -35,7 +35,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"frontier-crawl {__version__}")
     p.add_argument("--config", type=Path, help="crawl.toml describing the crawl")
     p.add_argument(
-        "--check", action="store_true", help="validate the config, print it in full, and exit"
+        "--check",
+        action="store_true",
+        help="validate the config (and load the spider, as the run does), print it in full, "
+        "and exit",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     p.add_argument(
@@ -121,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load(args.config)
         check_scope(settings)  # entries that cannot match, seeds outside the scope
+        if args.check:  # as the run does first: a spider or pipeline that does not load
+            from frontier_crawl.spider import SpiderHost
+
+            SpiderHost.load(settings)
     except ConfigError as exc:
         sys.stderr.write(f"frontier-crawl: config error: {exc}\n")
         return EXIT_CONFIG

@@ -33,7 +33,6 @@ CRAWL_FILES = (
     "control.addr",
     "control.token",
 )
-_WORKER_DIR = re.compile(r"worker-\d*")
 
 
 def has_controls(text: str) -> bool:
@@ -66,10 +65,11 @@ def feed_parts(path: str) -> tuple[str, ...]:
 
 def _crawl_file(name: str) -> str | None:
     """The crawl's own file (CRAWL_FILES) that ``name`` (a first component) is, or a copy of."""
-    if _WORKER_DIR.fullmatch(name):
+    bare = name[1:] if name.startswith(".") else name  # .<name>.<random>.tmp
+    if bare.startswith("worker-"):  # worker-<i>/ and anything like it
         return "worker-<i>"
     for own in CRAWL_FILES:
-        if name == own or name.startswith((own + ".", own + "-", f".{own}.")):
+        if bare == own or bare.startswith((own + ".", own + "-")):
             return own
     return None
 
