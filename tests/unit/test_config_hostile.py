@@ -241,3 +241,27 @@ def test_check_refuses_what_the_run_refuses(
     status, out = _cli(tmp_path, capsys, text, "--check")
     assert status == 2, out
     assert key in out and "Traceback" not in out, out
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["redis://127.0.0.1:6379/0", "rediss://u:p%40ss@redis.example:6380/2", "redis://[::1]/0",
+     "unix:///run/redis.sock?db=2", "redis://h/0?password=pw&health_check_interval=5",
+     "rediss://h/0?ssl_cert_reqs=required&ssl_ca_certs=/a/ca.pem&ssl_check_hostname=false",
+     "redis://h?db=3&socket_timeout=2.5&client_name=crawler&protocol=3"],
+)  # fmt: skip
+def test_what_the_config_accepts_the_redis_client_takes(url: str) -> None:
+    """Every URL the check passes gives redis-py a connection it can build (no unknown keyword,
+    no bad value), and the password it reads is the one written, percent-decoded."""
+    import redis
+    from redis.connection import URL_QUERY_ARGUMENT_PARSERS
+
+    from frontier_crawl.config.checks import _REDIS_FLOAT, _REDIS_INT, redis_url_problem
+
+    assert redis_url_problem(url) is None
+    pool = redis.Redis.from_url(url).connection_pool
+    pool.make_connection()  # a TypeError here would be a traceback at the node's start
+    if "p%40ss" in url:
+        assert pool.connection_kwargs["password"] == "p@ss"
+    assert all(URL_QUERY_ARGUMENT_PARSERS[n] is int for n in _REDIS_INT)
+    assert all(URL_QUERY_ARGUMENT_PARSERS[n] is float for n in _REDIS_FLOAT)
