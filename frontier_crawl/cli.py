@@ -128,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             from frontier_crawl.spider import SpiderHost
 
             SpiderHost.load(settings)
+            _check_listen(settings.control.listen)
     except ConfigError as exc:
         sys.stderr.write(f"frontier-crawl: config error: {exc}\n")
         return EXIT_CONFIG
@@ -194,6 +195,22 @@ def main(argv: list[str] | None = None) -> int:
         )
         return EXIT_FAILURE
     return exit_status(report)
+
+
+def _check_listen(listen: str) -> None:
+    """``--check``: a ``control.listen`` host this machine has no address for is refused, as
+    the run refuses it when it binds (that the port is free is only known then)."""
+    if not listen:
+        return
+    import socket
+
+    host = listen.rpartition(":")[0].strip("[]")
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.bind((host, 0))
+    except OSError as exc:
+        raise ConfigError(f"control.listen: cannot listen on {listen}: "
+                          f"{exc.strerror or exc}") from None  # fmt: skip
 
 
 def exit_status(report: dict[str, object]) -> int:

@@ -67,7 +67,8 @@ _URLS = [
     "javascript:alert(1)", "file:///etc/passwd", f"redis://127.0.0.1:{PORT}/0",
     f"redis://:S3cret/PW+b64==@127.0.0.1:{PORT}/0", f"rediss://[::1]:{PORT}/99999999999",
     "unix:///nonexistent/redis.sock", f"socks5h://127.0.0.1:{PORT}", "redis://127.0.0.1:-1",
-    f"http://127.0.0.1:{PORT}/%00", "//127.0.0.1/", "127.0.0.1:8740", "[::1]:0", "[::1]:65536",
+    f"http://127.0.0.1:{PORT}/%00", "//127.0.0.1/", "127.0.0.1:0", "[::1]:0", "[::1]:65536",
+    "192.0.2.1:8740",  # an address of nobody: a listen the run cannot bind
 ]  # fmt: skip
 _STRINGS = [
     "", " ", "\x00", "a\x00b", "\x01\x7f", "\n", "a\tb", "\r\n", "/", ".", "..", "../x",

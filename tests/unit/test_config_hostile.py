@@ -265,3 +265,13 @@ def test_what_the_config_accepts_the_redis_client_takes(url: str) -> None:
         assert pool.connection_kwargs["password"] == "p@ss"
     assert all(URL_QUERY_ARGUMENT_PARSERS[n] is int for n in _REDIS_INT)
     assert all(URL_QUERY_ARGUMENT_PARSERS[n] is float for n in _REDIS_FLOAT)
+
+
+def test_check_refuses_a_listen_address_this_machine_does_not_have(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """192.0.2.1 (TEST-NET-1) is nobody's address: the run cannot bind it, --check says so."""
+    status, out = _cli(tmp_path, capsys, GOOD + '[control]\nlisten = "192.0.2.1:8740"\n', "--check")
+    assert status == 2 and "control.listen: cannot listen on 192.0.2.1:8740" in out, out
+    status, out = _cli(tmp_path, capsys, GOOD + '[control]\nlisten = "127.0.0.1:0"\n', "--check")
+    assert status == 0, out
