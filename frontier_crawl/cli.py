@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 
 from frontier_crawl import __version__
-from frontier_crawl.config import ConfigError, load, to_toml
+from frontier_crawl.config import ConfigError, load, redact_url, to_toml
 from frontier_crawl.config.reference import render_reference
 
 EXIT_OK = 0
@@ -35,7 +35,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"frontier-crawl {__version__}")
     p.add_argument("--config", type=Path, help="crawl.toml describing the crawl")
     p.add_argument(
-        "--check", action="store_true", help="validate the config, print it in full, and exit"
+        "--check",
+        action="store_true",
+        help="validate the config (and load the spider, as the run does), print it in full, "
+        "and exit",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     p.add_argument(
@@ -121,19 +124,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load(args.config)
         check_scope(settings)  # entries that cannot match, seeds outside the scope
+        if args.check:  # as the run does first: a spider or pipeline that does not load
+            from frontier_crawl.spider import SpiderHost
+
+            SpiderHost.load(settings)
+            _check_listen(settings.control.listen)
     except ConfigError as exc:
         sys.stderr.write(f"frontier-crawl: config error: {exc}\n")
         return EXIT_CONFIG
     if args.check:
         import msgspec
 
-        from frontier_crawl.cluster import redact
-
-        # the effective config in full, but never the Redis password
+        # the effective config in full, but never a password (Redis, proxy)
+        proxy = settings.fetch.proxy
         shown = msgspec.structs.replace(
             settings,
             cluster=msgspec.structs.replace(
-                settings.cluster, redis_url=redact(settings.cluster.redis_url)
+                settings.cluster, redis_url=redact_url(settings.cluster.redis_url)
+            ),
+            fetch=msgspec.structs.replace(
+                settings.fetch, proxy=None if proxy is None else redact_url(proxy)
             ),
         )
         sys.stdout.write(to_toml(shown))
@@ -186,6 +196,22 @@ def main(argv: list[str] | None = None) -> int:
         )
         return EXIT_FAILURE
     return exit_status(report)
+
+
+def _check_listen(listen: str) -> None:
+    """``--check``: a ``control.listen`` host this machine has no address for is refused, as
+    the run refuses it when it binds (that the port is free is only known then)."""
+    if not listen:
+        return
+    import socket
+
+    host = listen.rpartition(":")[0].strip("[]")
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.bind((host, 0))
+    except OSError as exc:
+        raise ConfigError(f"control.listen: cannot listen on {listen}: "
+                          f"{exc.strerror or exc}") from None  # fmt: skip
 
 
 def exit_status(report: dict[str, object]) -> int:

@@ -27,9 +27,10 @@ import logging
 import time
 from collections.abc import Callable
 from typing import TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
+
+from frontier_crawl.config import redact_url, scrub
 
 log = logging.getLogger(__name__)
 
@@ -83,24 +84,9 @@ def _not_now(text: str) -> str | None:
 
 
 def redact(url: str) -> str:
-    """``url`` with its password (and user name) replaced by ``***``: safe to log."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable redis_url>"
-    query = "&".join(
-        f"{k}=***" if k.lower() == "password" else f"{k}={v}" if v or "=" in q else k
-        for q in parts.query.split("&")
-        if q
-        for k, _, v in [q.partition("=")]
-    )
-    netloc = parts.netloc
-    if parts.password is not None or parts.username is not None:
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        netloc = f":***@{host}" if parts.port is None else f":***@{host}:{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    """``url`` with its password (and user name) replaced by ``***``: safe to log, whatever
+    the password's characters (``frontier_crawl.config.redact``)."""
+    return redact_url(url)
 
 
 class Keys:
@@ -139,8 +125,10 @@ class Redis:
                 socket_connect_timeout=CONNECT_TIMEOUT_S,
                 retry_on_timeout=False,
             )
-        except ValueError as exc:  # redis-py names the problem, never the password
-            raise ClusterRefused(f"cluster.redis_url {self.where}: {exc}") from None
+        except ValueError as exc:  # redis-py may quote the part it could not read
+            raise ClusterRefused(
+                f"cluster.redis_url {self.where}: {scrub(str(exc), url)}"
+            ) from None
 
     def call(self, what: str, fn: Callable[[redis.Redis], T], *, when_full: T | None = None) -> T:
         """``fn(client)``, retried while Redis is unreachable or full (module docstring).
@@ -171,20 +159,23 @@ class Redis:
                         FULL if reason == "full" else f"Redis answered: {str(exc)[:200]}"
                     ) from None
             except redis.AuthenticationError as exc:  # a ConnectionError: before _RETRIED
-                raise ClusterRefused(f"Redis at {self.where} refused the login: {exc}") from None
+                raise ClusterRefused(
+                    f"Redis at {self.where} refused the login: {scrub(str(exc), self.url)}"
+                ) from None
             except _RETRIED as exc:
                 now = time.monotonic()
                 first_failure = first_failure or now
                 if now >= deadline:
                     raise ClusterUnavailable(
                         f"Redis at {self.where} unreachable for {now - first_failure:.0f} s "
-                        f"({what}: {exc}); gave up after cluster.unreachable_timeout_s = "
+                        f"({what}: {scrub(str(exc), self.url)}); gave up after "
+                        "cluster.unreachable_timeout_s = "
                         f"{self.unreachable_timeout_s:g} s. Start Redis (or fix the URL) and "
                         "run the same command to resume."
                     ) from None
                 log.warning(
                     "Redis at %s unreachable (%s: %s): retrying in %.1f s",
-                    self.where, what, exc, delay,
+                    self.where, what, scrub(str(exc), self.url), delay,
                 )  # fmt: skip
                 if str(exc) == FULL:  # the full Redis's own deadline (module docstring)
                     deadline = min(deadline, self._full_since + self.unreachable_timeout_s)

@@ -1,6 +1,7 @@
 """Crawl configuration: TOML -> frozen, typed settings (leaf package)."""
 
 from frontier_crawl.config.loader import ConfigError, load, parse, to_toml
+from frontier_crawl.config.redact import redact_url, scrub
 from frontier_crawl.config.settings import (
     CrawlSection,
     CrawlSettings,
@@ -26,5 +27,7 @@ __all__ = [
     "WorkersSection",
     "load",
     "parse",
+    "redact_url",
+    "scrub",
     "to_toml",
 ]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -57,10 +59,28 @@ def _fields_of(path: list[str]) -> list[str]:
 
 
 def _key(path: list[str]) -> str:
-    """The dotted key of a path; ``[[extract]]`` tables by index: ``extract[0].fields.price``."""
-    if len(path) >= 2 and path[0] == "extract" and path[1].isdigit():
-        return ".".join([f"extract[{path[1]}]", *path[2:]])
-    return ".".join(path)
+    """The dotted key of a path, tables of an array by index: ``extract[0].fields.price``,
+    ``output.feeds[1].path``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if part.isdigit() and out else f".{part}" if out else part
+    return out
+
+
+def _nul_check(node: Any, path: list[str]) -> None:
+    """A NUL character in any string (value or key) is refused, naming the key: no file
+    name, header, URL or pattern can hold one (the OS and libcurl raise on it)."""
+    if isinstance(node, str):
+        if "\x00" in node:
+            raise ConfigError(f"{_key(path)}: must not contain a NUL character")
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            if "\x00" in k:
+                raise ConfigError(f"{_key([*path, k])}: a key must not contain a NUL character")
+            _nul_check(v, [*path, k])
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _nul_check(v, [*path, str(i)])
 
 
 def _explain(err: msgspec.ValidationError, raw: dict[str, Any]) -> str:
@@ -76,10 +96,12 @@ def _explain(err: msgspec.ValidationError, raw: dict[str, Any]) -> str:
         hint = difflib.get_close_matches(field, known, n=1)
         suffix = f" (did you mean {hint[0]!r}?)" if hint else f" (known keys: {', '.join(known)})"
         return f"{key}: unknown key{suffix}"
-    # A ValueError from __post_init__ reads "<field>: <problem>" and is reported at the section.
-    if ": " in msg and msg.split(": ", 1)[0].isidentifier() and len(path) <= 1:
+    # A ValueError from __post_init__ reads "<field>: <problem>" and is reported at the table.
+    if ": " in msg and msg.split(": ", 1)[0].isidentifier() and (
+        len(path) <= 1 or path[-1].isdigit()
+    ):
         field, problem = msg.split(": ", 1)
-        return f"{'.'.join([*path, field])}: {problem}"
+        return f"{_key([*path, field])}: {problem}"
     key = _key(path) or "<top level>"
     value = _lookup(raw, path)
     bound = _BOUND_RE.match(msg)
@@ -136,6 +158,7 @@ def _extract_field_errors(raw: dict[str, Any]) -> None:
 
 def parse(raw: dict[str, Any], base_dir: Path | None = None) -> CrawlSettings:
     """Validate a TOML document already read into a dict."""
+    _nul_check(raw, [])
     try:
         _extract_field_errors(raw)
         settings = msgspec.convert(raw, CrawlSettings, strict=True)
@@ -172,7 +195,56 @@ def parse(raw: dict[str, Any], base_dir: Path | None = None) -> CrawlSettings:
     if base_dir is not None and not cache_dir.is_absolute():
         fetch = msgspec.structs.replace(fetch, cache_dir=str(base_dir / cache_dir))
     spider = _resolve_spider(settings.spider, base_dir)
+    _check_memory(settings)
+    for key, value in (("crawl.output_dir", new_crawl.output_dir), ("fetch.cache_dir",
+                       fetch.cache_dir), *((f"output.feeds[{i}].path", f.path)
+                       for i, f in enumerate(settings.output.feeds))):  # fmt: skip
+        problem = path_length_problem(value)
+        if problem:
+            raise ConfigError(f"{key}: {problem}")
     return msgspec.structs.replace(settings, crawl=new_crawl, fetch=fetch, spider=spider)
+
+
+def bloom_bytes(capacity: int, error_rate: float) -> int:
+    """Bytes of the seen-set's Bloom filter (pybloom-live's sizing, seen.py)."""
+    slices = math.ceil(math.log2(1 / error_rate))
+    bits = math.ceil(capacity * abs(math.log(error_rate)) / (slices * math.log(2) ** 2))
+    return slices * bits // 8
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_memory(settings: CrawlSettings) -> None:
+    """Each worker process holds a Bloom filter sized for ``frontier.seen_capacity``: all of
+    them together must fit in half of this machine's memory, or the run dies allocating them."""
+    f = settings.frontier
+    processes = settings.workers.processes or os.cpu_count() or 1
+    need = bloom_bytes(f.seen_capacity, f.seen_error_rate) * processes
+    have = _physical_memory()
+    if have is not None and need > have // 2:
+        raise ConfigError(
+            f"frontier.seen_capacity: {f.seen_capacity} URLs at seen_error_rate "
+            f"{f.seen_error_rate:g} take {need / 2**30:.1f} GiB of Bloom filter ("
+            f"{processes} worker process(es)), more than half of this machine's "
+            f"{have / 2**30:.1f} GiB of memory"
+        )
+
+
+def path_length_problem(path: str) -> str | None:
+    """A path component longer than the file system takes (NAME_MAX, 255 bytes), or a path
+    longer than PATH_MAX: the run could not create it."""
+    raw = os.fsencode(path) if path.isascii() else path.encode("utf-8", "surrogateescape")
+    if len(raw) >= 4096:
+        return f"the path is {len(raw)} bytes long, more than the system takes (4095)"
+    longest = max((len(p) for p in raw.split(b"/")), default=0)
+    if longest > 255:
+        return f"a component of the path is {longest} bytes long, more than 255"
+    return None
 
 
 def is_source_file(source: str) -> bool:

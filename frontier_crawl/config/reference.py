@@ -51,8 +51,15 @@ def _bounds(t: msgspec.inspect.Type) -> str:
     for attr, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
         value = getattr(t, attr, None)
         if value is not None:
-            parts.append(f"{op} {value}")
+            parts.append(f"{op} {_number(value)}")
     return ", ".join(parts)
+
+
+def _number(value: float) -> str:
+    """A bound as written: large powers of two as 2^n (the size caps), others as they are."""
+    if isinstance(value, int) and value >= 1 << 30 and value & (value - 1) == 0:
+        return f"2^{value.bit_length() - 1}"
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
 def _default(value: Any) -> str:

@@ -18,10 +18,26 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-NonNegFloat = Annotated[float, Meta(ge=0)]
-PosFloat = Annotated[float, Meta(gt=0)]
-NonNegInt = Annotated[int, Meta(ge=0)]
-PosInt = Annotated[int, Meta(ge=1)]
+from frontier_crawl.config.checks import (
+    ascii_problem,
+    feed_parts,
+    feed_path_problem,
+    has_controls,
+    plain_name_problem,
+    proxy_url_problem,
+    redis_url_problem,
+)
+
+#: Upper bound of every duration (a year): larger values, inf and nan overflow the C types of
+#: libcurl, poll() and sleep() the run hands them to, and mean nothing for a crawl anyway.
+MAX_SECONDS = 31_536_000.0
+#: Upper bound of every count and size: the C ``long`` / ``curl_off_t`` libcurl takes them as.
+MAX_COUNT = 1 << 62
+
+NonNegFloat = Annotated[float, Meta(ge=0, le=MAX_SECONDS)]
+PosFloat = Annotated[float, Meta(gt=0, le=MAX_SECONDS)]
+NonNegInt = Annotated[int, Meta(ge=0, le=MAX_COUNT)]
+PosInt = Annotated[int, Meta(ge=1, le=MAX_COUNT)]
 
 #: RFC 9309 2.2.1: a product token is letters, "_" and "-"
 _PRODUCT_TOKEN = re.compile(r"[A-Za-z_-]+")
@@ -60,7 +76,7 @@ class CrawlSection(_Section, frozen=True):
         Meta(description="URLs admitted per host (origin) over all runs, 0 for no limit."),
     ] = 0
     max_url_length: Annotated[
-        Annotated[int, Meta(ge=16)],
+        Annotated[int, Meta(ge=16, le=MAX_COUNT)],
         Meta(description="Longer canonical URLs are refused (outcome max-url-length)."),
     ] = 2048
     max_repeated_segments: Annotated[
@@ -268,8 +284,12 @@ class PolitenessSection(_Section, frozen=True):
     ] = False
 
     def __post_init__(self) -> None:
-        if not self.user_agent.strip() or "\n" in self.user_agent or "\r" in self.user_agent:
-            raise ValueError("user_agent: must be a non-empty single line")
+        ua = self.user_agent
+        if not ua.strip() or not ua.isascii() or has_controls(ua.replace("\t", " ")):
+            raise ValueError(
+                "user_agent: must be a non-empty single line of printable ASCII (an HTTP "
+                f"header value, sent as it is), got {ua!r}"
+            )
         if self.robots_token and not _PRODUCT_TOKEN.fullmatch(self.robots_token):
             raise ValueError(
                 f"robots_token: {self.robots_token!r} is not a product token (letters, '_' "
@@ -304,6 +324,7 @@ class FetchSection(_Section, frozen=True):
         int,
         Meta(
             ge=2,
+            le=int(MAX_SECONDS),
             description=(
                 "Seconds below low_speed_bytes_s before aborting. At least 2: libcurl samples "
                 "the speed once a second, so a 1 s window aborts transfers running far above "
@@ -397,14 +418,14 @@ class FetchSection(_Section, frozen=True):
         ),
     ] = "httpcache"
     cache_max_bytes: Annotated[
-        Annotated[int, Meta(ge=1 << 20)],
+        Annotated[int, Meta(ge=1 << 20, le=MAX_COUNT)],
         Meta(description="Size bound of the HTTP cache (least recently stored evicted first)."),
     ] = 1 << 30
 
     def __post_init__(self) -> None:
         for entry in self.resolve:
             m = _RESOLVE_RE.match(entry)
-            if m is None or not 0 < int(m["port"]) < 65536:
+            if m is None or not 0 < int(m["port"]) < 65536 or ascii_problem(entry, ""):
                 raise ValueError(f"resolve: expected 'host:port:address', got {entry!r}")
         for entry in self.allow_addresses:
             if entry.strip().lower() in ADDRESS_CATEGORIES:
@@ -417,10 +438,17 @@ class FetchSection(_Section, frozen=True):
                     f"({', '.join(ADDRESS_CATEGORIES)}) nor a CIDR network such as "
                     "'10.1.0.0/16' or 'fd00::/8'"
                 ) from None
-        if self.proxy is not None and not self.proxy.lower().startswith(
-            ("http://", "https://", "socks4://", "socks4a://", "socks5://", "socks5h://")
-        ):
-            raise ValueError(f"proxy: unsupported proxy scheme in {self.proxy!r}")
+        if self.proxy is not None:
+            problem = proxy_url_problem(self.proxy)
+            if problem:
+                raise ValueError(f"proxy: {problem}")
+        if self.ca_bundle is not None:
+            problem = ascii_problem(self.ca_bundle, "the path")
+            if problem or not self.ca_bundle:
+                raise ValueError(f"ca_bundle: {problem or 'must not be empty'}")
+        for kind in self.parse_types:
+            if not kind or has_controls(kind) or not kind.isascii():
+                raise ValueError(f"parse_types: {kind!r} is not a content type")
 
 
 class FrontierSection(_Section, frozen=True):
@@ -449,8 +477,12 @@ class FrontierSection(_Section, frozen=True):
         PosFloat, Meta(description="Seconds between frontier checkpoints.")
     ] = 30.0
     lmdb_map_size_bytes: Annotated[
-        Annotated[int, Meta(ge=1 << 20)],
-        Meta(description="Upper bound of the LMDB file (sparse; grows as used)."),
+        Annotated[int, Meta(ge=1 << 20, le=1 << 44)],
+        Meta(
+            description="Upper bound of the LMDB file (sparse; grows as used). At most 16 TiB: "
+            "each environment is mapped whole into the process's address space (128 TiB on "
+            "x86-64), and a worker maps several (its frontier, its inbox, its peers')."
+        ),
     ] = 1 << 40
 
 
@@ -478,16 +510,9 @@ class FeedSection(_Section, frozen=True):
     ] = ()
 
     def __post_init__(self) -> None:
-        parts = self.path.replace("\\", "/").split("/")
-        if not self.path or self.path.startswith("/") or ".." in parts or "" in parts[-1:]:
-            raise ValueError(
-                f"path: {self.path!r} must be a file name relative to output_dir, without '..'"
-            )
-        if parts[0] in ("crawl.jsonl", "report.json", "state", "warc") or parts[0].startswith(
-            "worker-"
-        ):
-            raise ValueError(f"path: {self.path!r} is a file or directory the crawl itself "
-                             "writes in output_dir")  # fmt: skip
+        problem = feed_path_problem(self.path)
+        if problem:
+            raise ValueError(f"path: {problem}")
         if self.fields and self.format != "csv":
             raise ValueError("fields: only for format = \"csv\"")
         if len(set(self.fields)) != len(self.fields):
@@ -497,7 +522,8 @@ class FeedSection(_Section, frozen=True):
 class OutputSection(_Section, frozen=True):
     warc: Annotated[bool, Meta(description="Write WARC files.")] = True
     warc_max_bytes: Annotated[
-        Annotated[int, Meta(ge=1 << 16)], Meta(description="Rotate WARC files past this size.")
+        Annotated[int, Meta(ge=1 << 16, le=MAX_COUNT)],
+        Meta(description="Rotate WARC files past this size."),
     ] = 1_073_741_824
     warc_prefix: Annotated[str, Meta(description="WARC file name prefix.")] = "frontier-crawl"
     warc_compressor: Annotated[
@@ -566,9 +592,21 @@ class OutputSection(_Section, frozen=True):
     ] = ()
 
     def __post_init__(self) -> None:
+        problem = plain_name_problem(self.warc_prefix)
+        if problem:
+            raise ValueError(f"warc_prefix: {problem}, got {self.warc_prefix!r}")
         paths = [f.path for f in self.feeds]
-        if len(set(paths)) != len(paths):
+        parts = [feed_parts(p) for p in paths]
+        if len(set(parts)) != len(parts):
             raise ValueError(f"feeds: two feeds share a path ({paths})")
+        for i, a in enumerate(parts):
+            if a[0].startswith(self.warc_prefix.casefold() + "-") and ".warc" in a[-1]:
+                raise ValueError(f"feeds: {paths[i]!r} is named like the crawl's WARC files")
+            for j, b in enumerate(parts):
+                if i != j and b[: len(a)] == a:
+                    raise ValueError(
+                        f"feeds: {paths[i]!r} is a file, {paths[j]!r} needs it as a directory"
+                    )
         if self.warc_compressor == "isal" and self.warc_gzip_level > 3:
             raise ValueError(
                 f"warc_gzip_level: isal has levels 1 to 3 (0: its default), "
@@ -596,9 +634,6 @@ class WorkersSection(_Section, frozen=True):
     ] = "host"
 
 
-_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-
-
 class ClusterSection(_Section, frozen=True):
     redis_url: Annotated[
         str,
@@ -620,7 +655,7 @@ class ClusterSection(_Section, frozen=True):
         Meta(description="Prefix of every Redis key of this crawl (several crawls, one Redis)."),
     ] = "frontier-crawl"
     heartbeat_ttl_s: Annotated[
-        Annotated[float, Meta(ge=1)],
+        Annotated[float, Meta(ge=1, le=MAX_SECONDS)],
         Meta(
             description="A node's membership key expires this long after its last heartbeat "
             "(sent every third of it); until then its --node number is refused to others."
@@ -636,13 +671,16 @@ class ClusterSection(_Section, frozen=True):
     ] = 300.0
 
     def __post_init__(self) -> None:
-        if self.redis_url and not self.redis_url.startswith(_REDIS_SCHEMES):
-            raise ValueError(
-                "redis_url: must start with redis://, rediss:// or unix:// "
-                f"(got a URL starting {self.redis_url.split(':', 1)[0]!r})"
-            )
-        if not self.key_prefix or any(c.isspace() for c in self.key_prefix):
-            raise ValueError("key_prefix: must be non-empty, without spaces")
+        if self.redis_url:
+            problem = redis_url_problem(self.redis_url)
+            if problem:
+                raise ValueError(f"redis_url: {problem}")
+        if (
+            not self.key_prefix
+            or any(c.isspace() for c in self.key_prefix)
+            or has_controls(self.key_prefix)
+        ):
+            raise ValueError("key_prefix: must be non-empty, without spaces or control characters")
 
 
 _LISTEN_RE = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):(?P<port>\d{1,5})$")
