@@ -286,9 +286,11 @@ class Frontier:
         settled_links: int = SETTLED_LINKS,
         robots_token: str = "",
         robots_stale_s: float = 0.0,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         """``robots_token`` names our group in robots.txt (default: ``user_agent``'s product
-        token); ``robots_ttl_s`` is capped at 24 hours (RFC 9309 2.4)."""
+        token); ``robots_ttl_s`` is capped at 24 hours (RFC 9309 2.4); ``wall_clock`` dates
+        the robots.txt cache (whose copies outlive a run)."""
         state_dir.mkdir(parents=True, exist_ok=True)
         self._state_dir = state_dir
         self._check_identity(seen_capacity, seen_error_rate)
@@ -349,6 +351,7 @@ class Frontier:
                 robots_token or product_token(user_agent),
                 self._robots_ttl_s,
                 robots_stale_s,
+                wall_clock,
             )
         except DamagedState:
             if inbox is not None:
@@ -399,6 +402,7 @@ class Frontier:
         route: Callable[[str], int] | None = None,
         worker: int = 0,
         on_foreign: Callable[[int, Link], None] | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> Frontier:
         """Build a frontier from the crawl settings (the only place that reads them)."""
         domains = check_scope(s)  # ConfigError if an entry cannot match or a seed is outside
@@ -434,6 +438,7 @@ class Frontier:
             route=route,
             worker=worker,
             on_foreign=on_foreign,
+            wall_clock=wall_clock,
         )
 
     # ----------------------------------------------------------------------------- transactions
@@ -1177,8 +1182,9 @@ class Frontier:
                 # RFC 9309 2.4: crawl on with the copy fetched earlier, fetch again later
                 fallback.refresh_at = now + retry
                 if host.rules is not fallback:
+                    age = self._robots.clock() - fallback.fetched_at
                     log.warning("robots.txt of %s unreachable: using the copy fetched %.0f s "
-                                "ago", host.origin, time.time() - fallback.fetched_at)  # fmt: skip
+                                "ago", host.origin, age)  # fmt: skip
                 host.rules = fallback
                 delay, retry = delay_for(fetch_s, fallback.crawl_delay_s, self._policy), hold_s
             else:

@@ -141,6 +141,20 @@ def test_dashboard_during_a_crawl_then_report_html_from_disk(
             proc.wait()
 
 
+def _wait_for_a_poll_after(page: Any, replies: list[Any], since: float) -> None:
+    """Until the dashboard has drawn a status that it asked for after ``since`` (wall clock,
+    the browser's too). Its polls follow each other (draw, wait, ask again), so a draw later
+    than such a request's start is of that reply or a later one."""
+
+    def drawn() -> bool:
+        started = [r.request.timing["startTime"] for r in replies]
+        asked = [t for t in started if t > since * 1000]
+        updated = page.get_attribute("body", "data-updated")
+        return bool(asked) and updated is not None and int(updated) >= min(asked)
+
+    wait_for("a status polled and drawn after the one read", drawn, 15)
+
+
 def _chart_points(page: Any) -> int:
     """Points of the dashboard chart's line (0 before it has two)."""
     line = page.query_selector("#chart polyline")
@@ -165,7 +179,7 @@ def _check_dashboard(browser: Any, api: Api, server: DemoServer, tmp_path: Path)
     # what it shows: what /api/status answered it (its own last replies), and numbers within
     # one poll (1 s) of what another client reads before and after
     before = api.status()
-    time.sleep(1.5)  # at least one poll after `before`
+    _wait_for_a_poll_after(page, status_replies, time.time())
     shown = {
         "pages": _int(page.text_content("#pages") or ""),
         "queued": _int(page.text_content("#queued") or ""),
@@ -305,11 +319,14 @@ def test_dashboard_of_worker_processes(tmp_path: Path, web: tuple[Site, DemoServ
                                          headless=True)  # fmt: skip
             try:
                 page = browser.new_page(viewport={"width": 1280, "height": 1000})
+                replies: list[Any] = []
+                page.on("response", lambda r: replies.append(r)
+                        if r.url.endswith("/api/status") else None)  # fmt: skip
                 page.goto(f"http://{api.address}/?token={api.token}")
                 wait_for("the first status drawn",
                          lambda: page.get_attribute("body", "data-pages"), 15)
                 before = api.status()
-                time.sleep(1.5)
+                _wait_for_a_poll_after(page, replies, time.time())
                 shown = _int(page.text_content("#pages") or "")
                 rows = page.query_selector_all("#workers tr")
                 after = api.status()
