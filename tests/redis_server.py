@@ -87,15 +87,16 @@ class RedisServer:
                      str(self.dir / "key.pem"), "--tls-ca-cert-file", str(self.dir / "ca.pem"),
                      "--tls-auth-clients", "no"]  # fmt: skip
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = self.client()
+        # answered by this redis-server, not by whatever else a test beside it runs there
+        client = redis.Redis.from_url(self.url, socket_timeout=1.0, socket_connect_timeout=1.0)
         deadline = time.monotonic() + 10
         try:
             while True:
-                try:  # answered by this redis-server, not another test's on the same port
+                try:
                     if client.info("server")["process_id"] == self.proc.pid:
                         break
                     raise redis.ConnectionError("another redis-server answers on this port")
-                except (redis.ConnectionError, redis.BusyLoadingError):
+                except redis.RedisError:
                     if self.proc.poll() is not None and not self._started and self._port_taken():
                         # the free port was taken meanwhile (tests run in parallel): no client
                         # knows this port yet, so take another
