@@ -306,12 +306,15 @@ class Engine:
         commands: CommandSource | None = None,
         reshape: Callable[[CrawlSettings], CrawlSettings] | None = None,
         loaded: CrawlSettings | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         """``config_path``: the crawl.toml a reload (SIGHUP, the control API) reads again;
         ``reshape`` turns what it loads into this process's settings (a worker's), ``loaded``
         being the file's settings before that (what a reload is compared with). ``commands``:
         operator commands from elsewhere (a worker's coordinator); without it, the engine
-        serves its own control API when ``[control] listen`` is set."""
+        serves its own control API when ``[control] listen`` is set. ``wall_clock``: what
+        the frontier dates its robots.txt cache by (a test runs it ahead)."""
+        self._wall_clock = wall_clock
         self.settings = settings
         self._config_path = config_path
         self._reshape = reshape
@@ -425,6 +428,7 @@ class Engine:
                     route=peers.route if peers is not None else None,
                     worker=peers.worker if peers is not None else 0,
                     on_foreign=self._foreign,
+                    wall_clock=self._wall_clock,
                 )
             except DamagedState as damage:
                 self._set_aside(damage.path, damage.problem, damage.consequence)

@@ -9,6 +9,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,9 +22,21 @@ REDIS_SERVER = shutil.which("redis-server")
 
 
 def free_port() -> int:
+    """A port that was free a moment ago: another process may take it before it is used (see
+    ``RedisServer.start`` and ``reserved_port``)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextmanager
+def reserved_port() -> Iterator[int]:
+    """A loopback port that nothing listens on and nobody else can take meanwhile (bound, not
+    listening: a connection to it is refused), for tests of an unreachable server that run
+    beside others."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
 
 
 class RedisServer:
@@ -39,6 +53,7 @@ class RedisServer:
         self.appendfsync = appendfsync
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self._started = False  #: started once: clients know the port, a restart keeps it
         self.tls = tls
         if tls:  # a CA of the test's own (trustme) and a certificate for 127.0.0.1
             import trustme
@@ -72,19 +87,38 @@ class RedisServer:
                      str(self.dir / "key.pem"), "--tls-ca-cert-file", str(self.dir / "ca.pem"),
                      "--tls-auth-clients", "no"]  # fmt: skip
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = self.client()
+        # answered by this redis-server, not by whatever else a test beside it runs there
+        client = redis.Redis.from_url(self.url, socket_timeout=1.0, socket_connect_timeout=1.0)
         deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except (redis.ConnectionError, redis.BusyLoadingError):
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError(
-                        f"redis-server did not start: {self.dir / 'redis.log'}"
-                    ) from None
-                time.sleep(0.02)
-        client.close()
+        try:
+            while True:
+                try:
+                    if client.info("server")["process_id"] == self.proc.pid:
+                        break
+                    raise redis.ConnectionError("another redis-server answers on this port")
+                except redis.RedisError:
+                    if self.proc.poll() is not None and not self._started and self._port_taken():
+                        # the free port was taken meanwhile (tests run in parallel): no client
+                        # knows this port yet, so take another
+                        (self.dir / "redis.log").unlink()
+                        self.port = free_port()
+                        self.start()
+                        return
+                    if time.monotonic() > deadline or self.proc.poll() is not None:
+                        raise RuntimeError(
+                            f"redis-server did not start: {self.dir / 'redis.log'}"
+                        ) from None
+                    time.sleep(0.02)
+        finally:
+            client.close()
+        self._started = True
+
+    def _port_taken(self) -> bool:
+        """Whether redis-server's log says its port was in use."""
+        try:
+            return "Address already in use" in (self.dir / "redis.log").read_text()
+        except OSError:
+            return False
 
     def client(self) -> redis.Redis:
         return redis.Redis.from_url(self.url)

@@ -298,9 +298,11 @@ class Frontier:
         settled_links: int = SETTLED_LINKS,
         robots_token: str = "",
         robots_stale_s: float = 0.0,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         """``robots_token`` names our group in robots.txt (default: ``user_agent``'s product
-        token); ``robots_ttl_s`` is capped at 24 hours (RFC 9309 2.4)."""
+        token); ``robots_ttl_s`` is capped at 24 hours (RFC 9309 2.4); ``wall_clock`` dates
+        the robots.txt cache (whose copies outlive a run)."""
         make_dir(state_dir, private=True)
         self._state_dir = state_dir
         self._snapshot_failing = False  #: the last checkpoint had no room for the snapshot
@@ -362,6 +364,7 @@ class Frontier:
                 robots_token or product_token(user_agent),
                 self._robots_ttl_s,
                 robots_stale_s,
+                wall_clock,
             )
         except DamagedState:
             if inbox is not None:
@@ -415,6 +418,7 @@ class Frontier:
         route: Callable[[str], int] | None = None,
         worker: int = 0,
         on_foreign: Callable[[int, Link], None] | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> Frontier:
         """Build a frontier from the crawl settings (the only place that reads them)."""
         domains = check_scope(s)  # ConfigError if an entry cannot match or a seed is outside
@@ -450,6 +454,7 @@ class Frontier:
             route=route,
             worker=worker,
             on_foreign=on_foreign,
+            wall_clock=wall_clock,
         )
 
     # ----------------------------------------------------------------------------- transactions
@@ -1225,8 +1230,9 @@ class Frontier:
                 # RFC 9309 2.4: crawl on with the copy fetched earlier, fetch again later
                 fallback.refresh_at = now + retry
                 if host.rules is not fallback:
+                    age = self._robots.clock() - fallback.fetched_at
                     log.warning("robots.txt of %s unreachable: using the copy fetched %.0f s "
-                                "ago", host.origin, time.time() - fallback.fetched_at)  # fmt: skip
+                                "ago", host.origin, age)  # fmt: skip
                 host.rules = fallback
                 delay, retry = delay_for(fetch_s, fallback.crawl_delay_s, self._policy), hold_s
             else:

@@ -30,6 +30,7 @@ import logging
 import re
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import diskcache
@@ -141,9 +142,17 @@ class Rules:
 
 
 class RobotsCache:
-    """robots.txt bodies by origin on disk, kept ``ttl_s + stale_s`` seconds."""
+    """robots.txt bodies by origin on disk, kept ``ttl_s + stale_s`` seconds; their ages read
+    from ``clock`` (the wall clock: ages carry over from one run to the next)."""
 
-    def __init__(self, directory: Path, token: str, ttl_s: float, stale_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        token: str,
+        ttl_s: float,
+        stale_s: float = 0.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         try:
             self._cache = open_cache(directory)
             self._cache.get("")  # a read, so a damaged SQLite file shows itself now
@@ -158,6 +167,7 @@ class RobotsCache:
             ) from exc
         self._token = token
         self._keep_s = ttl_s + stale_s
+        self.clock = clock
         self._store_failed = False  #: a write to the cache failed (warned about once)
 
     def get(self, origin: str) -> tuple[Rules, float] | None:
@@ -169,7 +179,7 @@ class RobotsCache:
             fetched_at, body = _ENTRY.decode(hit)
         except Exception:  # a damaged cache entry is a miss
             return None
-        age = max(0.0, time.time() - float(fetched_at))
+        age = max(0.0, self.clock() - float(fetched_at))
         if age > self._keep_s:
             return None
         return Rules(self._token, body, float(fetched_at)), age
@@ -182,7 +192,7 @@ class RobotsCache:
             rules_body = None  # "unavailable" (or a redirect chain past 5 hops): allow all
         else:
             return None
-        now = time.time()
+        now = self.clock()
         try:
             self._cache.set(origin, _ENCODER.encode((now, rules_body)), expire=self._keep_s)
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:  # full disk: only a cache

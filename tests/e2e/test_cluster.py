@@ -25,7 +25,7 @@ from frontier_crawl.demo.site import Site, SiteSpec
 from frontier_crawl.frontier.mailbox import decode_links, owner_of
 from frontier_crawl.frontier.urls import origin
 from tests.conftest import crawl_config, served_pages, warc_response_uris
-from tests.redis_server import PASSWORD, RedisServer, free_port
+from tests.redis_server import PASSWORD, RedisServer, reserved_port
 
 #: min_delay_s 1.0 -> 0.02 (as conftest.crawl_config: hundreds of pages per host would take
 #: minutes at 1 s), delay_factor 0.0 (the adaptive delay off, so the log check knows the delay)
@@ -329,12 +329,14 @@ def test_redis_unreachable_at_start(tmp_path: Path, site_server: tuple[Site, Dem
     the password redacted; no request sent."""
     site, server = site_server
     since = len(server.log())
-    url = f"redis://:{PASSWORD}@127.0.0.1:{free_port()}/0"
-    cfg = cluster_config(
-        tmp_path, site, server.port, url, NODES, cluster={"unreachable_timeout_s": 2.0}
-    )
-    started = time.monotonic()
-    proc = subprocess.run(node_cmd(cfg, "--node", "0"), capture_output=True, text=True, timeout=50)
+    with reserved_port() as port:  # nothing listens, and no test beside this one can take it
+        url = f"redis://:{PASSWORD}@127.0.0.1:{port}/0"
+        cfg = cluster_config(
+            tmp_path, site, server.port, url, NODES, cluster={"unreachable_timeout_s": 2.0}
+        )
+        started = time.monotonic()
+        proc = subprocess.run(node_cmd(cfg, "--node", "0"), capture_output=True, text=True,
+                              timeout=50)  # fmt: skip
     assert proc.returncode == 1, proc.stderr
     assert time.monotonic() - started >= 2.0
     assert proc.stderr.count("retrying in") >= 3, proc.stderr  # 0.1, 0.2, 0.4 ... s

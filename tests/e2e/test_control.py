@@ -160,6 +160,14 @@ def host_pages(site: Site, server: DemoServer, host: str) -> set[str]:
     return {u for u in site.expected_pages(server.port) if f"//{host}:" in u}
 
 
+def commits(api: Api) -> float:
+    """Group commits the crawl has made, from its ``/metrics``."""
+    text = api.get("/metrics").decode()
+    found = re.search(r"^frontier_crawl_commits_total\{[^}]*\} (\S+)$", text, re.M)
+    assert found, text
+    return float(found[1])
+
+
 def gaps(entries: list[RequestLogEntry]) -> list[float]:
     """Seconds between consecutive request starts, as the server saw them."""
     return [b - a for a, b in itertools.pairwise(sorted(e.started for e in entries))]
@@ -301,7 +309,10 @@ def test_commands_survive_kill9(tmp_path: Path, web: tuple[Site, DemoServer]) ->
         api.post("/api/block", {"host": blocked})
         api.post("/api/host-delay", {"host": slow, "delay_s": 0.3})
         assert api.post("/api/seeds", {"urls": [added, added, "ftp://x/"]})["admitted"] == 1
-        time.sleep(0.5)  # ten group commits (commit_interval_s 0.05)
+        # durable with the next group commit after the replies (the snapshot read first is
+        # from the replies or later, so one more commit than it shows holds the commands)
+        replied = commits(api)
+        wait_until("a group commit after the commands", lambda: commits(api) > replied)
         proc.kill()
         proc.wait()
         first_token = api.token

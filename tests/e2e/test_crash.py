@@ -231,10 +231,15 @@ def test_sigterm_stops_gracefully_and_resume_completes(
     assert report["stopped_by_signal"] is True and report["complete"] is False
     assert 0 < report["fetched"] < len(site.expected_pages(server.port))
     # a second signal exits at once; the crawl is still resumable
+    resumed = len(server.log())
     proc = start(cfg)
-    time.sleep(1.5)
-    children = children_of(proc.pid)
-    assert children, "the WARC writer process should be running by now"
+    # once it crawls again (its handlers are installed by then) with its WARC writer running
+    deadline = time.monotonic() + 30
+    while not (len(server.log(wait_s=0.0)) > resumed and (children := children_of(proc.pid))):
+        assert time.monotonic() < deadline and proc.poll() is None, (
+            "the resumed crawl never fetched with its WARC writer running"
+        )
+        time.sleep(0.02)
     # SIGINT then SIGTERM at once: two different signals never merge into one delivery (two
     # SIGTERMs sent together can), and 50 ms apart the graceful stop of a fast page sometimes
     # finished first (exit 0, seen in CI)

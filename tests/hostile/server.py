@@ -328,7 +328,23 @@ class Blackhole:
             filler.setblocking(False)
             filler.connect_ex(("127.0.0.1", self.port))
             self._fillers.append(filler)
-        time.sleep(0.05)  # let the handshakes of the fillers complete
+        deadline = time.monotonic() + 5.0  # the fillers' handshakes fill the accept queue
+        while not self._queue_full():
+            if time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError("the blackhole's accept queue did not fill in 5 s")
+            time.sleep(0.005)
+
+    def _queue_full(self) -> bool:
+        """Whether the listener's accept queue is full: more handshaken connections waiting than
+        its backlog of 0 (Linux's /proc/net/tcp shows a listener's queue as its rx_queue)."""
+        with open("/proc/self/net/tcp") as table:
+            for line in table.readlines()[1:]:
+                fields = line.split()
+                port = int(fields[1].rpartition(":")[2], 16)
+                if fields[3] == "0A" and port == self.port:  # 0A: LISTEN
+                    return int(fields[4].partition(":")[2], 16) > 0
+        return False
 
     def close(self) -> None:
         for filler in self._fillers:

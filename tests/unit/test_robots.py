@@ -10,7 +10,7 @@ import pytest
 from frontier_crawl.config import parse
 from frontier_crawl.config.settings import PolitenessSection
 from frontier_crawl.frontier import HostState
-from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, Rules, select_groups
+from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, RobotsCache, Rules, select_groups
 from frontier_crawl.output import config_warnings
 from tests.unit.test_frontier import A, make
 
@@ -155,3 +155,20 @@ def test_robots_point_7_the_copy_at_hand_stands_in_while_unreachable(tmp_path: P
     assert {r for _, r in rejected} == {"robots-denied", "robots-unavailable"}
     assert (f"{A}/private", "robots-denied") in rejected
     f.close()
+
+
+def test_robots_cache_ages_copies_by_its_clock(tmp_path: Path) -> None:
+    """The disk cache dates copies by the clock it is given (the wall clock by default): their
+    age, and their end once ttl_s + stale_s have passed, follow it."""
+    now = [1_000_000.0]
+    cache = RobotsCache(tmp_path / "robots", "fc", ttl_s=10.0, stale_s=5.0, clock=lambda: now[0])
+    try:
+        stored = cache.store(A, 200, b"User-agent: *\nDisallow: /private\n")
+        assert stored is not None and stored.fetched_at == now[0]
+        now[0] += 12.5
+        hit = cache.get(A)
+        assert hit is not None and hit[1] == 12.5 and not hit[0].allowed(f"{A}/private")
+        now[0] += 3.0  # 15.5 s old: past ttl_s + stale_s
+        assert cache.get(A) is None
+    finally:
+        cache.close()
