@@ -408,6 +408,9 @@ class _ChildSink:
                     [sys.executable, "-c", _CHILD_CODE, str(theirs.fileno()), str(os.getpid())]
                 ),
                 pass_fds=(theirs.fileno(), *keep_fds),
+                # a process group of its own: a terminal's Ctrl-C and timeout(1) signal the
+                # crawl's group, which then does not include the writer even while its sh starts
+                process_group=0,
                 stdin=subprocess.DEVNULL,
                 env=env,
             )

@@ -129,17 +129,20 @@ def test_the_same_process_cannot_own_it_twice(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(30)
 def test_children_ignore_the_terminals_signals(tmp_path: Path) -> None:
-    """A child started through child_argv survives SIGINT, SIGTERM and SIGHUP (sent at once,
-    as to a process group), even during its interpreter's start-up; SIGKILL ends it."""
+    """A child started through child_argv survives SIGINT, SIGTERM and SIGHUP once it runs (its
+    sh ignores them before it becomes the program: Python then never installs its
+    KeyboardInterrupt handler); SIGKILL ends it."""
     marker = tmp_path / "ready"
-    code = f"import pathlib, time; pathlib.Path({str(marker)!r}).touch(); time.sleep(60)"
+    code = (
+        "import pathlib, signal, time; "
+        "assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN; "
+        f"pathlib.Path({str(marker)!r}).touch(); time.sleep(60)"
+    )
     child = subprocess.Popen(child_argv([sys.executable, "-c", code]))
     try:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # before Python is up
-            child.send_signal(sig)
         deadline = time.monotonic() + 20
         while not marker.exists():
-            assert child.poll() is None, "the child died of a terminal signal while starting"
+            assert child.poll() is None, "the child did not start with the signals ignored"
             assert time.monotonic() < deadline
             time.sleep(0.01)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -149,3 +152,21 @@ def test_children_ignore_the_terminals_signals(tmp_path: Path) -> None:
     finally:
         child.kill()
     assert child.wait(10) == -signal.SIGKILL
+
+
+@pytest.mark.timeout(60)
+def test_the_warc_writer_is_out_of_the_crawls_process_group(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C and timeout(1) signal the crawl's process group: the WARC writer is
+    in a group of its own, so not even its start-up can be hit; it still dies with its parent."""
+    from frontier_crawl.output.warc import WarcWriter
+
+    writer = WarcWriter(tmp_path / "warc", "t", 1 << 20, {"software": "test"})
+    try:
+        pid = writer._sink._process.pid  # type: ignore[union-attr]
+        assert os.getpgid(pid) != os.getpgid(0)
+        writer.flush()  # it has started: an answer comes from its Python
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            os.kill(pid, sig)
+        writer.flush()  # still there, still answering
+    finally:
+        writer.close()
