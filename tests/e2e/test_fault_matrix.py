@@ -42,8 +42,13 @@ DELAY = 0.02
 COMMIT_S = 0.05  #: frontier.commit_interval_s, at its default
 #: a kill redoes, per host, the transfer in flight and the pages not yet committed: those of the
 #: open group commit, and those whose WARC records the writer has not yet reported on disk (it
-#: reports every half commit interval, so a page can wait for the commit after next)
-PER_HOST = 1 + math.ceil(2 * COMMIT_S / DELAY) + 1
+#: reports every half commit interval, so a page can wait for the commit after next). The
+#: commit interval is a least spacing, not a deadline: on a loaded machine (2 cores, the suite
+#: in 2 workers beside) the loop commits later, and 59 to 62 pages were seen against the 56 of two
+#: intervals. So the window counted is five intervals, 0.25 s: still a small part of the 250
+#: pages of a host, where the defects this catches refetched hundreds (660 and 828 of 2,000)
+WINDOW_S = 5 * COMMIT_S
+PER_HOST = 1 + math.ceil(WINDOW_S / DELAY) + 1
 
 
 @pytest.fixture(scope="module")
@@ -168,72 +173,124 @@ def crawling(crawl: Crawl, server: DemoServer, since: int, site: Site, share: fl
 
 
 # ------------------------------------------------------------------------------------ events
-# Each event acts on a crawl that is fetching, and returns the exit statuses it may end with
-# and whether it loses work in flight (a kill) or none (a graceful stop).
+# One crawl per mode meets its events one after the other, each at a later share of the site
+# (the crawl is restarted with the same command after each stop or kill): every event is
+# checked as it happens (exit status, no process left behind, the refusal's message), and the
+# pages fetched again after each restart are counted against that event's bound (0 after a
+# graceful stop: it drains and commits). The end checks the whole crawl once.
 
 
-def ctrl_c_group(crawl: Crawl) -> tuple[set[int], bool]:
-    os.killpg(crawl.pid, signal.SIGINT)
-    return {0}, False
+class Chain:
+    """One crawl through a sequence of events (see above)."""
 
+    def __init__(self, crawl: Crawl, server: DemoServer, site: Site, workers: int) -> None:
+        self.crawl, self.server, self.site, self.workers = crawl, server, site, workers
+        self.since = len(server.log())
+        self.boundaries: list[tuple[str, int, bool]] = []  #: (event, log index, lossy)
+        self.logs: list[Crawl] = [crawl]
+        self.reloads = 0
+        self.dead: list[subprocess.Popen[bytes]] = []  #: killed, reaped only at the end
+        self.zombies: set[int] = set()  #: their process trees
+        out = "out" if crawl.node is None else f"out-{crawl.node}"
+        self.root = crawl.cfg.parent / out
 
-def sigterm_group(crawl: Crawl) -> tuple[set[int], bool]:
-    os.killpg(crawl.pid, signal.SIGTERM)
-    return {0}, False
+    def at(self, share: float) -> None:
+        crawling(self.crawl, self.server, self.since, self.site, share)
 
+    def restarted(self, event: str, lossy: bool) -> None:
+        self.boundaries.append((event, len(self.server.log()), lossy))
+        self.crawl.start()
 
-def sigterm_main(crawl: Crawl) -> tuple[set[int], bool]:
-    os.kill(crawl.pid, signal.SIGTERM)
-    return {0}, False
+    def stop(self, event: str, how: Callable[[Crawl], None], code: int, lossy: bool) -> None:
+        """``how`` stops the crawl; it must end with ``code``, leaving no process behind."""
+        tree = self.crawl.tree()
+        how(self.crawl)
+        got = self.crawl.wait()
+        assert got == code, (event, got, self.crawl.output()[-3000:])
+        gone(tree)
+        if not lossy:
+            report = json.loads((self.root / "report.json").read_text())
+            assert report["stopped_by_signal"] is True and report["complete"] is False, event
+        self.restarted(event, lossy)
 
+    def run(self, event: str) -> None:
+        c = self.crawl
+        if event == "ctrl-c-group":
+            self.stop(event, lambda c: os.killpg(c.pid, signal.SIGINT), 0, False)
+        elif event == "sigterm-group":
+            self.stop(event, lambda c: os.killpg(c.pid, signal.SIGTERM), 0, False)
+        elif event == "sigterm-main":
+            self.stop(event, lambda c: os.kill(c.pid, signal.SIGTERM), 0, False)
+        elif event == "second-signal-group":
+            # Ctrl-C, then SIGTERM at once (two different signals never merge into one
+            # delivery; a later one could come after a fast graceful stop had ended)
+            def twice(c: Crawl) -> None:
+                os.killpg(c.pid, signal.SIGINT)
+                os.killpg(c.pid, signal.SIGTERM)
 
-def second_signal_group(crawl: Crawl) -> tuple[set[int], bool]:
-    """Ctrl-C, then (at once: two different signals never merge into one delivery, and a
-    graceful stop of fast pages can end before a later one) SIGTERM, to the whole group."""
-    tree = crawl.tree()
-    os.killpg(crawl.pid, signal.SIGINT)
-    os.killpg(crawl.pid, signal.SIGTERM)
-    crawl.wait()
-    gone(tree)  # the workers are killed with it, and their WARC writers die with them
-    return {128 + signal.SIGTERM}, True
+            self.stop(event, twice, 128 + signal.SIGTERM, True)
+        elif event == "kill-9-main":
+            self.stop(event, lambda c: os.kill(c.pid, signal.SIGKILL), -signal.SIGKILL, True)
+        elif event == "kill-9-worker":
+            workers = c.children("multiprocessing.spawn")
+            assert workers, "no worker process found"
+            self.stop(event, lambda c: os.kill(workers[0], signal.SIGKILL), 1, True)
+        elif event == "kill-9-warc-writer":
+            writers = c.children("output.warc import child_entry")
+            assert writers, "no WARC writer process found"
+            self.stop(event, lambda c: os.kill(writers[0], signal.SIGKILL), 1, True)
+        elif event == "restart-100ms":
+            # kill -9 of the main PID and the same command at once: the dead process is left
+            # unreaped (a zombie) until the end, as a slow service manager leaves it
+            tree = c.tree()
+            os.kill(c.pid, signal.SIGKILL)
+            assert c.proc is not None
+            self.dead.append(c.proc)
+            self.restarted(event, True)
+            self.zombies |= tree
+        elif event == "second-instance":
+            second = Crawl(c.cfg, node=c.node, name="second").start()
+            t0 = time.monotonic()
+            assert second.wait(30) == 2, second.output()
+            assert time.monotonic() - t0 < 15  # at once (an interpreter's start-up, loaded)
+            assert f"in use by process {c.pid}" in second.output(), second.output()
+            assert c.proc is not None and c.proc.poll() is None  # the first goes on
+            self.logs.append(second)
+        elif event == "sighup-group":
+            os.killpg(c.pid, signal.SIGHUP)
+            self.reloads += 1
+        else:
+            raise AssertionError(event)
 
+    def finish(self, roots: list[Path]) -> None:
+        assert self.crawl.wait() == 0, self.crawl.output()[-3000:]
+        for proc in self.dead:
+            assert proc.wait(10) == -signal.SIGKILL
+        gone(self.zombies - {p.pid for p in self.dead})
+        text = self.crawl.output()
+        assert "second signal" not in text or any(e == "second-signal-group"
+                                                  for e, _, _ in self.boundaries)  # fmt: skip
+        if self.reloads:  # each crawling process read crawl.toml again once per SIGHUP
+            assert text.count("read again") == self.reloads * self.workers, text[-3000:]
+        log = self.server.log()
+        port = self.server.port
 
-def kill_9_main(crawl: Crawl) -> tuple[set[int], bool]:
-    tree = crawl.tree()
-    os.kill(crawl.pid, signal.SIGKILL)
-    gone(tree)
-    return {-signal.SIGKILL}, True
+        def pages(a: int, b: int) -> set[str]:
+            return {f"http://{e.host}:{port}{e.path}" for e in log[a:b]
+                    if e.status == 200 and e.path != "/robots.txt"}  # fmt: skip
 
-
-def kill_9_worker(crawl: Crawl) -> tuple[set[int], bool]:
-    workers = crawl.children("multiprocessing.spawn")
-    assert workers, "no worker process found"
-    os.kill(workers[0], signal.SIGKILL)
-    return {1}, True
-
-
-def kill_9_warc_writer(crawl: Crawl) -> tuple[set[int], bool]:
-    writers = crawl.children("output.warc import child_entry")
-    assert writers, "no WARC writer process found"
-    os.kill(writers[0], signal.SIGKILL)
-    return {1}, True
-
-
-EVENTS = {
-    "ctrl-c-group": ctrl_c_group,
-    "sigterm-group": sigterm_group,
-    "sigterm-main": sigterm_main,
-    "second-signal-group": second_signal_group,
-    "kill-9-main": kill_9_main,
-    "kill-9-worker": kill_9_worker,
-    "kill-9-warc-writer": kill_9_warc_writer,
-}
+        marks = [self.since] + [i for _, i, _ in self.boundaries] + [len(log)]
+        for n, (event, at, lossy) in enumerate(self.boundaries):
+            again = len(pages(at, marks[n + 2]) & pages(self.since, at))
+            bound = HOSTS * PER_HOST if lossy else 0
+            assert again <= bound, f"{event}: {again} pages fetched again, bound {bound}"
+        lossy_events = sum(1 for _, _, lossy in self.boundaries if lossy)
+        check(self.site, self.server, self.since, self.logs, kills=lossy_events, roots=roots)
 
 
 def check(
-    site: Site, server: DemoServer, since: int, tmp_path: Path, logs: list[Crawl], kills: int,
-    roots: list[Path],
-) -> None:  # fmt: skip
+    site: Site, server: DemoServer, since: int, logs: list[Crawl], kills: int, roots: list[Path]
+) -> None:
     """Every page exactly once (refetches bounded), WARC files valid, reports and items exact,
     no traceback."""
     expected = site.expected_pages(server.port)
@@ -261,162 +318,63 @@ def check(
     assert sorted(items) == sorted(expected)  # every page's item, once
 
 
-def run_case(
-    tmp_path: Path, site_server: tuple[Site, DemoServer], event: str, workers: int
+def run_chain(
+    tmp_path: Path, site_server: tuple[Site, DemoServer], workers: int, events: list[str]
 ) -> None:
     site, server = site_server
-    since = len(server.log())
-    cfg = config(tmp_path, site, server.port, workers={"processes": workers})
-    crawl = Crawl(cfg).start()
-    crawling(crawl, server, since, site, 0.3)
-    tree = crawl.tree()
-    codes, lossy = EVENTS[event](crawl)
-    code = crawl.wait()
-    assert code in codes, crawl.output()[-3000:]
-    gone(tree)  # no process of the crawl outlives it
-    if not lossy:
-        report = json.loads((tmp_path / "out" / "report.json").read_text())
-        assert report["stopped_by_signal"] is True and report["complete"] is False
-        assert "second signal" not in crawl.output()
-    assert crawl.start().wait() == 0, crawl.output()[-3000:]
-    check(site, server, since, tmp_path, [crawl], kills=int(lossy), roots=[tmp_path / "out"])
-    if not lossy:  # a graceful stop drains and commits: nothing fetched twice
-        assert max(served_pages(server, since).values()) == 1
+    # progress_interval_s 5 -> 0.5: the crawl's segments last a few seconds; their progress
+    # lines (stdout is a file here) must show with workers too
+    cfg = config(tmp_path, site, server.port, workers={"processes": workers},
+                 output={"progress_interval_s": 0.5})  # fmt: skip
+    chain = Chain(Crawl(cfg).start(), server, site, workers)
+    for n, event in enumerate(events):
+        chain.at((n + 1) / (len(events) + 2))
+        chain.run(event)
+    chain.finish([tmp_path / "out"])
+    text = chain.crawl.output()
+    assert len([x for x in text.splitlines() if " pages " in x and "queued" in x]) >= 2
 
 
-TWO = ["ctrl-c-group", "sigterm-group", "sigterm-main", "second-signal-group", "kill-9-main",
-       "kill-9-worker", "kill-9-warc-writer"]  # fmt: skip
-#: one process: the group signals (its WARC writer is in the group) and the writer's death;
-#: SIGTERM and kill -9 of the main PID are the older tests' cases (test_crash.py), and the
-#: restart within 100 ms is a kill -9 of the main PID besides
-ONE = ["ctrl-c-group", "sigterm-group", "kill-9-warc-writer"]
+#: every event, on two worker processes (the richest mode)
+TWO = ["sighup-group", "ctrl-c-group", "second-instance", "sigterm-group", "sigterm-main",
+       "kill-9-worker", "second-signal-group", "kill-9-warc-writer", "kill-9-main",
+       "restart-100ms"]  # fmt: skip
+#: one process: what differs there (its WARC writer is its only child, in a group of its own)
+ONE = ["sighup-group", "ctrl-c-group", "second-instance", "sigterm-group", "kill-9-warc-writer",
+       "restart-100ms"]  # fmt: skip
 
 
-@pytest.mark.timeout(150)
-@pytest.mark.parametrize("event", TWO)
-def test_two_processes(
-    tmp_path: Path, site_server: tuple[Site, DemoServer], event: str
-) -> None:
-    run_case(tmp_path, site_server, event, workers=2)
+@pytest.mark.timeout(300)
+def test_two_processes(tmp_path: Path, site_server: tuple[Site, DemoServer]) -> None:
+    run_chain(tmp_path, site_server, 2, TWO)
 
 
-@pytest.mark.timeout(150)
-@pytest.mark.parametrize("event", ONE)
-def test_one_process(tmp_path: Path, site_server: tuple[Site, DemoServer], event: str) -> None:
-    run_case(tmp_path, site_server, event, workers=1)
-
-
-@pytest.mark.timeout(150)
-@pytest.mark.parametrize("workers", [1, 2])
-def test_second_instance_is_refused_at_once(
-    tmp_path: Path, site_server: tuple[Site, DemoServer], workers: int
-) -> None:
-    """A second instance on the same output_dir exits 2 at once, naming the first's PID; the
-    first goes on undisturbed and finishes exact."""
-    site, server = site_server
-    since = len(server.log())
-    cfg = config(tmp_path, site, server.port, workers={"processes": workers})
-    first = Crawl(cfg, name="first").start()
-    crawling(first, server, since, site, 0.2)
-    second = Crawl(cfg, name="second").start()
-    t0 = time.monotonic()
-    assert second.wait(30) == 2, second.output()
-    assert time.monotonic() - t0 < 10
-    assert f"in use by process {first.pid}" in second.output(), second.output()
-    assert "Traceback" not in second.output()
-    assert first.wait() == 0, first.output()[-3000:]
-    check(site, server, since, tmp_path, [first, second], kills=0, roots=[tmp_path / "out"])
-    assert max(served_pages(server, since).values()) == 1
-
-
-@pytest.mark.timeout(150)
-@pytest.mark.parametrize("workers", [1, 2])
-def test_restart_within_100_ms_of_kill_9(
-    tmp_path: Path, site_server: tuple[Site, DemoServer], workers: int
-) -> None:
-    """kill -9 of the main PID, and the same command at once, before the dead process is
-    reaped: it waits for the old run's children to end (never runs beside them), then resumes
-    and finishes exact."""
-    site, server = site_server
-    since = len(server.log())
-    cfg = config(tmp_path, site, server.port, workers={"processes": workers})
-    old = Crawl(cfg, name="old").start()
-    crawling(old, server, since, site, 0.3)
-    tree = old.tree()
-    os.kill(old.pid, signal.SIGKILL)
-    new = Crawl(cfg, name="new").start()  # the old one not yet reaped: a zombie
-    assert new.wait() == 0, new.output()[-3000:]
-    assert old.wait() == -signal.SIGKILL
-    gone(tree)
-    check(site, server, since, tmp_path, [old, new], kills=1, roots=[tmp_path / "out"])
+@pytest.mark.timeout(300)
+def test_one_process(tmp_path: Path, site_server: tuple[Site, DemoServer]) -> None:
+    run_chain(tmp_path, site_server, 1, ONE)
 
 
 # ---------------------------------------------------------------------------- cluster mode
 
 
-def cluster_case(
-    tmp_path: Path, site_server: tuple[Site, DemoServer], redis: RedisServer, event: str
+@pytest.mark.timeout(300)
+def test_cluster_node(
+    tmp_path: Path, site_server: tuple[Site, DemoServer], redis_server: RedisServer
 ) -> None:
+    """Node 1 of two (each of two processes) meets Ctrl-C to its group, a second instance, and
+    a kill -9 with a restart 100 ms later (its membership held by a zombie meanwhile); node 0
+    crawls on undisturbed, and the cluster ends by itself, exact."""
     site, server = site_server
-    since = len(server.log())
     cfg = config(
         tmp_path, site, server.port, workers={"processes": 2},
-        crawl={"output_dir": "out-{node}"}, cluster={"redis_url": redis.url, "nodes": 2},
+        crawl={"output_dir": "out-{node}"}, cluster={"redis_url": redis_server.url, "nodes": 2},
     )  # fmt: skip
-    nodes = [Crawl(cfg, node=n).start() for n in (0, 1)]
-    crawling(nodes[1], server, since, site, 0.3)
-    victim = nodes[1]
-    tree = victim.tree()
-    if event == "restart-100ms":
-        os.kill(victim.pid, signal.SIGKILL)
-        dead = victim.proc
-        victim.start()  # at once; the old process is left unreaped (a zombie) meanwhile
-        lossy = True
-        dead_tree = tree
-    else:
-        dead, dead_tree = None, set()
-        codes, lossy = EVENTS[event](victim)
-        assert victim.wait() in codes, victim.output()[-3000:]
-        gone(tree)
-        assert "second signal" not in victim.output()
-        victim.start()
-    assert [n.wait() for n in nodes] == [0, 0], [n.output()[-2000:] for n in nodes]
-    if dead is not None:
-        assert dead.wait(10) == -signal.SIGKILL
-        gone(dead_tree - {dead.pid})
-    check(site, server, since, tmp_path, nodes, kills=int(lossy),
-          roots=[tmp_path / "out-0", tmp_path / "out-1"])  # fmt: skip
-
-
-@pytest.mark.timeout(200)
-@pytest.mark.parametrize("event", ["ctrl-c-group", "restart-100ms"])
-def test_cluster_node(
-    tmp_path: Path, site_server: tuple[Site, DemoServer], redis_server: RedisServer, event: str
-) -> None:
-    cluster_case(tmp_path, site_server, redis_server, event)
-
-
-@pytest.mark.timeout(150)
-@pytest.mark.parametrize("workers", [1, 2])
-def test_sighup_to_the_group_is_one_reload_and_piped_progress_shows(
-    tmp_path: Path, site_server: tuple[Site, DemoServer], workers: int
-) -> None:
-    """SIGHUP to the whole group: each crawling process reads crawl.toml again once (the WARC
-    writers and workers ignore it: no child dies of it), the crawl goes on to the end. With its
-    output going to a file, the progress lines are printed with workers too."""
-    site, server = site_server
-    since = len(server.log())
-    # progress_interval_s 5 -> 0.5: a crawl of a few seconds prints several lines
-    cfg = config(tmp_path, site, server.port, workers={"processes": workers},
-                 output={"progress_interval_s": 0.5})  # fmt: skip
-    crawl = Crawl(cfg).start()
-    crawling(crawl, server, since, site, 0.2)
-    tree = crawl.tree()
-    os.killpg(crawl.pid, signal.SIGHUP)
-    assert crawl.wait() == 0, crawl.output()[-3000:]
-    gone(tree)
-    text = crawl.output()
-    assert text.count("read again") == workers, text[-3000:]
-    progress = [line for line in text.splitlines() if " pages " in line and "queued" in line]
-    assert len(progress) >= 2, text[-3000:]
-    check(site, server, since, tmp_path, [crawl], kills=0, roots=[tmp_path / "out"])
+    first = Crawl(cfg, node=0, name="node").start()
+    chain = Chain(Crawl(cfg, node=1, name="node").start(), server, site, 2)
+    chain.logs.append(first)
+    events = ["ctrl-c-group", "second-instance", "restart-100ms"]
+    for n, event in enumerate(events):
+        chain.at((n + 1) / (len(events) + 2))
+        chain.run(event)
+    assert first.wait() == 0, first.output()[-3000:]
+    chain.finish([tmp_path / "out-0", tmp_path / "out-1"])
