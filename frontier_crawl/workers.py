@@ -49,6 +49,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized, SynchronizedArray
 from pathlib import Path
@@ -456,6 +457,10 @@ class Coordinator:
         else:
             _pin_worker_count(self.root, self.count, None, settings.workers.partition_by)
         self._ctx = ctx = mp.get_context("spawn")
+        # multiprocessing's resource tracker, a child of this process too, started now (by the
+        # shared arrays below) and like the workers: ignoring the terminal's signals
+        with spawning(ctx, self.root / "state"):
+            resource_tracker.ensure_running()
         self._status: SynchronizedArray[int] = ctx.Array("q", _FIELDS * self.count)
         self._stop: Synchronized[int] = ctx.Value("i", 0)
         #: [stop requested, reloads ordered]: the signals the workers ignore, passed on

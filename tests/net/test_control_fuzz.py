@@ -30,7 +30,7 @@ from tests.net.test_control_server import (
 pytestmark = pytest.mark.timeout(300)
 
 EXAMPLES = 300
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 
 
