@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +134,36 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             f"{_FREE_NEEDED >> 20} MiB (the crawls' default output.min_free_bytes is 1 GiB)",
             returncode=3,
         )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "serial: runs with no other test of the run beside it (under pytest-xdist, the other "
+        "workers wait): for tests that time a crawl in tens of milliseconds from the server's "
+        "side, which a CPU-hungry neighbour skews",
+    )
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    """Under pytest-xdist, every test holds a shared lock of the run and a ``serial`` one an
+    exclusive lock, taken through a turnstile so that a waiting serial test is not starved by
+    the others' shared locks. Taken outside pytest-timeout's timer (tryfirst): the wait for
+    the lock is not the test's time."""
+    run = getattr(item.config, "workerinput", {}).get("testrunuid")
+    if run is None:  # one process: nothing runs beside anything
+        yield
+        return
+    base = Path(tempfile.gettempdir()) / f"frontier-crawl-tests-{run}"
+    with open(f"{base}.gate", "a") as gate, open(f"{base}.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            serial = item.get_closest_marker("serial") is not None
+            fcntl.flock(lock, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -176,6 +176,7 @@ def rate_violations(log: list[RequestLogEntry], host: str, delay: float) -> list
     return bad
 
 
+@pytest.mark.serial  # ARRIVAL_JITTER_S: a neighbour's CPU use delays the server's threads more
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("connections", [1, 4, 16])
 @pytest.mark.parametrize("source", ["min_delay_s", "crawl-delay"])

@@ -99,6 +99,7 @@ def test_robots_point_2_groups_match_the_product_token(tmp_path: Path) -> None:
     assert got["/"] == "robots-denied"
 
 
+@pytest.mark.serial  # a 0.5 s bound on gaps and a 1 s TTL in a 3 s crawl: no CPU-hungry neighbour
 @pytest.mark.timeout(40)
 def test_robots_point_3_rules_are_refreshed_while_the_host_stays_busy(tmp_path: Path) -> None:
     """robots_ttl_s = 1 (shortened from a day so that the refresh falls inside a 3 s crawl):
