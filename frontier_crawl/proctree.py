@@ -69,19 +69,31 @@ class StateLocked(Exception):
 # -------------------------------------------------------------------------------- processes
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start time in clock ticks) of ``pid`` from /proc, None if it is gone."""
+def proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks) of ``pid`` from /proc; None if it is gone or
+    /proc does not show it (none, or hidden: ``hidepid``)."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except (FileNotFoundError, ProcessLookupError):
+    except OSError:
         return None
     fields = raw[raw.rfind(b")") + 2 :].split()  # after "pid (comm) ": state is field 3
     return fields[0].decode(), int(fields[19])  # field 22: starttime
 
 
+def pid_exists(pid: int) -> bool:
+    """kill(pid, 0): True for a running process, a zombie, or another user's."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def start_time(pid: int) -> int:
     """The start time of ``pid`` (clock ticks since boot; 0 where there is no /proc)."""
-    st = _stat(pid) if pid > 0 else None
+    st = proc_stat(pid) if pid > 0 else None
     return st[1] if st else 0
 
 
@@ -91,14 +103,8 @@ def alive(pid: int, started: int = 0) -> bool:
     if pid <= 0:
         return False
     if not Path("/proc/self/stat").exists():  # no /proc: what kill(pid, 0) can tell
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    st = _stat(pid)
+        return pid_exists(pid)
+    st = proc_stat(pid)
     if st is None or st[0] in ("Z", "X", "x"):
         return False
     return not started or st[1] == started

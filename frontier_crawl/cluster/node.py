@@ -71,6 +71,7 @@ from frontier_crawl.cluster.client import (
     Keys,
     Redis,
 )
+from frontier_crawl.proctree import pid_exists, proc_stat
 
 log = logging.getLogger(__name__)
 
@@ -510,19 +511,8 @@ def _holder_of(held: bytes) -> dict[str, Any]:
 def process_start(pid: int) -> int | None:
     """``pid``'s start time (clock ticks after boot, field 22 of /proc/<pid>/stat), None if
     it cannot be read: with the PID, it names one process of one boot (a PID is reused)."""
-    stat = _proc_stat(pid)
+    stat = proc_stat(pid)
     return stat[1] if stat is not None else None
-
-
-def _proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start time) of /proc/<pid>/stat; None if there is no such process or
-    no /proc."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    rest = text[text.rindex(")") + 2 :].split()  # the name may hold spaces and parentheses
-    return rest[0], int(rest[19])
 
 
 def _boot_id() -> str:
@@ -530,17 +520,6 @@ def _boot_id() -> str:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return ""
-
-
-def _pid_exists(pid: int) -> bool:
-    """kill(pid, 0): True for a running process, a zombie, or another user's."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def holder_ended(holder: Mapping[str, Any]) -> bool | None:
@@ -556,14 +535,14 @@ def holder_ended(holder: Mapping[str, Any]) -> bool | None:
         return None
     if pid <= 0:
         return None
-    if _proc_stat(os.getpid()) is None:  # no /proc: kill(pid, 0) cannot tell a zombie
-        return None if _pid_exists(pid) else True
+    if proc_stat(os.getpid()) is None:  # no /proc: kill(pid, 0) cannot tell a zombie
+        return None if pid_exists(pid) else True
     boot = holder.get("boot")
     if boot and boot != _boot_id():
         return True
-    stat = _proc_stat(pid)
+    stat = proc_stat(pid)
     if stat is None:  # gone, unless /proc hides other users' processes (hidepid)
-        return None if _pid_exists(pid) else True
+        return None if pid_exists(pid) else True
     if stat[0] in ("Z", "X"):  # ended, not yet reaped by its parent
         return True
     start = holder.get("start")
