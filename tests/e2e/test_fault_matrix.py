@@ -49,6 +49,11 @@ COMMIT_S = 0.05  #: frontier.commit_interval_s, at its default
 #: pages of a host, where the defects this catches refetched hundreds (660 and 828 of 2,000)
 WINDOW_S = 5 * COMMIT_S
 PER_HOST = 1 + math.ceil(WINDOW_S / DELAY) + 1
+KILL_BOUND = HOSTS * PER_HOST
+#: a killed WARC writer also loses what waited for it in its socket (4 MiB each way, the
+#: writer's ``_SOCKET_BUFFER``: about 400 records of these 20 KB pages), never written, so
+#: fetched again; a busy machine lets that backlog grow
+WRITER_BOUND = KILL_BOUND + 2 * (4 << 20) // SPEC.page_bytes
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +191,7 @@ class Chain:
     def __init__(self, crawl: Crawl, server: DemoServer, site: Site, workers: int) -> None:
         self.crawl, self.server, self.site, self.workers = crawl, server, site, workers
         self.since = len(server.log())
-        self.boundaries: list[tuple[str, int, bool]] = []  #: (event, log index, lossy)
+        self.boundaries: list[tuple[str, int, int]] = []  #: (event, log index, refetch bound)
         self.logs: list[Crawl] = [crawl]
         self.reloads = 0
         self.dead: list[subprocess.Popen[bytes]] = []  #: killed, reaped only at the end
@@ -197,30 +202,31 @@ class Chain:
     def at(self, share: float) -> None:
         crawling(self.crawl, self.server, self.since, self.site, share)
 
-    def restarted(self, event: str, lossy: bool) -> None:
-        self.boundaries.append((event, len(self.server.log()), lossy))
+    def restarted(self, event: str, bound: int) -> None:
+        self.boundaries.append((event, len(self.server.log()), bound))
         self.crawl.start()
 
-    def stop(self, event: str, how: Callable[[Crawl], None], code: int, lossy: bool) -> None:
-        """``how`` stops the crawl; it must end with ``code``, leaving no process behind."""
+    def stop(self, event: str, how: Callable[[Crawl], None], code: int, bound: int) -> None:
+        """``how`` stops the crawl; it must end with ``code``, leaving no process behind;
+        the restart may fetch ``bound`` pages again (0: a graceful stop)."""
         tree = self.crawl.tree()
         how(self.crawl)
         got = self.crawl.wait()
         assert got == code, (event, got, self.crawl.output()[-3000:])
         gone(tree)
-        if not lossy:
+        if not bound:
             report = json.loads((self.root / "report.json").read_text())
             assert report["stopped_by_signal"] is True and report["complete"] is False, event
-        self.restarted(event, lossy)
+        self.restarted(event, bound)
 
     def run(self, event: str) -> None:
         c = self.crawl
         if event == "ctrl-c-group":
-            self.stop(event, lambda c: os.killpg(c.pid, signal.SIGINT), 0, False)
+            self.stop(event, lambda c: os.killpg(c.pid, signal.SIGINT), 0, 0)
         elif event == "sigterm-group":
-            self.stop(event, lambda c: os.killpg(c.pid, signal.SIGTERM), 0, False)
+            self.stop(event, lambda c: os.killpg(c.pid, signal.SIGTERM), 0, 0)
         elif event == "sigterm-main":
-            self.stop(event, lambda c: os.kill(c.pid, signal.SIGTERM), 0, False)
+            self.stop(event, lambda c: os.kill(c.pid, signal.SIGTERM), 0, 0)
         elif event == "second-signal-group":
             # Ctrl-C, then SIGTERM at once (two different signals never merge into one
             # delivery; a later one could come after a fast graceful stop had ended)
@@ -228,17 +234,17 @@ class Chain:
                 os.killpg(c.pid, signal.SIGINT)
                 os.killpg(c.pid, signal.SIGTERM)
 
-            self.stop(event, twice, 128 + signal.SIGTERM, True)
+            self.stop(event, twice, 128 + signal.SIGTERM, KILL_BOUND)
         elif event == "kill-9-main":
-            self.stop(event, lambda c: os.kill(c.pid, signal.SIGKILL), -signal.SIGKILL, True)
+            self.stop(event, lambda c: os.kill(c.pid, signal.SIGKILL), -signal.SIGKILL, KILL_BOUND)
         elif event == "kill-9-worker":
             workers = c.children("multiprocessing.spawn")
             assert workers, "no worker process found"
-            self.stop(event, lambda c: os.kill(workers[0], signal.SIGKILL), 1, True)
+            self.stop(event, lambda c: os.kill(workers[0], signal.SIGKILL), 1, KILL_BOUND)
         elif event == "kill-9-warc-writer":
             writers = c.children("output.warc import child_entry")
             assert writers, "no WARC writer process found"
-            self.stop(event, lambda c: os.kill(writers[0], signal.SIGKILL), 1, True)
+            self.stop(event, lambda c: os.kill(writers[0], signal.SIGKILL), 1, WRITER_BOUND)
         elif event == "restart-100ms":
             # kill -9 of the main PID and the same command at once: the dead process is left
             # unreaped (a zombie) until the end, as a slow service manager leaves it
@@ -246,7 +252,7 @@ class Chain:
             os.kill(c.pid, signal.SIGKILL)
             assert c.proc is not None
             self.dead.append(c.proc)
-            self.restarted(event, True)
+            self.restarted(event, KILL_BOUND)
             self.zombies |= tree
         elif event == "second-instance":
             second = Crawl(c.cfg, node=c.node, name="second").start()
@@ -280,16 +286,15 @@ class Chain:
                     if e.status == 200 and e.path != "/robots.txt"}  # fmt: skip
 
         marks = [self.since] + [i for _, i, _ in self.boundaries] + [len(log)]
-        for n, (event, at, lossy) in enumerate(self.boundaries):
+        for n, (event, at, bound) in enumerate(self.boundaries):
             again = len(pages(at, marks[n + 2]) & pages(self.since, at))
-            bound = HOSTS * PER_HOST if lossy else 0
             assert again <= bound, f"{event}: {again} pages fetched again, bound {bound}"
-        lossy_events = sum(1 for _, _, lossy in self.boundaries if lossy)
-        check(self.site, self.server, self.since, self.logs, kills=lossy_events, roots=roots)
+        total = sum(bound for _, _, bound in self.boundaries)
+        check(self.site, self.server, self.since, self.logs, bound=total, roots=roots)
 
 
 def check(
-    site: Site, server: DemoServer, since: int, logs: list[Crawl], kills: int, roots: list[Path]
+    site: Site, server: DemoServer, since: int, logs: list[Crawl], bound: int, roots: list[Path]
 ) -> None:
     """Every page exactly once (refetches bounded), WARC files valid, reports and items exact,
     no traceback."""
@@ -297,7 +302,7 @@ def check(
     fetched = served_pages(server, since)
     assert set(fetched) == expected
     refetched = sum(n - 1 for n in fetched.values())
-    assert refetched <= kills * HOSTS * PER_HOST, (refetched, fetched.most_common(5))
+    assert refetched <= bound, (refetched, fetched.most_common(5))
     for crawl in logs:
         assert "Traceback" not in crawl.output(), crawl.output()[-3000:]
     warcs = sorted(p for root in roots for p in root.rglob("warc/*") if p.is_file())
