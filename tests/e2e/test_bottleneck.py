@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from frontier_crawl.control.status import BUSY_WINDOW_S
 from frontier_crawl.engine import Engine
 from frontier_crawl.parse import LinkParser, PageLinks
 from tests.scripted_server import NOT_FOUND, Answer, ScriptedServer, page
@@ -134,9 +135,16 @@ def test_cpu_heavy_parse(tmp_path: Path) -> None:
         s = settings(tmp_path, [srv.url(h, "/") for h in hosts], srv.resolve(*hosts))
         engine = Engine(s, parser=BusyParser(s.fetch.parse_types))
 
+        first_page: list[float] = []
+
         def parse_bound(st: Status) -> bool:
-            # a window may be "cpu" before parsing dominates it (robots.txt first, or the
-            # machine's other load in unmeasured code, "other"): wait for one where it does
+            # the CPU shares are over the last BUSY_WINDOW_S: a window that reaches back before
+            # the first page holds the start (robots.txt, seeds) and no parsing; read only the
+            # windows wholly inside the crawl's parsing, chosen by time, never by their shares
+            if st["pages"] and not first_page:
+                first_page.append(st["elapsed_s"])
+            if not first_page or st["elapsed_s"] < first_page[0] + BUSY_WINDOW_S + 1.0:
+                return False
             shares = st["cpu"]["shares"]
             return named("cpu")(st) and max(shares, key=shares.__getitem__) == "parse"
 
