@@ -288,7 +288,8 @@ function drawOutcomes(outcomes) {
   const items = Object.entries(outcomes || {}).filter(([, n]) => n > 0);
   items.sort((a, b) => b[1] - a[1]);
   const top = items.length ? items[0][1] : 0;
-  const bad = new Set(["failed", "http-error", "too-many-redirects", "robots-unavailable"]);
+  const bad = new Set(["failed", "http-error", "too-many-redirects", "robots-unavailable",
+                       "address-refused"]);
   fill($("outcomes"), items.map(([name, n]) => {
     const tr = row([[name, "h"], [num(n), "n"]]);
     tr.appendChild(barCell(n, top, bad.has(name)));

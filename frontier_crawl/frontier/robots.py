@@ -2,8 +2,9 @@
 
 RFC 9309, as this module and the frontier apply it:
 
-* Status (:meth:`RobotsCache.store`): 2xx -> the parsed rules; 3xx past the five hops libcurl
-  follows, and 4xx but 429 -> "unavailable": allow all; 429, 5xx or no answer -> "unreachable":
+* Status (:meth:`RobotsCache.store`): 2xx -> the parsed rules; a 3xx the frontier stops
+  following (past five hops, out of scope, or a refused address: see ``frontier.py``), and 4xx
+  but 429 -> "unavailable": allow all; 429, 5xx or no answer -> "unreachable":
   ``None``, the caller retries later (2.3.1.3, 2.3.1.4; 429 as Google treats it).
 * Body: at most :data:`MAX_ROBOTS_BYTES` are parsed (2.5), decoded as UTF-8 with a leading
   byte order mark dropped (as Google's parser does), invalid bytes replaced.
@@ -189,7 +190,7 @@ class RobotsCache:
         if 200 <= status < 300:
             rules_body: bytes | None = body[:MAX_ROBOTS_BYTES]
         elif 300 <= status < 500 and status != 429:
-            rules_body = None  # "unavailable" (or a redirect chain past 5 hops): allow all
+            rules_body = None  # "unavailable" (or a redirect chain not followed): allow all
         else:
             return None
         now = self.clock()
