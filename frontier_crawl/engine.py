@@ -99,6 +99,8 @@ from frontier_crawl.parse.resolve import resolve_location
 from frontier_crawl.proctree import StateLock
 from frontier_crawl.safefs import make_dir
 from frontier_crawl.spider import Page, Problem, SpiderHost, Yielded
+from frontier_crawl.spider.adopt import adopt
+from frontier_crawl.spider.api import ENVELOPE, request_headers
 
 if TYPE_CHECKING:
     from frontier_crawl.control.server import ControlServer
@@ -622,6 +624,12 @@ class Engine:
                 self._spider.open()  # spider.open, pipelines' open(spider): ConfigError if not
             # in the first group: a seed's crawl-log line (a rejected one) is synced with it
             self._open_group(time.monotonic())
+            if self._spider is not None:  # start_requests(), with their callbacks: before the
+                for (callback, meta, priority), run in groupby(  # seeds, so that they win
+                    self._spider.start_requests(), _REQUEST_KEY
+                ):
+                    self.frontier.add(list(map(_URL, run)), depth=0, now=time.monotonic(),
+                                      callback=callback, meta=meta, priority=priority)  # fmt: skip
             self.frontier.add(s.crawl.seeds, depth=0, now=time.monotonic())
             self._loop()
         except OSError as exc:
@@ -889,7 +897,9 @@ class Engine:
     def _request(self, ticket: Ticket) -> FetchRequest:
         if ticket.robots:  # RFC 9309: the first 500 KiB parsed, whatever the page cap (the
             return FetchRequest(ticket.url, token=ticket, keep_bytes=MAX_ROBOTS_BYTES)  # rest
-        return FetchRequest(ticket.url, token=ticket)  # is not read); redirects: _robots_hop
+        if ticket.meta[:1] == ENVELOPE:  # a spider's Request(headers=...) (is not read);
+            return FetchRequest(ticket.url, token=ticket, headers=request_headers(ticket.meta))
+        return FetchRequest(ticket.url, token=ticket)  # redirects: _robots_hop
 
     # ----------------------------------------------------------------------------- results
 
@@ -1051,6 +1061,8 @@ class Engine:
         times.frontier += t1 - t0  # the page's links, canonical and in scope
         times.callbacks += t2 - t1  # callbacks, rules and pipelines
         self.stats.spider_time(yielded.callback_s, yielded.pipeline_s)
+        if yielded.dropped:  # items a pipeline dropped (DropItem, or it returned None)
+            self.stats.count_dropped(yielded.dropped)
         # one add per run of requests that share callback, meta and priority (groupby and
         # attrgetter run in C: most pages yield one run)
         add, depth = self.frontier.add, ticket.depth + 1
@@ -1332,7 +1344,7 @@ class Engine:
         if self._config_path is None:
             return {"error": "not reloaded: this crawl was not started from a config file"}
         try:
-            new = load(self._config_path)
+            new = adopt(load(self._config_path))  # as the command line: the spider's settings
             check_scope(new)
         except ConfigError as exc:
             log.error("config not reloaded, the running config stays: %s", exc)
