@@ -65,11 +65,15 @@ from frontier_crawl.spider import load
 from frontier_crawl.spider.adopt import scrapy_settings
 from frontier_crawl.spider.api import (
     ENVELOPE,
+    DownloadError,
     DropItem,
+    Failure,
+    HttpError,
     Request,
     Response,
     Spider,
     pack_envelope,
+    unpack_envelope,
 )
 from frontier_crawl.spider.extract import Rules, compile_rules
 
@@ -87,6 +91,9 @@ _HTTP_PROTOCOLS = frozenset(("http:", "https:"))
 _perf = time.perf_counter
 _END = object()
 _HOOKS = frozenset(("open", "close"))
+#: the frontier blob holding the callback names queued requests were stored with
+CALLBACKS_BLOB = "spider-callbacks"
+_decode_names = msgspec.msgpack.Decoder(list[str]).decode
 
 
 class Page(msgspec.Struct, frozen=True, gc=False):
@@ -177,8 +184,15 @@ class SpiderHost:
         pipelines: list[load.Pipeline] | tuple[load.Pipeline, ...] = (),
         rules: Rules | None = None,
         user_dirs: tuple[str, ...] = (),
+        renamed: dict[str, str] | None = None,
     ) -> None:
         self.spider = spider
+        #: [spider] renamed_callbacks: a stored callback name -> the method it is now
+        self._renamed = dict(renamed or {})
+        #: callback names stored with queued requests (CALLBACKS_BLOB), and whether this run
+        #: added one that is not saved yet (the engine saves it with the requests naming it)
+        self._recorded: set[str] = set()
+        self.names_changed = False
         self._pipelines = tuple(pipelines)
         self._rules = rules
         self._handle_all, self._handle = _handle_status(type(spider))
@@ -219,9 +233,55 @@ class SpiderHost:
         for source in (section.source, *(p.rpartition(":")[0] for p in section.pipelines)):
             if source is not None and is_source_file(source):
                 dirs.append(str(Path(source).resolve().parent))
-        return cls(spider, pipelines, rules, tuple(dirs))
+        return cls(spider, pipelines, rules, tuple(dirs), dict(section.renamed_callbacks))
 
     # -- the seam ------------------------------------------------------------------------
+
+    def check_stored(self, blob: bytes | None, count: Callable[[], dict[str, int]]) -> None:
+        """Refuse to start (ConfigError, exit 2) when queued requests name callbacks the spider
+        no longer has and ``renamed_callbacks`` does not map: each such name with how many
+        queued requests hold it. ``blob``: the names saved by earlier runs (CALLBACKS_BLOB);
+        ``count``: queued requests per callback name (a scan, only when a name is missing)."""
+        cls = type(self.spider).__name__
+        for old, new in self._renamed.items():
+            if self._callback(new) is None:
+                raise ConfigError(
+                    f"spider.renamed_callbacks.{old}: {cls} has no callback {new!r}"
+                )
+        counts: dict[str, int] | None = None
+        if blob is None:  # a crawl from before the names were saved (or a new one): one scan
+            counts = count()
+            self._recorded = {n for n in counts if n}
+            self.names_changed = bool(self._recorded)
+        else:
+            self._recorded = set(_decode_names(blob))
+        missing = sorted(
+            n for n in self._recorded if n not in self._renamed and self._callback(n) is None
+        )
+        if not missing:
+            return
+        if counts is None:
+            counts = count()
+        held = [n for n in missing if counts.get(n)]
+        if held:
+            listing = ", ".join(f"{n!r} ({counts[n]} queued requests)" for n in held)
+            raise ConfigError(
+                f"spider.class: queued requests name callbacks {cls} no longer has: {listing}. "
+                f"Map each old name to the method it is now in crawl.toml, [spider] "
+                f'renamed_callbacks = {{{held[0]} = "new_name"}}, or give {cls} the method '
+                "back; nothing was fetched"
+            )
+
+    def names_blob(self) -> bytes:
+        """The callback names to save (CALLBACKS_BLOB), in the transaction that stores the
+        requests naming the new ones."""
+        self.names_changed = False
+        return _encode_meta(sorted(self._recorded))
+
+    def _record(self, name: str) -> None:
+        if name not in self._recorded:
+            self._recorded.add(name)
+            self.names_changed = True
 
     def start_requests(self) -> list[NewRequest]:
         """The spider's ``start_requests()`` when it overrides it ([] otherwise: its
@@ -256,7 +316,8 @@ class SpiderHost:
         if 200 <= status < 300:
             return True
         if self._handle_by_callback:
-            own = self._handle_by_callback.get(callback or "parse")
+            name = callback or "parse"
+            own = self._handle_by_callback.get(self._renamed.get(name, name))
             if own is not None:
                 return own[0] or status in own[1]
         return self._handle_all or status in self._handle
@@ -299,10 +360,17 @@ class SpiderHost:
                 print(f"frontier-crawl: error in close() of {thing!r}:", file=sys.stderr)
                 traceback.print_exc()
 
-    def run(self, page: Page) -> Yielded:
-        """The callback's requests and the items of the callback and rules, after pipelines."""
+    def run(self, page: Page, failure: str | None = None) -> Yielded:
+        """The callback's requests and the items of the callback and rules, after pipelines.
+
+        ``failure``: the request failed for good (an ErrorKind value, or ``"http"`` for a
+        status its callback does not handle): its errback's instead, if it has one."""
+        if failure is not None:
+            return self._errback(page, failure)
         t0 = _perf()
         name = page.callback or "parse"
+        if self._renamed:
+            name = self._renamed.get(name, name)
         if self._default_parse and name == "parse":
             # Spider.parse yields Request(url) for each link; the links are absolute, canonical
             # and in scope already, so nothing is left to check.
@@ -336,6 +404,27 @@ class SpiderHost:
         return Yielded(state.requests, items, state.problems, t1 - t0, _perf() - t1,
                        dropped or None)  # fmt: skip
 
+    def _errback(self, page: Page, failure: str) -> Yielded:
+        t0 = _perf()
+        meta, cb_kwargs, _, name = unpack_envelope(page.meta)
+        errback = self._callback(self._renamed.get(name, name)) if name else None
+        if errback is None:
+            return Yielded([], [], [], 0.0, 0.0)
+        response = Response(page)
+        value: Exception = HttpError(response) if failure == "http" else DownloadError(
+            failure, f"{page.url} failed"
+        )  # fmt: skip
+        request = Request(page.url, page.callback or "parse", meta, cb_kwargs=cb_kwargs)
+        state = _Run(page, errback)
+        self._call(state, errback, response, Failure(value, request))
+        t1 = _perf()
+        if not state.items:
+            return Yielded(state.requests, [], state.problems, t1 - t0, 0.0)
+        dropped: dict[str, int] = {}
+        items = self._pipeline(state, response, dropped)
+        return Yielded(state.requests, items, state.problems, t1 - t0, _perf() - t1,
+                       dropped or None)  # fmt: skip
+
     # -- callbacks -----------------------------------------------------------------------
 
     def _callback(self, name: str) -> Callable[..., Any] | None:
@@ -348,10 +437,15 @@ class SpiderHost:
                 cb = self._callbacks[name] = attr
         return cb
 
-    def _call(self, state: _Run, callback: Callable[..., Any], response: Response) -> None:
+    def _call(
+        self, state: _Run, callback: Callable[..., Any], response: Response,
+        failure: Failure | None = None,
+    ) -> None:  # fmt: skip
         it: Iterator[Any] | None = None
         try:
-            if state.page.meta[:1] == ENVELOPE:
+            if failure is not None:
+                result = callback(failure)
+            elif state.page.meta[:1] == ENVELOPE:
                 result = callback(response, **response.cb_kwargs)
             else:
                 result = callback(response)
@@ -516,6 +610,7 @@ class SpiderHost:
                 self._problem(state, "unknown-callback", where, message)
                 return None
             errback = name
+            self._record(name)
         headers: list[tuple[str, str]] = []
         try:
             if req.meta is not None and type(req.meta) is not dict:
@@ -549,6 +644,7 @@ class SpiderHost:
         ):
             if isinstance(cb, str):
                 self._names[cb] = name
+            self._record(name)
             return name
         self._problem(
             state,
