@@ -285,7 +285,9 @@ class S(scrapy.Spider):
     assert issubclass(DropItem, Exception)
 
 
-def spider_settings(tmp_path: Path, body: str, extra: str = "", seeds: bool = True) -> CrawlSettings:
+def spider_settings(
+    tmp_path: Path, body: str, extra: str = "", seeds: bool = True
+) -> CrawlSettings:
     """Settings adopted from a spider written to a directory of its own (a file is imported
     once per process, as a module)."""
     tmp_path = tmp_path / f"s{len(list(tmp_path.iterdir()))}"
