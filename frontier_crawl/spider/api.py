@@ -148,6 +148,39 @@ class Headers(dict[str, str]):
         return [v for k, v in self._pairs if k == name]
 
 
+class Field(dict[str, Any]):
+    """Scrapy's ``scrapy.Field()``: declares a field of an :class:`Item` (its metadata is
+    kept, unused)."""
+
+
+class Item(dict[str, Any]):
+    """Scrapy's ``scrapy.Item``: a dict that takes only its declared fields
+    (``text = Field()``); an undeclared key is a KeyError, as in Scrapy."""
+
+    fields: ClassVar[dict[str, Field]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        fields: dict[str, Field] = {}
+        for klass in reversed(cls.__mro__):
+            fields.update((k, v) for k, v in vars(klass).items() if isinstance(v, Field))
+        cls.fields = fields
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key not in self.fields:
+            raise KeyError(f"{type(self).__name__} does not support field: {key}")
+        super().__setitem__(key, value)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+
 class DropItem(Exception):
     """Raised by a pipeline's ``process_item``: the item is dropped (logged at DEBUG, counted
     in the report per pipeline), never a problem."""

@@ -411,3 +411,23 @@ def test_renamed_callbacks_check(tmp_path: Path) -> None:
     bad._renamed = {"parse_old": "parse_gone"}
     with pytest.raises(ConfigError, match=r"spider\.renamed_callbacks\.parse_old"):
         bad.check_stored(names, dict)
+
+
+def test_scrapy_items(tmp_path: Path) -> None:
+    host = host_for(tmp_path, HEAD + """
+class Quote(scrapy.Item):
+    text = scrapy.Field()
+    author = scrapy.Field(serializer=str)
+
+class S(scrapy.Spider):
+    def parse(self, response):
+        q = Quote(text="t")
+        q["author"] = "a"
+        yield q
+        yield Quote(nope=1)        # UNDECLARED
+""")
+    y = host.run(page())
+    assert y.items == [{"text": "t", "author": "a"}]
+    assert [(p.outcome, p.message) for p in y.problems] == [
+        ("callback-error", "KeyError: 'Quote does not support field: nope'")
+    ]
