@@ -906,7 +906,8 @@ class Engine:
         if ticket.robots:  # RFC 9309: the first 500 KiB parsed, whatever the page cap (the
             return FetchRequest(ticket.url, token=ticket, keep_bytes=MAX_ROBOTS_BYTES)  # rest
         if ticket.meta[:1] == ENVELOPE:  # a spider's Request(headers=...) (is not read);
-            return FetchRequest(ticket.url, token=ticket, headers=request_headers(ticket.meta))
+            headers = request_headers(ticket.meta, ticket.url)
+            return FetchRequest(ticket.url, token=ticket, headers=headers)
         return FetchRequest(ticket.url, token=ticket)  # redirects: _robots_hop
 
     # ----------------------------------------------------------------------------- results

@@ -34,7 +34,7 @@ import json
 import logging
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import msgspec
 from selectolax.lexbor import LexborHTMLParser
@@ -49,23 +49,32 @@ if TYPE_CHECKING:
 
 _decode_meta = msgspec.msgpack.Decoder(dict[str, Any]).decode
 _decode_envelope = msgspec.msgpack.Decoder(
-    tuple[dict[str, Any], dict[str, Any], list[tuple[str, str]], str]
+    tuple[dict[str, Any], dict[str, Any], list[tuple[str, str]], str, str]
 ).decode
 _encode = msgspec.msgpack.Encoder().encode
 
 #: The first byte of a stored meta that carries more than the meta: a request's cb_kwargs,
-#: headers or errback, packed as ``ENVELOPE + msgpack([meta, cb_kwargs, headers, errback])``.
+#: headers or errback, packed as ``ENVELOPE + msgpack([meta, cb_kwargs, headers, errback,
+#: origin])`` (origin: the scheme://host:port the headers were given for).
 #: 0xc1 is the one byte msgpack never uses, so a plain meta (a msgpack map) never starts so.
 ENVELOPE = b"\xc1"
+#: headers not sent to another origin than the request's (a redirect elsewhere), as Scrapy
+#: and browsers do
+CREDENTIAL_HEADERS = frozenset(("authorization", "cookie", "proxy-authorization"))
+
+
+def origin_of(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
 
 
 def pack_envelope(
     meta: Mapping[str, Any] | None, cb_kwargs: Mapping[str, Any] | None,
-    headers: list[tuple[str, str]], errback: str,
+    headers: list[tuple[str, str]], errback: str, origin: str = "",
 ) -> bytes:  # fmt: skip
     """A request's stored meta with its cb_kwargs, headers and errback (msgpack errors
     propagate: TypeError, ValueError, OverflowError)."""
-    return ENVELOPE + _encode([meta or {}, cb_kwargs or {}, headers, errback])
+    return ENVELOPE + _encode([meta or {}, cb_kwargs or {}, headers, errback, origin])
 
 
 def unpack_envelope(
@@ -75,15 +84,19 @@ def unpack_envelope(
     if not raw:
         return {}, {}, [], ""
     if raw[:1] == ENVELOPE:
-        return _decode_envelope(raw[1:])
+        return _decode_envelope(raw[1:])[:4]
     return _decode_meta(raw), {}, [], ""
 
 
-def request_headers(raw: bytes) -> tuple[tuple[str, str], ...]:
-    """The headers a stored meta carries for its request (none without an envelope)."""
+def request_headers(raw: bytes, url: str) -> tuple[tuple[str, str], ...]:
+    """The headers a stored meta carries for its request to ``url`` (none without an
+    envelope; credentials only to the origin they were given for, not after a redirect)."""
     if raw[:1] != ENVELOPE:
         return ()
-    return tuple((k, v) for k, v in _decode_envelope(raw[1:])[2])
+    headers, origin = (e := _decode_envelope(raw[1:]))[2], e[4]
+    if origin and origin_of(url) != origin:
+        return tuple((k, v) for k, v in headers if k.lower() not in CREDENTIAL_HEADERS)
+    return tuple((k, v) for k, v in headers)
 
 
 class Request(msgspec.Struct):

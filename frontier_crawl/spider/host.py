@@ -72,6 +72,7 @@ from frontier_crawl.spider.api import (
     Request,
     Response,
     Spider,
+    origin_of,
     pack_envelope,
     unpack_envelope,
 )
@@ -619,7 +620,11 @@ class SpiderHost:
                 raise TypeError(f"cb_kwargs must be a dict, got {type(req.cb_kwargs).__name__}")
             if req.headers is not None:
                 headers = _headers(req.headers)
-            return pack_envelope(req.meta, req.cb_kwargs, headers, errback)
+            origin = ""
+            if headers:
+                url = self._resolve(state, req.url)
+                origin = origin_of(url) if url is not None else ""
+            return pack_envelope(req.meta, req.cb_kwargs, headers, errback, origin)
         except _RefusedHeader as exc:
             self._problem(state, "bad-yield", where, f"{what} headers: {exc}")
         except (TypeError, ValueError, OverflowError) as exc:

@@ -114,9 +114,6 @@ class Selector:
             raise AttributeError(f"{type(self).__name__} of a string has no attribute {name!r}")
         return getattr(node, name)
 
-    def __bool__(self) -> bool:
-        return bool(self.get())
-
     def __str__(self) -> str:
         return self.get()
 

@@ -149,7 +149,9 @@ from frontier_crawl.exceptions import HttpError
     assert y.problems == [] and len(y.requests) == 1
     req = y.requests[0]
     assert (req.callback, req.priority) == ("parse_x", 4)
-    assert request_headers(req.meta) == (("Accept", "text/csv"), ("X-B", "1"), ("X-B", "2"))
+    assert request_headers(req.meta, req.url) == (
+        ("Accept", "text/csv"), ("X-B", "1"), ("X-B", "2")
+    )  # fmt: skip
     y2 = host.run(page(url=req.url, callback=req.callback, meta=req.meta))
     assert y2.problems == []
     assert y2.items == [{"n": 3, "meta": {"m": 1}, "kw": {"n": 3}}]
@@ -431,3 +433,19 @@ class S(scrapy.Spider):
     assert [(p.outcome, p.message) for p in y.problems] == [
         ("callback-error", "KeyError: 'Quote does not support field: nope'")
     ]
+
+
+def test_credentials_not_sent_to_another_origin(tmp_path: Path) -> None:
+    host = host_for(tmp_path, HEAD + """
+class S(scrapy.Spider):
+    def parse(self, response):
+        yield scrapy.Request("/private", headers={"Authorization": "Basic eDp5",
+                                                  "Cookie": "s=1", "Accept": "text/html"})
+""")
+    (req,) = host.run(page()).requests
+    everything = (("Authorization", "Basic eDp5"), ("Cookie", "s=1"), ("Accept", "text/html"))
+    assert request_headers(req.meta, "http://a.test/private") == everything
+    assert request_headers(req.meta, "http://A.TEST/elsewhere") == everything  # same origin
+    # a redirect to another origin keeps the meta, not the credentials
+    assert request_headers(req.meta, "http://b.test/private") == (("Accept", "text/html"),)
+    assert request_headers(req.meta, "https://a.test/private") == (("Accept", "text/html"),)
