@@ -104,7 +104,10 @@ class TagFilterPipeline:
 
 
 @pytest.mark.timeout(90)
-def test_scrapy_tutorial_spider_runs_unchanged_but_for_imports(tmp_path: Path) -> None:
+@pytest.mark.parametrize("processes", [1, 2])
+def test_scrapy_tutorial_spider_runs_unchanged_but_for_imports(
+    tmp_path: Path, processes: int
+) -> None:
     with QuotesSite() as site:
         port = site.port
         (tmp_path / "quotes_spider.py").write_text(SPIDER.format(port=port))
@@ -118,6 +121,8 @@ resolve = ["quotes.test:{port}:127.0.0.1"]
 allow_addresses = ["loopback"]
 [frontier]
 seen_capacity = 10000
+[workers]
+processes = {processes}
 [output]
 progress_interval_s = 0
 [spider]
@@ -130,7 +135,9 @@ pipelines = ["pipelines.py:TagFilterPipeline"]
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     base = f"http://quotes.test:{port}"
-    items = [json.loads(x) for x in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
+    feeds = sorted((tmp_path / "out").glob("**/items.jsonl"))
+    assert len(feeds) == processes  # one per worker
+    items = [json.loads(x) for feed in feeds for x in feed.read_text().splitlines()]
     by_kind: dict[str, list[dict[str, object]]] = {}
     for item in items:
         by_kind.setdefault(str(item["kind"]), []).append(item)
@@ -160,11 +167,13 @@ pipelines = ["pipelines.py:TagFilterPipeline"]
     ]  # fmt: skip
     assert site.headers["/api/quotes?page=1"]["accept"] == "application/json"
     assert site.paths.count("/page/1/") == 1  # the start URL once, the robots.txt first
-    assert site.paths[0] == "/robots.txt"
+    assert site.paths[0] == "/robots.txt" and site.paths.count("/robots.txt") == 1
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     dropped = sum("drop" in q["tags"] for n in range(1, PAGES + 1) for q in quotes(n))
     assert report["spider"]["dropped"] == {"TagFilterPipeline": dropped}
     assert report["spider"]["problems"] == 0
-    assert json.loads(stats.read_text()) == {"kept": len(items), "spider": "quotes"}
-    lines = [json.loads(x) for x in (tmp_path / "out" / "crawl.jsonl").read_text().splitlines()]
+    if processes == 1:  # (each worker has its pipeline, writing the same file)
+        assert json.loads(stats.read_text()) == {"kept": len(items), "spider": "quotes"}
+    logs = sorted((tmp_path / "out").glob("**/crawl.jsonl"))
+    lines = [json.loads(x) for log in logs for x in log.read_text().splitlines()]
     assert not [x for x in lines if x["outcome"] not in ("fetched", "robots-txt", "http-error")]
