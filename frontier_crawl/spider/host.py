@@ -91,7 +91,7 @@ _HTTP = ("http://", "https://")
 _HTTP_PROTOCOLS = frozenset(("http:", "https:"))
 _perf = time.perf_counter
 _END = object()
-_HOOKS = frozenset(("open", "close"))
+_HOOKS = frozenset(("open", "close", "start_requests"))
 #: the frontier blob holding the callback names queued requests were stored with
 CALLBACKS_BLOB = "spider-callbacks"
 _decode_names = msgspec.msgpack.Decoder(list[str]).decode
