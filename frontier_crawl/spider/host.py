@@ -18,8 +18,12 @@ Outcomes (``Problem.outcome``):
   dataclass instance, msgspec Struct), an item that does not convert to JSON-able builtins
   (``msgspec.to_builtins``), or a Request whose ``priority`` is not an int.
 - ``bad-meta``: a Request's meta is not a dict or does not serialise with msgpack.
-- ``unknown-callback``: a Request names a callback the spider does not have (also a page whose
-  stored callback a changed spider no longer has).
+- ``unknown-callback``: a Request names a callback (or errback) the spider does not have (also
+  a page whose stored callback a changed spider no longer has, which the start-up check,
+  :meth:`SpiderHost.check_stored`, refuses for the requests queued here).
+- An item JSON cannot hold exactly (NaN, an infinity, a value that does not convert) is a
+  ``bad-yield`` at the line that yielded it, or a ``pipeline-error`` at the pipeline that put it
+  there; an item a pipeline drops (``DropItem``, or None) is counted in ``Yielded.dropped``.
 - ``bad-url``: a Request's URL is not a string, or is not http(s) once resolved against the
   page's URL (by the WHATWG URL Standard, as links are). An absolute ``http(s)://`` URL is
   passed on as written: the frontier's canonicaliser judges it, as it judges every link.
