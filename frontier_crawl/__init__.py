@@ -1,7 +1,17 @@
 """frontier-crawl: a polite, crash-safe, memory-bounded web crawler engine."""
 
-from frontier_crawl.spider.api import Request, Response, Spider
+from frontier_crawl.spider.api import Field, Item, Request, Response, Spider
+from frontier_crawl.spider.select import Selector, SelectorList
 
 __version__ = "0.1.0"
 
-__all__ = ["Request", "Response", "Spider", "__version__"]
+__all__ = [
+    "Field",
+    "Item",
+    "Request",
+    "Response",
+    "Selector",
+    "SelectorList",
+    "Spider",
+    "__version__",
+]

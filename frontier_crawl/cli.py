@@ -122,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     from frontier_crawl.frontier.scope import check_scope
 
     try:
-        settings = load(args.config)
+        from frontier_crawl.spider.adopt import adopt
+
+        settings = adopt(load(args.config))  # the spider's start_urls, allowed_domains...
         check_scope(settings)  # entries that cannot match, seeds outside the scope
         if args.check:  # as the run does first: a spider or pipeline that does not load
             from frontier_crawl.spider import SpiderHost

@@ -99,6 +99,9 @@ from frontier_crawl.parse.resolve import resolve_location
 from frontier_crawl.proctree import StateLock
 from frontier_crawl.safefs import make_dir
 from frontier_crawl.spider import Page, Problem, SpiderHost, Yielded
+from frontier_crawl.spider.adopt import adopt
+from frontier_crawl.spider.api import ENVELOPE, request_headers
+from frontier_crawl.spider.host import CALLBACKS_BLOB
 
 if TYPE_CHECKING:
     from frontier_crawl.control.server import ControlServer
@@ -163,6 +166,8 @@ class _Unsettled:
     items: list[dict[str, Any]] | None = None
     problems: tuple[str, ...] = ()
 
+#: a failed transfer's (no) links, for its errback
+_NO_LINKS = PageLinks((), False, "")
 #: what a yielded request is admitted with besides its URL (engine._run_spider)
 _REQUEST_KEY = attrgetter("callback", "meta", "priority")
 _URL = attrgetter("url")
@@ -618,10 +623,21 @@ class Engine:
         try:
             self._start_control()
             self._wake_on_commands()
-            if self._spider is not None:
+            if self._spider is not None:  # queued requests naming callbacks it has not:
+                self._spider.check_stored(  # ConfigError (exit 2) before anything is sent
+                    self.frontier.load_blob(CALLBACKS_BLOB), self.frontier.queued_callbacks
+                )
                 self._spider.open()  # spider.open, pipelines' open(spider): ConfigError if not
             # in the first group: a seed's crawl-log line (a rejected one) is synced with it
             self._open_group(time.monotonic())
+            if self._spider is not None:  # start_requests(), with their callbacks: before the
+                for (callback, meta, priority), run in groupby(  # seeds, so that they win
+                    self._spider.start_requests(), _REQUEST_KEY
+                ):
+                    self.frontier.add(list(map(_URL, run)), depth=0, now=time.monotonic(),
+                                      callback=callback, meta=meta, priority=priority)  # fmt: skip
+                if self._spider.names_changed:
+                    self.frontier.save_blob(CALLBACKS_BLOB, self._spider.names_blob())
             self.frontier.add(s.crawl.seeds, depth=0, now=time.monotonic())
             self._loop()
         except OSError as exc:
@@ -889,7 +905,10 @@ class Engine:
     def _request(self, ticket: Ticket) -> FetchRequest:
         if ticket.robots:  # RFC 9309: the first 500 KiB parsed, whatever the page cap (the
             return FetchRequest(ticket.url, token=ticket, keep_bytes=MAX_ROBOTS_BYTES)  # rest
-        return FetchRequest(ticket.url, token=ticket)  # is not read); redirects: _robots_hop
+        if ticket.meta[:1] == ENVELOPE:  # a spider's Request(headers=...) (is not read);
+            headers = request_headers(ticket.meta, ticket.url)
+            return FetchRequest(ticket.url, token=ticket, headers=headers)
+        return FetchRequest(ticket.url, token=ticket)  # redirects: _robots_hop
 
     # ----------------------------------------------------------------------------- results
 
@@ -994,11 +1013,14 @@ class Engine:
     def _dispose(self, ticket: Ticket, r: FetchResult) -> tuple[Outcome, Yielded | None]:
         """Feed a final result's links (or what its spider callback yields) or redirect target
         back; return its outcome, and what the callback gave if the page went to one."""
+        spider = self._spider
         if r.error is not None:
+            if spider is not None and ticket.meta[:1] == ENVELOPE:  # to its errback, if any
+                return Outcome.FAILED, self._run_spider(spider, ticket, r, _NO_LINKS, r.status,
+                                                        "", failure=r.error.value)  # fmt: skip
             return Outcome.FAILED, None
         if 300 <= r.status < 400 and r.header("location") and r.not_modified is None:
             return self._redirect(ticket, r), None  # never to a callback: the target is
-        spider = self._spider
         if 200 <= r.status < 300 or r.not_modified is not None:
             t0 = time.perf_counter()
             ctype = r.header("content-type") or ""
@@ -1020,11 +1042,14 @@ class Engine:
             ctype = r.header("content-type") or ""
             links = self.parser.parse(r.url, ctype, r.body)
             return outcome, self._run_spider(spider, ticket, r, links, r.status, ctype)
+        if spider is not None and ticket.meta[:1] == ENVELOPE:  # an HTTP error to its errback
+            return outcome, self._run_spider(spider, ticket, r, _NO_LINKS, r.status,
+                                             r.header("content-type") or "", failure="http")
         return outcome, None
 
     def _run_spider(
         self, spider: SpiderHost, ticket: Ticket, r: FetchResult, parsed: PageLinks,
-        status: int, ctype: str,
+        status: int, ctype: str, failure: str | None = None,
     ) -> Yielded:  # fmt: skip
         """Give the page to its request's callback; admit the requests it yields (through the
         frontier like any link: canonical, in scope, unseen, robots, politeness, traps, each
@@ -1045,18 +1070,22 @@ class Engine:
             parsed.tree,  # the parser's document: Response.css does not parse again
         )
         t1 = time.perf_counter()
-        yielded = spider.run(page)
+        yielded = spider.run(page, failure)  # failure: the errback's (Request(errback=))
         t2 = time.perf_counter()
         times = self._times
         times.frontier += t1 - t0  # the page's links, canonical and in scope
         times.callbacks += t2 - t1  # callbacks, rules and pipelines
         self.stats.spider_time(yielded.callback_s, yielded.pipeline_s)
+        if yielded.dropped:  # items a pipeline dropped (DropItem, or it returned None)
+            self.stats.count_dropped(yielded.dropped)
         # one add per run of requests that share callback, meta and priority (groupby and
         # attrgetter run in C: most pages yield one run)
         add, depth = self.frontier.add, ticket.depth + 1
         for (callback, meta, priority), run in groupby(yielded.requests, _REQUEST_KEY):
             add(list(map(_URL, run)), depth=depth, referrer=ticket.url, now=r.finished,
                 callback=callback, meta=meta, priority=priority)  # fmt: skip
+        if spider.names_changed:  # a callback name new to the queue: saved with its requests
+            self.frontier.save_blob(CALLBACKS_BLOB, spider.names_blob())
         times.frontier += time.perf_counter() - t2
         for problem in yielded.problems:
             self._problem(ticket, r, problem)
@@ -1332,7 +1361,7 @@ class Engine:
         if self._config_path is None:
             return {"error": "not reloaded: this crawl was not started from a config file"}
         try:
-            new = load(self._config_path)
+            new = adopt(load(self._config_path))  # as the command line: the spider's settings
             check_scope(new)
         except ConfigError as exc:
             log.error("config not reloaded, the running config stays: %s", exc)

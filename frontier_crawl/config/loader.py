@@ -179,8 +179,10 @@ def parse(raw: dict[str, Any], base_dir: Path | None = None) -> CrawlSettings:
         except OSError as exc:
             raise ConfigError(f"crawl.seeds_file: cannot read {str(seeds_path)!r}: {exc}") from None
         seeds += [s.strip() for s in lines if s.strip() and not s.lstrip().startswith("#")]
-    if not seeds:
-        raise ConfigError("crawl.seeds: at least one seed is required (or crawl.seeds_file)")
+    if not seeds and settings.spider.source is None:  # a spider may have start_urls: the
+        raise ConfigError(  # command line checks then, once it has loaded the spider
+            "crawl.seeds: at least one seed is required (or crawl.seeds_file)"
+        )
     output_dir = Path(crawl.output_dir)
     if base_dir is not None and not output_dir.is_absolute():
         output_dir = base_dir / output_dir

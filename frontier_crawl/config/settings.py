@@ -729,6 +729,15 @@ class SpiderSection(_Section, frozen=True):
             'config file) or "module:ClassName"; each is instantiated with no arguments.'
         ),
     ] = ()
+    renamed_callbacks: Annotated[
+        dict[str, str],
+        Meta(
+            description="Callbacks renamed since queued requests named them, old name = new "
+            'name (e.g. {parse_item = "parse_product"}): on resume, a queued request naming '
+            "a callback the spider no longer has is refused at start (exit 2) unless mapped "
+            "here."
+        ),
+    ] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.class_ is not None and self.source is None:

@@ -521,6 +521,13 @@ class Frontier:
             data = txn.get(name.encode())
         return bytes(data) if data is not None else None
 
+    def queued_callbacks(self) -> dict[str, int]:
+        """Queued (unfinished) URLs per spider callback name ("": the default), from one scan
+        of the stored queue: for the start-up check of a changed spider (costly on a large
+        queue: called only when a stored callback name is missing from the spider)."""
+        with self._env.begin() as txn:
+            return self._store.callback_counts(txn)
+
     # ----------------------------------------------------------------------------- admission
 
     def in_scope(self, url: str) -> bool:

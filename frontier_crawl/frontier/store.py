@@ -781,6 +781,22 @@ class QueueStore:
                 counts[host_id] = counts.get(host_id, 0) + n - mask.bit_count()
         return counts
 
+    def callback_counts(self, txn: lmdb.Transaction[bytes]) -> dict[str, int]:
+        """Unfinished entries per spider callback name ("": the default), in one scan of the
+        stored blocks (a start-up check; every item decoded)."""
+        counts: dict[str, int] = {}
+        with txn.cursor(db=self._done_db) as cursor:
+            done = {key: int.from_bytes(value, "little") for key, value in cursor.iternext()}
+        with txn.cursor(db=self._db) as cursor:
+            for key, value in cursor.iternext():
+                mask, raws = _raw_items(value)
+                mask |= done.get(key, 0)
+                for i, raw in enumerate(raws):
+                    if not (mask >> i) & 1:
+                        name = _item_decoder.decode(raw).callback
+                        counts[name] = counts.get(name, 0) + 1
+        return counts
+
     def blocks(self, txn: lmdb.Transaction) -> int:
         """Blocks in the queue database (from LMDB's statistics, no scan)."""
         return int(txn.stat(self._db)["entries"])

@@ -228,6 +228,8 @@ class CrawlStats:
         self.hosts = {h: t for h, t in hosts.items() if h in keep}
     items: int = 0  #: items written to the feeds (pages marked done)
     spider_problems: int = 0  #: callback-error, pipeline-error, bad-yield... lines
+    #: items dropped by pipelines: "Name" (DropItem), "Name (returned None)" -> count
+    dropped: dict[str, int] = field(default_factory=dict)
     #: per page given to a spider: seconds in its callback (with the [[extract]] rules), and
     #: in its pipelines
     callback_time: LogHistogram = field(default_factory=LogHistogram)
@@ -286,9 +288,15 @@ class CrawlStats:
         return {
             "items": self.items,
             "problems": self.spider_problems,
+            "dropped": dict(self.dropped),
             "callback": self.callback_time.summary(elapsed_s),
             "pipelines": self.pipeline_time.summary(elapsed_s),
         }
+
+    def count_dropped(self, dropped: dict[str, int]) -> None:
+        """Items a page's pipelines dropped, by pipeline."""
+        for name, n in dropped.items():
+            self.dropped[name] = self.dropped.get(name, 0) + n
 
     def spider_time(self, callback_s: float, pipeline_s: float) -> None:
         """One page given to a spider: its time in the callback and in the pipelines (the

@@ -18,8 +18,12 @@ Outcomes (``Problem.outcome``):
   dataclass instance, msgspec Struct), an item that does not convert to JSON-able builtins
   (``msgspec.to_builtins``), or a Request whose ``priority`` is not an int.
 - ``bad-meta``: a Request's meta is not a dict or does not serialise with msgpack.
-- ``unknown-callback``: a Request names a callback the spider does not have (also a page whose
-  stored callback a changed spider no longer has).
+- ``unknown-callback``: a Request names a callback (or errback) the spider does not have (also
+  a page whose stored callback a changed spider no longer has, which the start-up check,
+  :meth:`SpiderHost.check_stored`, refuses for the requests queued here).
+- An item JSON cannot hold exactly (NaN, an infinity, a value that does not convert) is a
+  ``bad-yield`` at the line that yielded it, or a ``pipeline-error`` at the pipeline that put it
+  there; an item a pipeline drops (``DropItem``, or None) is counted in ``Yielded.dropped``.
 - ``bad-url``: a Request's URL is not a string, or is not http(s) once resolved against the
   page's URL (by the WHATWG URL Standard, as links are). An absolute ``http(s)://`` URL is
   passed on as written: the frontier's canonicaliser judges it, as it judges every link.
@@ -44,12 +48,13 @@ conversion of items to builtins.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import sys
 import sysconfig
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from itertools import islice
 from pathlib import Path
 from types import CodeType, FunctionType, GeneratorType, TracebackType
@@ -61,7 +66,20 @@ import msgspec
 from frontier_crawl.config import ConfigError
 from frontier_crawl.config.loader import is_source_file
 from frontier_crawl.spider import load
-from frontier_crawl.spider.api import Request, Response, Spider
+from frontier_crawl.spider.adopt import scrapy_settings
+from frontier_crawl.spider.api import (
+    ENVELOPE,
+    DownloadError,
+    DropItem,
+    Failure,
+    HttpError,
+    Request,
+    Response,
+    Spider,
+    origin_of,
+    pack_envelope,
+    unpack_envelope,
+)
 from frontier_crawl.spider.extract import Rules, compile_rules
 
 if TYPE_CHECKING:
@@ -71,12 +89,16 @@ if TYPE_CHECKING:
 #: generator that never ends cannot hang the crawl.
 MAX_YIELDS_PER_PAGE = 100_000
 
+log = logging.getLogger(__name__)
 _encode_meta = msgspec.msgpack.Encoder().encode
 _HTTP = ("http://", "https://")
 _HTTP_PROTOCOLS = frozenset(("http:", "https:"))
 _perf = time.perf_counter
 _END = object()
-_HOOKS = frozenset(("open", "close"))
+_HOOKS = frozenset(("open", "close", "start_requests"))
+#: the frontier blob holding the callback names queued requests were stored with
+CALLBACKS_BLOB = "spider-callbacks"
+_decode_names = msgspec.msgpack.Decoder(list[str]).decode
 
 
 class Page(msgspec.Struct, frozen=True, gc=False):
@@ -121,6 +143,8 @@ class Yielded(msgspec.Struct, gc=False):
     problems: list[Problem]
     callback_s: float  # time in the callback (incl. consuming its generator)
     pipeline_s: float  # time in pipelines for these items
+    #: items the pipelines dropped: "Name" (DropItem) or "Name (returned None)" -> count
+    dropped: dict[str, int] | None = None
 
 
 def _is_item(obj: Any) -> bool:
@@ -142,13 +166,16 @@ def _code_of(func: Any) -> CodeType | None:
 class _Run:
     """The state of one :meth:`SpiderHost.run` (kept off the host so run() is reentrant)."""
 
-    __slots__ = ("base", "callback", "items", "page", "problems", "requests")
+    __slots__ = ("base", "callback", "items", "page", "problems", "requests", "sites")
 
     def __init__(self, page: Page, callback: Any) -> None:
         self.page = page
         self.callback = callback
         self.requests: list[NewRequest] = []
         self.items: list[Any] = []
+        #: where each item came from: (code, line) of the yield, None (the callback's def,
+        #: a returned item) or "" (the [[extract]] rules); parallel to items
+        self.sites: list[tuple[CodeType, int] | str | None] = []
         self.problems: list[Problem] = []
         self.base: Any = None
 
@@ -162,8 +189,15 @@ class SpiderHost:
         pipelines: list[load.Pipeline] | tuple[load.Pipeline, ...] = (),
         rules: Rules | None = None,
         user_dirs: tuple[str, ...] = (),
+        renamed: dict[str, str] | None = None,
     ) -> None:
         self.spider = spider
+        #: [spider] renamed_callbacks: a stored callback name -> the method it is now
+        self._renamed = dict(renamed or {})
+        #: callback names stored with queued requests (CALLBACKS_BLOB), and whether this run
+        #: added one that is not saved yet (the engine saves it with the requests naming it)
+        self._recorded: set[str] = set()
+        self.names_changed = False
         self._pipelines = tuple(pipelines)
         self._rules = rules
         self._handle_all, self._handle = _handle_status(type(spider))
@@ -174,6 +208,7 @@ class SpiderHost:
         self._default_parse = type(spider).parse is Spider.parse
         self._seen_where: set[str] = set()
         self._opened: list[Any] = []
+        self._warned_dont_filter = False
         cls_dir = _code_of(type(spider).parse)
         dirs = set(user_dirs)
         if cls_dir is not None and not self._default_parse:
@@ -197,15 +232,86 @@ class SpiderHost:
         _handle_status(spider_cls)  # ConfigError now rather than at the first page
         _callback_handle_status(spider_cls)
         spider = load.instantiate(spider_cls, "spider.class")
-        pipelines = load.pipelines(section)
+        pipelines = load.pipelines(section, load.Crawler(spider, scrapy_settings(settings)))
         rules = compile_rules(rule_settings) if rule_settings else None
         dirs = []
         for source in (section.source, *(p.rpartition(":")[0] for p in section.pipelines)):
             if source is not None and is_source_file(source):
                 dirs.append(str(Path(source).resolve().parent))
-        return cls(spider, pipelines, rules, tuple(dirs))
+        return cls(spider, pipelines, rules, tuple(dirs), dict(section.renamed_callbacks))
 
     # -- the seam ------------------------------------------------------------------------
+
+    def check_stored(self, blob: bytes | None, count: Callable[[], dict[str, int]]) -> None:
+        """Refuse to start (ConfigError, exit 2) when queued requests name callbacks the spider
+        no longer has and ``renamed_callbacks`` does not map: each such name with how many
+        queued requests hold it. ``blob``: the names saved by earlier runs (CALLBACKS_BLOB);
+        ``count``: queued requests per callback name (a scan, only when a name is missing)."""
+        cls = type(self.spider).__name__
+        for old, new in self._renamed.items():
+            if self._callback(new) is None:
+                raise ConfigError(
+                    f"spider.renamed_callbacks.{old}: {cls} has no callback {new!r}"
+                )
+        counts: dict[str, int] | None = None
+        if blob is None:  # a crawl from before the names were saved (or a new one): one scan
+            counts = count()
+            self._recorded = {n for n in counts if n}
+            self.names_changed = bool(self._recorded)
+        else:
+            self._recorded = set(_decode_names(blob))
+        missing = sorted(
+            n for n in self._recorded if n not in self._renamed and self._callback(n) is None
+        )
+        if not missing:
+            return
+        if counts is None:
+            counts = count()
+        held = [n for n in missing if counts.get(n)]
+        if held:
+            listing = ", ".join(f"{n!r} ({counts[n]} queued requests)" for n in held)
+            raise ConfigError(
+                f"spider.class: queued requests name callbacks {cls} no longer has: {listing}. "
+                f"Map each old name to the method it is now in crawl.toml, [spider] "
+                f'renamed_callbacks = {{{held[0]} = "new_name"}}, or give {cls} the method '
+                "back; nothing was fetched"
+            )
+
+    def names_blob(self) -> bytes:
+        """The callback names to save (CALLBACKS_BLOB), in the transaction that stores the
+        requests naming the new ones."""
+        self.names_changed = False
+        return _encode_meta(sorted(self._recorded))
+
+    def _record(self, name: str) -> None:
+        if name not in self._recorded:
+            self._recorded.add(name)
+            self.names_changed = True
+
+    def start_requests(self) -> list[NewRequest]:
+        """The spider's ``start_requests()`` when it overrides it ([] otherwise: its
+        ``start_urls`` are seeds already, see adopt.py), validated as a callback's requests;
+        a bad one is a ConfigError (exit 2, before any request)."""
+        if type(self.spider).start_requests is Spider.start_requests:
+            return []
+        cls = type(self.spider).__name__
+        try:
+            given = list(self.spider.start_requests())
+        except Exception as exc:
+            message = f"spider.class: {cls}.start_requests() failed: {_describe(exc)}"
+            raise ConfigError(message) from None
+        state = _Run(Page("", 200, (), b"", "", None, [], 0, "", b""), self.spider.start_requests)
+        out = []
+        for req in given:
+            if not isinstance(req, Request):
+                raise ConfigError(f"spider.class: {cls}.start_requests() yielded {_short(req)}: "
+                                  "not a Request")  # fmt: skip
+            new = self._request(state, req, None)
+            if new is None:
+                problem = state.problems[-1]
+                raise ConfigError(f"spider.class: {cls}.start_requests(): {problem.message}")
+            out.append(new)
+        return out
 
     def wants(self, status: int, callback: str) -> bool:
         """Whether a response with this status goes to the callback (2xx always; 304-confirmed
@@ -215,7 +321,8 @@ class SpiderHost:
         if 200 <= status < 300:
             return True
         if self._handle_by_callback:
-            own = self._handle_by_callback.get(callback or "parse")
+            name = callback or "parse"
+            own = self._handle_by_callback.get(self._renamed.get(name, name))
             if own is not None:
                 return own[0] or status in own[1]
         return self._handle_all or status in self._handle
@@ -230,7 +337,7 @@ class SpiderHost:
             raise ConfigError(f"spider.class: {name}.open() failed: {_describe(exc)}") from None
         self._opened.append(self.spider)
         for p in self._pipelines:
-            hook = getattr(p.obj, "open", None)
+            hook = getattr(p.obj, "open_spider", None) or getattr(p.obj, "open", None)
             if callable(hook):
                 try:
                     hook(self.spider)
@@ -249,17 +356,26 @@ class SpiderHost:
                 if thing is self.spider:
                     self.spider.close()
                 else:
-                    hook = getattr(thing.obj, "close", None)
+                    hook = getattr(thing.obj, "close_spider", None) or getattr(
+                        thing.obj, "close", None
+                    )
                     if callable(hook):
                         hook(self.spider)
             except Exception:
                 print(f"frontier-crawl: error in close() of {thing!r}:", file=sys.stderr)
                 traceback.print_exc()
 
-    def run(self, page: Page) -> Yielded:
-        """The callback's requests and the items of the callback and rules, after pipelines."""
+    def run(self, page: Page, failure: str | None = None) -> Yielded:
+        """The callback's requests and the items of the callback and rules, after pipelines.
+
+        ``failure``: the request failed for good (an ErrorKind value, or ``"http"`` for a
+        status its callback does not handle): its errback's instead, if it has one."""
+        if failure is not None:
+            return self._errback(page, failure)
         t0 = _perf()
         name = page.callback or "parse"
+        if self._renamed:
+            name = self._renamed.get(name, name)
         if self._default_parse and name == "parse":
             # Spider.parse yields Request(url) for each link; the links are absolute, canonical
             # and in scope already, so nothing is left to check.
@@ -286,8 +402,33 @@ class SpiderHost:
         if self._rules is not None:
             self._extract(state, self._rules, response)
         t1 = _perf()
-        items = self._pipeline(state, response) if state.items else []
-        return Yielded(state.requests, items, state.problems, t1 - t0, _perf() - t1)
+        if not state.items:
+            return Yielded(state.requests, [], state.problems, t1 - t0, 0.0)
+        dropped: dict[str, int] = {}
+        items = self._pipeline(state, response, dropped)
+        return Yielded(state.requests, items, state.problems, t1 - t0, _perf() - t1,
+                       dropped or None)  # fmt: skip
+
+    def _errback(self, page: Page, failure: str) -> Yielded:
+        t0 = _perf()
+        meta, cb_kwargs, _, name = unpack_envelope(page.meta)
+        errback = self._callback(self._renamed.get(name, name)) if name else None
+        if errback is None:
+            return Yielded([], [], [], 0.0, 0.0)
+        response = Response(page)
+        value: Exception = HttpError(response) if failure == "http" else DownloadError(
+            failure, f"{page.url} failed"
+        )  # fmt: skip
+        request = Request(page.url, page.callback or "parse", meta, cb_kwargs=cb_kwargs)
+        state = _Run(page, errback)
+        self._call(state, errback, response, Failure(value, request))
+        t1 = _perf()
+        if not state.items:
+            return Yielded(state.requests, [], state.problems, t1 - t0, 0.0)
+        dropped: dict[str, int] = {}
+        items = self._pipeline(state, response, dropped)
+        return Yielded(state.requests, items, state.problems, t1 - t0, _perf() - t1,
+                       dropped or None)  # fmt: skip
 
     # -- callbacks -----------------------------------------------------------------------
 
@@ -301,10 +442,18 @@ class SpiderHost:
                 cb = self._callbacks[name] = attr
         return cb
 
-    def _call(self, state: _Run, callback: Callable[..., Any], response: Response) -> None:
+    def _call(
+        self, state: _Run, callback: Callable[..., Any], response: Response,
+        failure: Failure | None = None,
+    ) -> None:  # fmt: skip
         it: Iterator[Any] | None = None
         try:
-            result = callback(response)
+            if failure is not None:
+                result = callback(failure)
+            elif state.page.meta[:1] == ENVELOPE:
+                result = callback(response, **response.cb_kwargs)
+            else:
+                result = callback(response)
             if result is None:
                 return
             if isinstance(result, Request) or _is_item(result):
@@ -334,6 +483,10 @@ class SpiderHost:
                         and type(priority) is int
                         and type(url) is str
                         and url.startswith(_HTTP)
+                        and obj.cb_kwargs is None
+                        and obj.headers is None
+                        and obj.errback is None
+                        and not obj.dont_filter
                     ):
                         if not meta:
                             append(NewRequest(url, name, b"", priority))
@@ -373,6 +526,8 @@ class SpiderHost:
                 state.requests.append(new)
         elif _is_item(obj):
             state.items.append(obj)
+            frame = getattr(it, "gi_frame", None)
+            state.sites.append(None if frame is None else (frame.f_code, frame.f_lineno))
         else:
             self._problem(
                 state,
@@ -390,7 +545,19 @@ class SpiderHost:
             if name is None:
                 return None
         meta = req.meta
-        if not meta:
+        if req.dont_filter and not self._warned_dont_filter:
+            self._warned_dont_filter = True
+            log.warning(
+                "%s: Request(dont_filter=True) is deduplicated like any request: a URL is "
+                "fetched once per crawl (README: Coming from Scrapy)",
+                self._yield_site(state, it),
+            )
+        if req.cb_kwargs is not None or req.headers is not None or req.errback is not None:
+            packed_extra = self._envelope(state, req, it)
+            if packed_extra is None:
+                return None
+            packed = packed_extra
+        elif not meta:
             packed = b""
         else:
             try:
@@ -429,6 +596,49 @@ class SpiderHost:
                 return None
         return NewRequest(url, name, packed, priority)
 
+    def _envelope(self, state: _Run, req: Request, it: Iterator[Any] | None) -> bytes | None:
+        """The stored meta of a request with cb_kwargs, headers or an errback; None, with a
+        problem, if one of them is bad."""
+        where = self._yield_site(state, it)
+        what = f"Request({_short(req.url)})"
+        errback = ""
+        if req.errback is not None:
+            eb = req.errback
+            name = eb if isinstance(eb, str) else getattr(eb, "__name__", None)
+            if (
+                not isinstance(name, str)
+                or not (isinstance(eb, str) or getattr(eb, "__self__", None) is self.spider)
+                or self._callback(name) is None
+            ):
+                message = f"{what} names errback {_short(eb)}, which " \
+                    f"{type(self.spider).__name__} does not have"  # fmt: skip
+                self._problem(state, "unknown-callback", where, message)
+                return None
+            errback = name
+            self._record(name)
+        headers: list[tuple[str, str]] = []
+        try:
+            if req.meta is not None and type(req.meta) is not dict:
+                raise TypeError(f"meta must be a dict, got {type(req.meta).__name__}")
+            if req.cb_kwargs is not None and type(req.cb_kwargs) is not dict:
+                raise TypeError(f"cb_kwargs must be a dict, got {type(req.cb_kwargs).__name__}")
+            if req.headers is not None:
+                headers = _headers(req.headers)
+            origin = ""
+            if headers:
+                url = self._resolve(state, req.url)
+                origin = origin_of(url) if url is not None else ""
+            return pack_envelope(req.meta, req.cb_kwargs, headers, errback, origin)
+        except _RefusedHeader as exc:
+            self._problem(state, "bad-yield", where, f"{what} headers: {exc}")
+        except (TypeError, ValueError, OverflowError) as exc:
+            self._problem(
+                state, "bad-meta", where,
+                f"{what} meta, cb_kwargs or headers do not serialise (msgpack): "
+                f"{_describe(exc)}",
+            )  # fmt: skip
+        return None
+
     def _callback_name(self, state: _Run, req: Request, it: Iterator[Any] | None) -> str | None:
         """The stored name of a request's callback (a name or a bound method of the spider);
         None, with an unknown-callback problem, if the spider has no such callback."""
@@ -443,6 +653,7 @@ class SpiderHost:
         ):
             if isinstance(cb, str):
                 self._names[cb] = name
+            self._record(name)
             return name
         self._problem(
             state,
@@ -475,21 +686,41 @@ class SpiderHost:
             return
         try:
             if rules.matches(page.url):
-                state.items.extend(rules.items(state.page.url, response.tree))
+                found = rules.items(state.page.url, response.tree)
+                state.items.extend(found)
+                state.sites.extend([""] * len(found))
         except Exception as exc:
             self._exception(state, "callback-error", exc, None, fallback="[[extract]] rules")
 
-    def _pipeline(self, state: _Run, response: Response) -> list[dict[str, Any]]:
+    def _pipeline(
+        self, state: _Run, response: Response, dropped: dict[str, int]
+    ) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
-        for item in state.items:
+        for item, site in zip(state.items, state.sites, strict=True):
+            if not (type(item) is dict and _plain(item)):
+                bad = _bad_value(item)
+                if bad is not None:
+                    where = (
+                        _site(*site) if isinstance(site, tuple)
+                        else "[[extract]] rules" if site == "" else _site_of(state.callback, "")
+                    )  # fmt: skip
+                    self._problem(state, "bad-yield", where, f"an item holds {bad}")
+                    continue
             for p in self._pipelines:
                 try:
-                    item = p.process_item(item, response)
+                    item = p.process_item(item, self.spider if p.takes_spider else response)
+                except DropItem as exc:
+                    log.debug("%s dropped an item of %s: %s", p.name, state.page.url, exc)
+                    dropped[p.name] = dropped.get(p.name, 0) + 1
+                    item = None
+                    break
                 except Exception as exc:
                     self._exception(state, "pipeline-error", exc, p.process_item)
                     item = None
                     break
                 if item is None:
+                    key = f"{p.name} (returned None)"
+                    dropped[key] = dropped.get(key, 0) + 1
                     break
                 if not _is_item(item):
                     self._problem(
@@ -501,19 +732,17 @@ class SpiderHost:
                     )
                     item = None
                     break
+                if not (type(item) is dict and _plain(item)):
+                    bad = _bad_value(item)
+                    if bad is not None:  # the item was good before this pipeline
+                        self._problem(state, "pipeline-error", _site_of(p.process_item, p.name),
+                                      f"{p.name}.process_item put {bad} in an item")  # fmt: skip
+                        item = None
+                        break
             if item is None:
                 continue
             if type(item) is not dict or not _plain(item):
-                try:
-                    item = msgspec.to_builtins(item, str_keys=True)
-                except (TypeError, ValueError, OverflowError) as exc:
-                    self._problem(
-                        state,
-                        "bad-yield",
-                        _site_of(state.callback, "[[extract]] rules"),
-                        f"an item does not convert to JSON-able values: {_describe(exc)}",
-                    )
-                    continue
+                item = msgspec.to_builtins(_sets_sorted(item), str_keys=True)  # _bad_value: ok
             out.append(item)
         return out
 
@@ -557,15 +786,98 @@ class SpiderHost:
         return _site_of(state.callback, "")
 
 
+class _RefusedHeader(ValueError):
+    pass
+
+
+#: request headers a spider may not set: they frame the request or name its target
+#: (User-Agent: robots.txt is matched against the configured one; Accept-Encoding: the
+#: fetcher decodes what it asked for)
+_REFUSED_HEADERS = frozenset(("host", "content-length", "transfer-encoding", "connection",
+                              "user-agent", "accept-encoding"))  # fmt: skip
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"a header name or value must be str or bytes, got {type(value).__name__}")
+
+
+def _headers(given: Any) -> list[tuple[str, str]]:
+    """A Request's headers as (name, value) pairs of str; a list value is several headers."""
+    pairs = given.items() if isinstance(given, Mapping) else given
+    out = []
+    for name, value in pairs:
+        key = _text(name)
+        if key.lower() in _REFUSED_HEADERS:
+            raise _RefusedHeader(f"{key!r} cannot be set by a spider")
+        if not key or any(c in key for c in ":\r\n\0 "):
+            raise _RefusedHeader(f"bad header name {key!r}")
+        for v in value if isinstance(value, list | tuple) else [value]:
+            text = _text(v)
+            if any(c in text for c in "\r\n\0"):
+                raise _RefusedHeader(f"{key}: a value holds a line break or NUL")
+            out.append((key, text))
+    return out
+
+
 def _site_of(func: Any, fallback: str) -> str:
     code = _code_of(func)
     return _site(code) if code is not None else fallback or repr(func)
 
 
 def _plain(item: dict[Any, Any]) -> bool:
-    """Whether a dict is JSON-able builtins already (str keys; str, int, float, bool, None
-    values), so the common flat item skips a to_builtins copy."""
-    return all(type(k) is str and type(v) in _PLAIN for k, v in item.items())
+    """Whether a dict is JSON-able builtins already (str keys; str, int, finite float, bool,
+    None values), so the common flat item skips a to_builtins copy."""
+    return all(
+        type(k) is str and type(v) in _PLAIN and (type(v) is not float or v - v == 0.0)
+        for k, v in item.items()
+    )
+
+
+def _bad_value(item: Any) -> str | None:
+    """What in an item JSON cannot hold exactly (NaN, an infinity, a value msgspec does not
+    convert), as ``"price = nan"``; None if it converts. Sets convert (sorted lists)."""
+    try:
+        value = msgspec.to_builtins(_sets_sorted(item), str_keys=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        return f"a value that does not convert to JSON: {_describe(exc)}"
+    return _non_finite(value, "")
+
+
+def _non_finite(value: Any, path: str) -> str | None:
+    if type(value) is float:
+        return None if value - value == 0.0 else f"{path or 'a value'} = {value!r} (JSON has " \
+            "no NaN or infinity)"  # fmt: skip
+    if type(value) is dict:
+        for k, v in value.items():
+            found = _non_finite(v, f"{path}.{k}" if path else k)
+            if found is not None:
+                return found
+    elif type(value) is list:
+        for i, v in enumerate(value):
+            found = _non_finite(v, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _sets_sorted(value: Any) -> Any:
+    """``value`` with its sets and frozensets (in dicts and lists) made sorted lists (by repr
+    when the elements do not order), so a feed line does not depend on hash order."""
+    t = type(value)
+    if t is set or t is frozenset:
+        try:
+            return sorted(value)
+        except TypeError:
+            return sorted(value, key=repr)
+    if t is dict:
+        return {k: _sets_sorted(v) for k, v in value.items()}
+    if t is list or t is tuple:
+        return [_sets_sorted(v) for v in value]
+    return value
 
 
 _PLAIN = frozenset((str, int, float, bool, type(None)))
@@ -597,6 +909,10 @@ def _handle_status(
 ) -> tuple[bool, frozenset[int]]:
     if value is None:
         value = cls.handle_status
+        if value == () and getattr(cls, "handle_httpstatus_all", False) is True:
+            value = "all"  # Scrapy's names
+        elif value == () and getattr(cls, "handle_httpstatus_list", None) is not None:
+            value, attr = cls.handle_httpstatus_list, "handle_httpstatus_list"  # type: ignore[attr-defined]
     if value == "all":
         return True, frozenset()
     bad = ConfigError(

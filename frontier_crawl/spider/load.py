@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
+import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,8 @@ from frontier_crawl.config import ConfigError, SpiderSection
 from frontier_crawl.config.loader import is_source_file
 from frontier_crawl.spider.api import Spider
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True, slots=True)
 class Pipeline:
@@ -35,7 +39,37 @@ class Pipeline:
     key: str  # "spider.pipelines[0]"
     name: str  # "ItemsPipeline" (for messages)
     obj: Any
-    process_item: Any  # bound process_item(item, response)
+    process_item: Any  # bound process_item(item, response), or (item, spider): see below
+    #: Scrapy's signature, process_item(item, spider): its second parameter is named spider
+    takes_spider: bool = False
+
+
+class Crawler:
+    """What a Scrapy pipeline's ``from_crawler(crawler)`` gets: ``crawler.spider`` and
+    ``crawler.settings`` (the crawl's settings under their Scrapy names, read with ``get``,
+    ``getint``, ``getfloat``, ``getbool``; see adopt.MAPPED_SETTINGS)."""
+
+    def __init__(self, spider: Spider, settings: ScrapySettings) -> None:
+        self.spider = spider
+        self.settings = settings
+
+
+class ScrapySettings(dict[str, Any]):
+    """A read-only view of settings under Scrapy's names."""
+
+    def getint(self, name: str, default: int = 0) -> int:
+        return int(self.get(name, default))
+
+    def getfloat(self, name: str, default: float = 0.0) -> float:
+        return float(self.get(name, default))
+
+    def getbool(self, name: str, default: bool = False) -> bool:
+        value = self.get(name, default)
+        return value.lower() in ("1", "true") if isinstance(value, str) else bool(value)
+
+    def getlist(self, name: str, default: list[Any] | None = None) -> list[Any]:
+        value = self.get(name, default or [])
+        return value.split(",") if isinstance(value, str) else list(value)
 
 
 def import_source(source: str, key: str) -> ModuleType:
@@ -126,8 +160,12 @@ def instantiate(cls: type[Any], key: str) -> Any:
         raise ConfigError(f"{key}: {cls.__name__}() failed: {_describe(exc)}") from None
 
 
-def pipelines(section: SpiderSection) -> list[Pipeline]:
-    """Import and instantiate the configured pipelines, in order."""
+def pipelines(section: SpiderSection, crawler: Crawler | None = None) -> list[Pipeline]:
+    """Import and instantiate the configured pipelines, in order: with ``from_crawler(crawler)``
+    when the class has it (Scrapy's), else with no arguments; one raising ``NotConfigured`` is
+    left out."""
+    from frontier_crawl.spider.api import NotConfigured
+
     out = []
     for i, entry in enumerate(section.pipelines):
         key = f"spider.pipelines[{i}]"
@@ -136,12 +174,29 @@ def pipelines(section: SpiderSection) -> list[Pipeline]:
         cls = getattr(module, name, None)
         if not isinstance(cls, type):
             raise ConfigError(f"{key}: {source} has no class {name!r}")
-        obj = instantiate(cls, key)
+        factory = getattr(cls, "from_crawler", None)
+        scrapy_way = callable(factory) and crawler is not None
+        try:
+            obj = factory(crawler) if scrapy_way else cls()  # type: ignore[misc]
+        except NotConfigured as exc:
+            log.info("%s: %s is not configured, left out (%s)", key, name, exc)
+            continue
+        except (Exception, SystemExit) as exc:
+            how = ".from_crawler" if scrapy_way else ""
+            raise ConfigError(f"{key}: {name}{how}() failed: {_describe(exc)}") from None
         process = getattr(obj, "process_item", None)
         if not callable(process):
             raise ConfigError(f"{key}: {name} has no process_item(item, response) method")
-        out.append(Pipeline(key=key, name=name, obj=obj, process_item=process))
+        out.append(Pipeline(key, name, obj, process, _second_is_spider(process)))
     return out
+
+
+def _second_is_spider(func: Any) -> bool:
+    try:
+        params = list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        return False
+    return len(params) >= 2 and params[1] == "spider"
 
 
 def _describe(exc: BaseException) -> str:
