@@ -21,6 +21,14 @@ from frontier_crawl.cluster.node import (
     partitions_of,
 )
 from frontier_crawl.cluster.sender import RemoteSender, batch_id
+from frontier_crawl.cluster.view import (
+    RateWindow,
+    build_view,
+    make_summary,
+    missing_phrase,
+    read_view,
+    waiting_sentence,
+)
 
 __all__ = [
     "ClusterError",
@@ -28,12 +36,18 @@ __all__ = [
     "ClusterRefused",
     "ClusterUnavailable",
     "Keys",
+    "RateWindow",
     "Redis",
     "RemoteSender",
     "add_batches",
     "batch_id",
+    "build_view",
     "cluster_reports",
     "cluster_status",
+    "make_summary",
+    "missing_phrase",
     "partitions_of",
+    "read_view",
     "redact",
+    "waiting_sentence",
 ]

@@ -71,6 +71,7 @@ from frontier_crawl.cluster.client import (
     Keys,
     Redis,
 )
+from frontier_crawl.cluster.view import publish_summary, read_view, summary_every
 from frontier_crawl.proctree import pid_exists, proc_stat
 
 log = logging.getLogger(__name__)
@@ -197,6 +198,12 @@ class ClusterNode:
         self._previous_round: object = None
         self._evaluated = -1  #: the probe round last evaluated
         self._joined = False
+        self.processes = processes
+        self.summary_every_s = summary_every(heartbeat_ttl_s)
+        #: the view is read this often: each node reads every node's summary
+        self.view_every_s = max(self.summary_every_s, nodes / 50)
+        self._next_summary = 0.0
+        self._next_view = 0.0
 
     # ------------------------------------------------------------------------------ membership
 
@@ -321,6 +328,30 @@ class ClusterNode:
         if self._ledger is not None:
             self._ledger.close()
             self._ledger = None
+
+    # ------------------------------------------------------------------------------ the view
+
+    def summary_due(self, now: float) -> bool:
+        """Whether this node's summary is due (``cluster/view.py``), and if so, the next one
+        counted from now."""
+        if now < self._next_summary:
+            return False
+        self._next_summary = now + self.summary_every_s
+        return True
+
+    def publish_summary(self, summary: bytes) -> bool:
+        """This node's live summary into Redis; skipped (False) while Redis is full."""
+        return publish_summary(self.redis, self.keys, self.node, self._run, summary)
+
+    def view_due(self, now: float) -> bool:
+        if now < self._next_view:
+            return False
+        self._next_view = now + self.view_every_s
+        return True
+
+    def read_view(self) -> dict[str, Any]:
+        """The whole cluster as Redis shows it now (``cluster/view.py``)."""
+        return read_view(self.redis, self.keys, self.nodes, self.processes)
 
     # ------------------------------------------------------------------------------ delivery
 
