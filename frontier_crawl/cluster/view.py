@@ -10,8 +10,9 @@ worker count, machine and PID, the nodes it waits for; no URL, no host crawled, 
 machines' clocks), ``joined`` the Redis time of the first summary of this run, ``run`` the run
 id. A TTL of :data:`LIVE_TTL_S` (renewed by every write): a crawl abandoned leaves nothing
 behind for long. One Lua script writes it; a full Redis (``maxmemory``) refuses it and the
-summary is skipped, never waited for (``Redis.call(when_full=...)``; the node's other calls
-decide when a full Redis is fatal, :class:`~frontier_crawl.cluster.client.ClusterFull`).
+summary is skipped, never waited for, and not counted into the full-Redis fault (the node's
+other calls decide when a full Redis is fatal, :class:`~frontier_crawl.cluster.client.ClusterFull`:
+an optional write must not stop a node that is still crawling).
 
 Reading (:func:`read_view`): one pipelined round trip: ``TIME``, every node's live hash and
 membership TTL, the length of every partition stream, ``done``, the nodes with a published
@@ -41,7 +42,7 @@ from typing import Any, Final
 
 import redis
 
-from frontier_crawl.cluster.client import Keys, Redis
+from frontier_crawl.cluster.client import Keys, Redis, refused_for_memory
 
 #: at most this many bytes of JSON per node summary (the bottleneck sentence is cut first)
 MAX_SUMMARY_BYTES: Final = 1024
@@ -125,10 +126,15 @@ def publish_summary(
     ttl_ms = int(LIVE_TTL_S * 1000)
 
     def write(client: redis.Redis) -> bool:
-        client.eval(_PUBLISH, 1, key, summary, run, ttl_ms)
+        try:
+            client.eval(_PUBLISH, 1, key, summary, run, ttl_ms)
+        except redis.ResponseError as exc:
+            if refused_for_memory(str(exc)):
+                return False  # not counted into the full-Redis fault: a summary is optional
+            raise
         return True
 
-    return link.call("publishing the node's summary", write, when_full=False)
+    return link.call("publishing the node's summary", write)
 
 
 def read_view(link: Redis, keys: Keys, nodes: int, processes: int) -> dict[str, Any]:
@@ -270,7 +276,7 @@ def missing_phrase(entry: Mapping[str, Any]) -> str:
     """``node 2 (never joined, for 35 s)``, ``node 1 (silent for 12 s)``..."""
     state, for_s = str(entry.get("state")), entry.get("for_s")
     how = {
-        "never-joined": "never joined" + (f", the others have run {_secs(for_s)} without it"
+        "never-joined": "never joined" + (f", the cluster has run {_secs(for_s)} without it"
                                           if for_s is not None else ""),
         "silent": f"silent for {_secs(for_s)}",
         "stopped": "stopped" + (f" {_secs(for_s)} ago" if for_s is not None else ""),

@@ -468,27 +468,25 @@ def _nodes(value: object) -> str:
 
 
 def _live_table(live: Mapping[str, object]) -> Table:
-    """One row per node of the cluster's live view."""
+    """One row per node of the cluster's live view (the bottleneck by its name: ``ctl status``
+    gives the sentence)."""
     table = Table(title="cluster nodes now", box=box.SIMPLE, title_justify="left")
-    for name in ("node", "state", "pages", "pages/s", "queued", "in flight", "heard",
-                 "bottleneck"):  # fmt: skip
-        table.add_column(name, justify="right" if name not in ("state", "bottleneck") else "left")
+    for name in ("node", "state", "pages", "pages/s", "queued", "heard", "bottleneck"):
+        right = name not in ("state", "bottleneck")
+        table.add_column(name, justify="right" if right else "left", no_wrap=name == "state")
     rows = live.get("nodes")
     for r in rows if isinstance(rows, list) else []:
         if not isinstance(r, Mapping):
             continue
         state = str(r.get("state", ""))
         if r.get("for_s") is not None:
-            state += f" ({_seconds(r.get('for_s'))})"
+            state += f" {_seconds(r.get('for_s'))}"
         b = r.get("bottleneck")
-        said = ""
-        if isinstance(b, Mapping) and b.get("name"):
-            said = f"{b.get('name')}: {b.get('detail')}" if b.get("detail") else str(b["name"])
         heard = r.get("heard_s")
         table.add_row(
             str(r.get("node")), state, f"{r.get('pages', 0):,}", f"{r.get('pages_per_s', 0)}",
-            f"{r.get('queued', 0):,}", f"{r.get('in_flight', 0):,}",
-            _seconds(heard) + " ago" if heard is not None else "never", said,
+            f"{r.get('queued', 0):,}", _seconds(heard) + " ago" if heard is not None else "never",
+            str(b.get("name", "")) if isinstance(b, Mapping) else "",
         )  # fmt: skip
     return table
 

@@ -23,6 +23,7 @@ import pytest
 
 from frontier_crawl.demo.server import DemoServer
 from frontier_crawl.demo.site import Site, SiteSpec
+from tests.conftest import served_pages
 from tests.control_client import Api, wait_until
 from tests.e2e.test_cluster import Node, assert_no_secret, cluster_config, node_cmd, spread
 from tests.redis_server import PASSWORD, RedisServer
@@ -200,3 +201,30 @@ def test_a_node_never_joined_and_one_killed_are_named_with_how_long(
     assert after.returncode == 1, after.stdout + after.stderr
     assert "node 0 (stopped" in after.stdout, after.stdout
     assert_no_secret(tmp_path)
+
+
+@pytest.mark.timeout(120)
+def test_report_while_the_cluster_runs(
+    tmp_path: Path, slow_site: tuple[Site, DemoServer], redis_server: RedisServer
+) -> None:
+    """Issue 21: ``report`` during a run printed an all-zero table and exited 1, naming no
+    node. Now: exit 0, the live totals, and the node that has not reported."""
+    site, server = slow_site
+    since = len(server.log())
+    cfg = config(tmp_path, site, server, redis_server.url)
+    first = Node(cfg, 0).start()
+    second = Node(cfg, 1).start()
+    try:
+        wait_until("pages fetched", lambda: len(served_pages(server, since)) > 10, 60, 0.2)
+        live = wait_until(
+            "a report with both nodes running",
+            lambda: (r := report_cmd(cfg)) and "nodes 0, 1 running" in r.stdout and r, 30, 0.5,
+        )  # fmt: skip
+        assert live.returncode == 0, live.stdout + live.stderr
+        pages = int(re.search(r"running; pages ([\d,]+)", live.stdout).group(1).replace(",", ""))
+        assert pages > 0, live.stdout
+        assert "node 2 (never joined" in live.stdout, live.stdout
+    finally:
+        for node in (first, second):
+            if node.proc is not None and node.proc.poll() is None:
+                node.kill_9()

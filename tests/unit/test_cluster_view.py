@@ -82,7 +82,7 @@ def test_the_waiting_sentence_names_each_node_and_how_long() -> None:
     v = view([live(0, 0.1, up_s=35.0), live(1, 12.0), None], waiting=[0, 4, 9])
     said = waiting_sentence(v, 0)
     assert said == (
-        "waiting for node 1 (silent for 12 s), node 2 (never joined, the others have run "
+        "waiting for node 1 (silent for 12 s), node 2 (never joined, the cluster has run "
         "35 s without it): the crawl cannot end without them; 13 link batches wait for them "
         "in Redis"
     )
@@ -160,4 +160,4 @@ def test_the_report_shows_the_live_cluster_and_who_does_not_report() -> None:
     assert "cluster now" in text and "node 0 running; pages 20 (2.5/s)" in text
     assert "node 1 (silent for 14 s)" in text and "node 2 (never joined" in text
     assert "no report yet from" in text and "nodes 0, 1, 2" in text
-    assert "cluster nodes now" in text and "silent (14 s)" in text
+    assert "cluster nodes now" in text and "silent 14 s" in text
