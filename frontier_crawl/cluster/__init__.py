@@ -2,7 +2,8 @@
 
 Frontiers stay local on each node's disk; Redis holds messages, not the crawl. The only
 subsystem that imports ``redis``; ``frontier_crawl.workers`` wires it (see ``node.py`` for
-the protocol: partitions, delivery, membership, the end of the crawl).
+the protocol: partitions, delivery, membership, the end of the crawl; ``view.py`` for the
+nodes' live summaries and the cluster's view built from them).
 """
 
 from frontier_crawl.cluster.client import (
