@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+from contextlib import redirect_stderr
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -14,6 +16,7 @@ from frontier_crawl.cluster import build_view, make_summary, missing_phrase, wai
 from frontier_crawl.cluster.view import MAX_SUMMARY_BYTES, RateWindow
 from frontier_crawl.control.metrics import render_metrics
 from frontier_crawl.ctl import cluster_lines
+from frontier_crawl.ctl import run as ctl_run
 from frontier_crawl.output import render_report
 
 NOW = 1_000_000.0
@@ -161,3 +164,21 @@ def test_the_report_shows_the_live_cluster_and_who_does_not_report() -> None:
     assert "node 1 (silent for 14 s)" in text and "node 2 (never joined" in text
     assert "no report yet from" in text and "nodes 0, 1, 2" in text
     assert "cluster nodes now" in text and "silent 14 s" in text
+
+
+def test_ctl_needs_the_node_when_output_dir_names_it(tmp_path: Path) -> None:
+    cfg = tmp_path / "crawl.toml"
+    cfg.write_text(
+        '[crawl]\nseeds = ["http://a.test/"]\noutput_dir = "out-{node}"\n'
+        '[control]\nlisten = "127.0.0.1:0"\n'
+        '[cluster]\nredis_url = "redis://:pw@127.0.0.1:1/0"\nnodes = 2\n'
+    )
+    err = io.StringIO()
+    with redirect_stderr(err):
+        assert ctl_run(cfg, "status", [], out=io.StringIO()) == 2
+        assert ctl_run(cfg, "status", [], out=io.StringIO(), node=5) == 2
+        # the right node: its directory (not running here: unreachable, 3)
+        assert ctl_run(cfg, "status", [], out=io.StringIO(), node=1) == 3
+    said = err.getvalue()
+    assert "give --node N (0 .. 1)" in said and "--node 5 is out of range" in said
+    assert "out-1 is not running" in said and "pw" not in said
