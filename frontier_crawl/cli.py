@@ -77,6 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     ctl.add_argument("--config", dest="ctl_config", type=Path, help="the crawl's crawl.toml")
     ctl.add_argument("--json", action="store_true", help="print the reply as JSON")
     ctl.add_argument("--html", action="store_true", help="status: write report.html")
+    ctl.add_argument("--node", dest="ctl_node", type=int,
+                     help="cluster crawl: the node of this machine (its output_dir)")  # fmt: skip
     ctl.add_argument("action", help="status|pause|resume|stop|add-seeds FILE|block HOST|"
                      "unblock HOST|delay HOST SECONDS|concurrency N|reload|dashboard")  # fmt: skip
     ctl.add_argument("args", nargs="*", help="the action's arguments")
@@ -101,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         if config is None:
             sys.stderr.write("frontier-crawl ctl: --config crawl.toml is required\n")
             return EXIT_CONFIG
-        return run_ctl(config, args.action, args.args, as_json=args.json, html=args.html)
+        node = args.ctl_node if args.ctl_node is not None else args.node
+        return run_ctl(
+            config, args.action, args.args, as_json=args.json, html=args.html, node=node
+        )
     if args.command == "demo":
         from frontier_crawl.demo import run_demo, serve_demo
 

@@ -2,7 +2,9 @@
 
 It finds the crawl from its config: ``output_dir/control.addr`` (the address the API bound)
 and ``output_dir/control.token`` (the bearer token, readable by the crawl's user only), both
-written when the crawl starts with ``[control] listen`` set and removed when it ends.
+written when the crawl starts with ``[control] listen`` set and removed when it ends. In a
+cluster, ``--node N`` names the node of this machine (``{node}`` in ``output_dir``); any
+node's status shows the whole cluster (``cluster``).
 
 Exit status: 0 done; 1 the crawl refused the command or answered with an error (a reload that
 was refused, a bad host name...); 2 bad usage or configuration (as the crawler's own); 3 the
@@ -44,8 +46,8 @@ class CtlError(Exception):
 class Client:
     """The control API of the crawl a config describes."""
 
-    def __init__(self, settings: CrawlSettings) -> None:
-        root = Path(settings.crawl.output_dir)
+    def __init__(self, settings: CrawlSettings, node: int | None = None) -> None:
+        root = Path(node_output_dir(settings, node))
         if not settings.control.listen:
             raise CtlError(
                 "the control API is off for this crawl: set [control] listen (e.g. "
@@ -95,6 +97,20 @@ class Client:
         if response.status != 200 or "error" in reply:
             raise CtlError(str(reply.get("error", f"HTTP {response.status}")), EXIT_REFUSED)
         return dict(reply)
+
+
+def node_output_dir(settings: CrawlSettings, node: int | None) -> str:
+    """``crawl.output_dir``, with ``{node}`` replaced in a cluster (``--node`` required)."""
+    out = settings.crawl.output_dir
+    if not settings.cluster.redis_url or "{node}" not in out:
+        return out
+    if node is None:
+        raise CtlError(f"crawl.output_dir {out!r} names each node's directory: give --node N "
+                       f"(0 .. {settings.cluster.nodes - 1})", EXIT_USAGE)  # fmt: skip
+    if not 0 <= node < settings.cluster.nodes:
+        raise CtlError(f"--node {node} is out of range: cluster.nodes = "
+                       f"{settings.cluster.nodes}", EXIT_USAGE)  # fmt: skip
+    return out.replace("{node}", str(node))
 
 
 def _address(address: str, root: Path) -> tuple[str, int]:
@@ -147,7 +163,49 @@ def summary(status: dict[str, Any]) -> str:
         wb = w.get("bottleneck") or {}
         lines.append(f"worker {w.get('worker', '?')}: {w.get('state')}, {w.get('pages', 0):,} "
                      f"pages, {w.get('queued', 0):,} queued, {wb.get('name')}")  # fmt: skip
+    cluster = status.get("cluster")
+    if isinstance(cluster, dict):
+        lines.extend(cluster_lines(cluster))
     return "\n".join(lines)
+
+
+def _secs(value: object) -> str:
+    if not isinstance(value, int | float):
+        return "?"
+    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
+
+
+def cluster_lines(view: dict[str, Any]) -> list[str]:
+    """The cluster's view (a cluster node's status ``cluster``) in lines for a human."""
+    totals = view.get("totals") or {}
+    rows = view.get("nodes") or []
+    if not rows:
+        return [f"cluster    {view.get('count')} nodes: not read from Redis yet"]
+    alive, missing = view.get("alive") or [], view.get("missing") or []
+    lines = [
+        f"cluster    {view.get('count')} nodes, {len(alive)} alive"
+        + (f", {len(missing)} missing" if missing else "")
+        + (" (the crawl is over)" if view.get("ended") else "")
+        + f"; pages {totals.get('pages', 0):,} ({totals.get('pages_per_s', 0.0):.1f}/s), "
+        f"queued {totals.get('queued', 0):,}, in flight {totals.get('in_flight', 0):,} "
+        f"(read {_secs(view.get('age_s'))} ago, this is node {view.get('me')})"
+    ]
+    for r in rows:
+        b = r.get("bottleneck") or {}
+        state = str(r.get("state"))
+        if r.get("for_s") is not None:
+            state += f" for {_secs(r['for_s'])}"
+        heard = f", heard {_secs(r['heard_s'])} ago" if r.get("heard_s") is not None else ""
+        lines.append(
+            f"node {r.get('node')}:    {state}, {r.get('pages', 0):,} pages "
+            f"({float(r.get('pages_per_s', 0.0)):.1f}/s), {r.get('queued', 0):,} queued"
+            + (f", {b.get('name')}" if b.get("name") else "") + heard
+            + (f", {r['batches_waiting']} batches wait in Redis" if r.get("batches_waiting")
+               else "")
+        )  # fmt: skip
+    if view.get("waiting"):
+        lines.append(f"waiting    {view['waiting']}")
+    return lines
 
 
 def _delay(value: str) -> float | None:
@@ -161,15 +219,16 @@ def _delay(value: str) -> float | None:
 
 
 def run(config: Path, action: str, args: list[str], as_json: bool = False,
-        html: bool = False, out: TextIO = sys.stdout) -> int:  # fmt: skip
-    """One ``ctl`` action; the exit status (messages on stderr)."""
+        html: bool = False, out: TextIO = sys.stdout, node: int | None = None) -> int:  # fmt: skip
+    """One ``ctl`` action; the exit status (messages on stderr). ``node``: in a cluster, the
+    node of this machine."""
     try:
         settings = load(config)
     except ConfigError as exc:
         sys.stderr.write(f"frontier-crawl ctl: config error: {exc}\n")
         return EXIT_USAGE
     try:
-        return _run(Client(settings), settings, action, args, as_json, html, out)
+        return _run(Client(settings, node), settings, action, args, as_json, html, out, node)
     except CtlError as exc:
         sys.stderr.write(f"frontier-crawl ctl: {exc}\n")
         return exc.status
@@ -182,12 +241,12 @@ def _need(args: list[str], n: int, usage: str) -> list[str]:
 
 
 def _run(client: Client, settings: CrawlSettings, action: str, args: list[str], as_json: bool,
-         html: bool, out: TextIO) -> int:  # fmt: skip
+         html: bool, out: TextIO, node: int | None = None) -> int:  # fmt: skip
     reply: dict[str, Any]
     if action == "status":
         status = client.request("GET", "/api/status")
         if html:
-            return _status_html(status, Path(settings.crawl.output_dir), out)
+            return _status_html(status, Path(node_output_dir(settings, node)), out)
         out.write((json.dumps(status, indent=1) if as_json else summary(status)) + "\n")
         return EXIT_OK
     if action == "dashboard":

@@ -20,7 +20,14 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from frontier_crawl.cluster import Keys, add_batches, cluster_reports, cluster_status
+from frontier_crawl.cluster import (
+    Keys,
+    add_batches,
+    cluster_reports,
+    cluster_status,
+    missing_phrase,
+    read_view,
+)
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.engine import Engine
 from frontier_crawl.frontier.mailbox import Link, encode_links
@@ -63,6 +70,8 @@ def progress_printer(console: Console) -> Progress:
         named = _bottleneck(p)
         if named is not None:  # crawl-chosen text (host names): appended as plain text
             line.append(f"  {named[0]}: {named[1]}" if named[1] else f"  {named[0]}", "cyan")
+        if p.get("waiting"):  # a cluster node: the nodes it waits for, and how long
+            line.append(f"  {p['waiting']}", "yellow")
         console.print(line, highlight=False, soft_wrap=True)
 
     return show
@@ -110,6 +119,8 @@ def progress_panel(p: dict[str, Any]) -> Panel:
         extra.append(("\n" if extra else "") + spider.strip(), style="dim")
     if _space_unsaid(p):
         extra.append("\nPAUSED: low disk space", style="bold yellow")
+    if p.get("waiting"):
+        extra.append(("\n" if extra else "") + str(p["waiting"]), style="yellow")
     parts: list[Table | Text] = [grid]
     if extra:
         parts.append(extra)
@@ -187,13 +198,20 @@ def crawl(
 
 
 def print_cluster_report(settings: CrawlSettings, console: Console) -> int:
-    """``report``: the sum of the reports the nodes published to Redis (at their end); 0 when
-    every node has published one and the crawl is over, else 1 (the figures so far)."""
+    """``report``: the sum of the reports the nodes published to Redis (at the end of each
+    run), and the cluster now: every node's live summary and the totals, the nodes that do not
+    report (never joined, silent, stopped) and for how long (``cluster/view.py``).
+
+    0 when the crawl is over and every node has published its report, or while the crawl
+    runs (some node alive: the figures are live); else 1 (no node runs and the crawl is not
+    over: the figures are those of the nodes' last runs)."""
     link = redis_of(settings)
     keys = Keys(settings.cluster.key_prefix)
+    processes = worker_count(settings)
     try:
         reports = cluster_reports(link, keys)
-        status = cluster_status(link, keys, worker_count(settings) * settings.cluster.nodes)
+        status = cluster_status(link, keys, processes * settings.cluster.nodes)
+        view = read_view(link, keys, settings.cluster.nodes, processes)
     finally:
         link.close()
     missing = [n for n in range(settings.cluster.nodes) if n not in reports]
@@ -204,8 +222,12 @@ def print_cluster_report(settings: CrawlSettings, console: Console) -> int:
     if missing:
         report["complete"] = False
         report["nodes_missing"] = missing
+    running = bool(view["alive"]) and not status["ended"]
+    report["live"] = view
+    report["nodes_not_reporting"] = [missing_phrase(m) for m in view["missing"]]
+    report["running"] = running
     render_report(report, console)
-    return 0 if not missing and status["ended"] else 1
+    return 0 if running or (not missing and status["ended"]) else 1
 
 
 def add_seeds(settings: CrawlSettings, path: Path, console: Console) -> int:

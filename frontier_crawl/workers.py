@@ -44,6 +44,7 @@ import logging
 import multiprocessing as mp
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -63,10 +64,14 @@ from frontier_crawl.cluster import (
     ClusterError,
     ClusterNode,
     Keys,
+    RateWindow,
     Redis,
     RemoteSender,
+    make_summary,
     partitions_of,
+    waiting_sentence,
 )
+from frontier_crawl.cluster.view import summary_every
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.control.commands import Command
 from frontier_crawl.control.metrics import render_metrics
@@ -237,11 +242,19 @@ class Peers:
 
 
 def _worker_settings(settings: CrawlSettings, root: Path, index: int) -> CrawlSettings:
+    """A worker's settings; in a cluster its progress snapshots (which feed the node's live
+    summary, ``cluster/view.py``) come at least every summary interval."""
     s = settings
+    every = s.output.progress_interval_s
+    if s.cluster.redis_url:
+        often = summary_every(s.cluster.heartbeat_ttl_s)
+        every = min(every, often) if every > 0 else often
     return msgspec.structs.replace(
         s,
         crawl=msgspec.structs.replace(s.crawl, output_dir=str(worker_dir(root, index))),
-        output=msgspec.structs.replace(s.output, warc_prefix=f"{s.output.warc_prefix}-w{index}"),
+        output=msgspec.structs.replace(
+            s.output, warc_prefix=f"{s.output.warc_prefix}-w{index}", progress_interval_s=every
+        ),
         workers=msgspec.structs.replace(s.workers, processes=1),
     )
 
@@ -468,7 +481,8 @@ class Coordinator:
         self._on_progress = on_progress
         every = settings.output.progress_interval_s
         self._progress_every = every if on_progress is not None and every > 0 else 0.0
-        self._progress_q: Any = ctx.Queue() if self._progress_every else None
+        #: (in a cluster always: the snapshots feed the node's live summary)
+        self._progress_q: Any = ctx.Queue() if self._progress_every or c.redis_url else None
         self._progress: dict[int, dict[str, Any]] = {}  #: each worker's latest snapshot
         self._next_progress = time.monotonic() + self._progress_every
         self._started = time.monotonic()
@@ -500,6 +514,10 @@ class Coordinator:
         self._history: deque[tuple[float, int]] = deque()
         self._history_lock = threading.Lock()
         self._cluster_error: ClusterError | None = None
+        self._cluster_over = False  #: the cluster's crawl ended (``done``) while this node ran
+        #: the cluster's view as last read (``cluster/view.py``) and when (monotonic)
+        self._view: tuple[float, dict[str, Any]] | None = None
+        self._rate = RateWindow()
 
     def _repair_inboxes(self) -> list[str]:
         """Set aside each damaged worker inbox before any worker starts: peers write into it,
@@ -528,10 +546,15 @@ class Coordinator:
     def _run_node(self) -> dict[str, Any]:
         if self._cluster is not None:
             self._cluster.join(cluster_identity(self.settings))
+            self._cluster.publish_summary(self._summary(self._cluster, "starting"))
         try:
             report = self._run()
             if self._cluster is not None and self._cluster_error is None:
                 self._cluster.publish_report(report)
+                over = self._cluster_over and not report.get("failed_workers")
+                self._cluster.publish_summary(
+                    self._summary(self._cluster, "finished" if over else "stopped", report)
+                )
         finally:
             if self._cluster is not None:
                 try:
@@ -690,6 +713,10 @@ class Coordinator:
         ``history`` is the coordinator's, one point per status asked for (every 2 s at most)."""
         snaps = [{k: v for k, v in s.items() if k != "metrics"} for s in self._snapshots()]
         merged = merge_status(snaps)
+        if self._cluster is not None:
+            view = merged["cluster"] = self.cluster_view()
+            if view["waiting"] and merged["bottleneck"].get("name") == "idle":
+                merged["bottleneck"] = {"name": "idle", "detail": view["waiting"]}
         with self._history_lock:
             history, now = self._history, time.time()
             if snaps and (not history or now - history[-1][0] >= HISTORY_EVERY_S):
@@ -703,7 +730,8 @@ class Coordinator:
         """Prometheus text of every worker (label ``worker``)."""
         return render_metrics(
             [{**s["metrics"], "worker": str(s["worker"])} for s in self._snapshots()
-             if "metrics" in s]
+             if "metrics" in s],
+            cluster=self.cluster_view() if self._cluster is not None else None,
         )  # fmt: skip
 
     def _on_hangup(self, signum: int, frame: FrameType | None) -> None:
@@ -724,12 +752,14 @@ class Coordinator:
                     next_tick = time.monotonic() + COORDINATOR_TICK_S
                     node.heartbeat(time.monotonic())
                     self._show_progress()
+                    self._share_view(node)
                     snap = (*self._snapshot(), node.pumped)
                     if previous == snap and self._finished(snap[:-1], node.pumped):
                         # quiet so far: read the round, look again after reading it, answer.
                         # A busy node does not answer (no round completes without it) and
                         # costs Redis nothing but its batches.
                         if node.begin():
+                            self._cluster_over = True
                             break  # the whole cluster is over
                         again = (*self._snapshot(), node.pumped)
                         if again == snap:
@@ -739,9 +769,79 @@ class Coordinator:
                 node.pump(
                     inboxes.send, wait_s=max(0.0, next_tick - time.monotonic()), valid=_is_batch
                 )
+            node.publish_summary(self._summary(node, "stopping"))  # (while it drains)
         except ClusterError as exc:  # said once, by the command line, after the stop
             self._cluster_error = exc
         self._stop.value = 1
+
+    # -- the cluster seen as one (cluster/view.py) -------------------------------------------
+
+    def _share_view(self, node: ClusterNode) -> None:
+        """Read the cluster's view and publish this node's summary, each when due."""
+        now = time.monotonic()
+        if node.view_due(now):
+            self._view = (now, node.read_view())
+        if node.summary_due(now):
+            node.publish_summary(self._summary(node))
+
+    def _latest_progress(self) -> dict[str, Any]:
+        snaps = list(self._progress.values())
+        return merge_progress(snaps, time.monotonic() - self._started) if snaps else {}
+
+    def _summary(
+        self, node: ClusterNode, state: str | None = None, report: Mapping[str, Any] | None = None
+    ) -> bytes:
+        """This node's live summary: its workers' latest progress merged (the final report's
+        counts at the end); ``state`` None: from the progress (and a stop ordered)."""
+        p = self._latest_progress()
+        name, _, detail = str(p.get("bottleneck") or "").partition(": ")
+        pages = int(report.get("fetched", 0)) if report is not None else int(p.get("pages", 0))
+        if state is None:
+            if not p:
+                state = "starting"
+            elif self._orders[0] or self._stop.value or name == "draining":
+                state = "stopping"
+            else:
+                state = "paused" if name == "paused" else "running"
+        waiting = [m["node"] for m in self.cluster_view().get("waiting_for", [])]
+        ending = state in ("stopping", "finished", "stopped")
+        return make_summary(
+            node=node.node,
+            state=state,
+            pages=pages,
+            pages_per_s=0.0 if ending else self._rate.add(time.monotonic(), pages),
+            queued=0 if state == "finished" else int(p.get("queued", 0)),
+            in_flight=0 if state in ("finished", "stopped") else int(p.get("in_flight", 0)),
+            hosts=int(p.get("hosts", 0)),
+            bottleneck={"name": name, "detail": detail},
+            workers=self.count,
+            # (draining may take crawl.stop_timeout_s without a summary: not silent)
+            every_s=node.summary_every_s
+            + (self.settings.crawl.stop_timeout_s if state == "stopping" else 0.0),
+            machine=socket.gethostname(),
+            pid=os.getpid(),
+            waiting_for=waiting,
+        )
+
+    def cluster_view(self) -> dict[str, Any]:
+        """The cluster's view as this node last read it (``cluster/view.py``), with its age
+        (``age_s``), this node's number (``me``), and the nodes this node waits for
+        (``waiting_for``; ``waiting``: the sentence). Safe from any thread (no Redis call)."""
+        got = self._view
+        if got is None:
+            return {"count": self.settings.cluster.nodes, "me": self.node, "age_s": None,
+                    "ended": False, "alive": [], "missing": [], "nodes": [],
+                    "totals": {}, "waiting_for": [], "waiting": ""}  # fmt: skip
+        read_at, view = got
+        me = self.node
+        return {
+            **view,
+            "me": me,
+            "age_s": round(time.monotonic() - read_at, 3),
+            "waiting_for": [] if view.get("ended") else
+                           [m for m in view.get("missing", []) if m.get("node") != me],
+            "waiting": waiting_sentence(view, me),
+        }  # fmt: skip
 
     def _totals(self, snap: tuple[int, ...]) -> tuple[int, int]:
         sent = sum(snap[i * _FIELDS + 1] for i in range(self.count))
@@ -777,10 +877,13 @@ class Coordinator:
                 snap = self._progress_q.get_nowait()
                 self._progress[int(snap.get("worker", 0))] = snap
         now = time.monotonic()
-        if now < self._next_progress or self._on_progress is None:
+        if now < self._next_progress or self._on_progress is None or not self._progress_every:
             return
         self._next_progress = now + self._progress_every
-        self._on_progress(merge_progress(list(self._progress.values()), now - self._started))
+        merged = merge_progress(list(self._progress.values()), now - self._started)
+        if self._cluster is not None:  # which node it waits for, how long (cluster/view.py)
+            merged["waiting"] = self.cluster_view()["waiting"]
+        self._on_progress(merged)
 
 
 _STATES = ("stopping", "running", "paused", "starting", "finished")

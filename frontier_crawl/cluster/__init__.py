@@ -2,7 +2,8 @@
 
 Frontiers stay local on each node's disk; Redis holds messages, not the crawl. The only
 subsystem that imports ``redis``; ``frontier_crawl.workers`` wires it (see ``node.py`` for
-the protocol: partitions, delivery, membership, the end of the crawl).
+the protocol: partitions, delivery, membership, the end of the crawl; ``view.py`` for the
+nodes' live summaries and the cluster's view built from them).
 """
 
 from frontier_crawl.cluster.client import (
@@ -21,6 +22,14 @@ from frontier_crawl.cluster.node import (
     partitions_of,
 )
 from frontier_crawl.cluster.sender import RemoteSender, batch_id
+from frontier_crawl.cluster.view import (
+    RateWindow,
+    build_view,
+    make_summary,
+    missing_phrase,
+    read_view,
+    waiting_sentence,
+)
 
 __all__ = [
     "ClusterError",
@@ -28,12 +37,18 @@ __all__ = [
     "ClusterRefused",
     "ClusterUnavailable",
     "Keys",
+    "RateWindow",
     "Redis",
     "RemoteSender",
     "add_batches",
     "batch_id",
+    "build_view",
     "cluster_reports",
     "cluster_status",
+    "make_summary",
+    "missing_phrase",
     "partitions_of",
+    "read_view",
     "redact",
+    "waiting_sentence",
 ]

@@ -83,6 +83,11 @@ def _not_now(text: str) -> str | None:
     return None
 
 
+def refused_for_memory(text: str) -> bool:
+    """Whether an error reply is Redis refusing a write for lack of memory (``maxmemory``)."""
+    return _not_now(text) == "full"
+
+
 def redact(url: str) -> str:
     """``url`` with its password (and user name) replaced by ``***``: safe to log, whatever
     the password's characters (``frontier_crawl.config.redact``)."""

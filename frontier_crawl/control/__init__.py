@@ -7,7 +7,8 @@ holds no locks around it. It imports only ``config`` and third-party libraries
 
 * ``status.py``: the bottleneck, named, from measured signals (a pure function), and the status
   JSON's shape.
-* ``metrics.py``: the Prometheus text rendered from status snapshots (one label: ``worker``).
+* ``metrics.py``: the Prometheus text rendered from status snapshots (one label: ``worker``;
+  a cluster node's view of every node: label ``node``).
 * ``commands.py``: operator commands, validated, and the queue the loop drains each tick (with
   its wakeup fd).
 * ``server.py``: the HTTP listener (h11 parsing; a listener thread and at most 32 connection

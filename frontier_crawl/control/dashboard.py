@@ -10,7 +10,10 @@ so it works on a machine without internet access and leaks nothing. It polls
 ``GET /api/status`` every second and draws what it gets: the state and the bottleneck line,
 pages, pages/s over the last ten minutes (an SVG chart of ``history``), queued URLs, hosts by
 state, outcomes, the busiest and the most failing hosts, the CPU shares, one row per worker
-process; and it has pause and resume buttons (``POST /api/pause|resume``).
+process; on a cluster node, the whole cluster (the status's ``cluster``: one row per node with
+its state, pages, pages/s, queued, bottleneck and when it was last heard of; the nodes missing,
+never joined or silent, and for how long; the totals); and it has pause and resume buttons
+(``POST /api/pause|resume``, this node's).
 
 The token. Opened as ``http://127.0.0.1:PORT/?token=T`` (what ``frontier-crawl ctl dashboard``
 prints), the script takes the token from the address, removes it from the address bar and
@@ -101,6 +104,8 @@ td.h { word-break: break-all; }
                        border-radius: 2px; margin-right: 6px; background: var(--c); }
 .empty { color: var(--mute); }
 #message { color: var(--mute); font-size: 12px; margin-top: 10px; }
+.missing { color: var(--warn); margin: 6px 0; }
+tr.missing td { color: var(--warn); }
 #message.error { color: var(--bad); }
 </style></head>
 <body><main>
@@ -138,6 +143,9 @@ td.h { word-break: break-all; }
   <div class="panel"><h2>Busiest hosts</h2><table id="busiest"></table></div>
   <div class="panel"><h2>Most failing hosts</h2><table id="failing"></table></div>
 </div>
+<div class="panel gap" id="cluster-panel" hidden><h2>Cluster</h2>
+  <div id="cluster-summary"></div><div id="cluster-waiting" class="missing"></div>
+  <table id="cluster"></table></div>
 <div class="panel" id="workers-panel" hidden><h2>Worker processes</h2>
   <table id="workers"></table></div>
 <div id="message"></div>
@@ -348,6 +356,36 @@ function drawWorkers(workers) {
   $("workers").replaceChildren(...out);
 }
 
+function drawCluster(c) {
+  $("cluster-panel").hidden = !c;
+  if (!c) return;
+  const t = c.totals || {};
+  const rows = c.nodes || [];
+  $("cluster-summary").textContent = rows.length === 0
+    ? c.count + " nodes: not read from Redis yet"
+    : c.count + " nodes, " + (c.alive || []).length + " alive" +
+      ((c.missing || []).length ? ", " + c.missing.length + " missing" : "") +
+      (c.ended ? " (the crawl is over)" : "") + "; pages " + num(t.pages) + " (" +
+      rate(t.pages_per_s) + "/s), queued " + num(t.queued) + "; this is node " + c.me;
+  $("cluster-waiting").textContent = c.waiting || "";
+  const cols = [["node", "n"], ["state", ""], ["pages", "n"], ["pages/s", "n"],
+                ["queued", "n"], ["in flight", "n"], ["heard", "n"], ["bottleneck", ""]];
+  const out = [head(cols)];
+  for (const r of rows) {
+    const state = r.for_s === null || r.for_s === undefined ? r.state
+                                                            : r.state + " " + secs(r.for_s);
+    const tr = row([[r.node, "n"], [state, ""], [num(r.pages), "n"], [rate(r.pages_per_s), "n"],
+                    [num(r.queued), "n"], [num(r.in_flight), "n"],
+                    [r.heard_s === null ? "never" : secs(r.heard_s) + " ago", "n"],
+                    [line(r.bottleneck), "h"]]);
+    if (r.missing) tr.className = "missing";
+    tr.dataset.node = String(r.node);
+    tr.dataset.state = String(r.state);
+    out.push(tr);
+  }
+  $("cluster").replaceChildren(...out);
+}
+
 let last = null;
 // [unix s, pages] seen by this page, for a status without history (worker processes' merge)
 const seen = [];
@@ -386,6 +424,7 @@ function draw(s) {
                 [["host", "host", "h"], ["failures", "failures", "n", num],
                  ["held", "held_s", "n", secs]], "none");
   drawWorkers(s.workers);
+  drawCluster(s.cluster);
   const over = s.state === "finished";
   $("pause").disabled = over || s.paused;
   $("resume").disabled = over || !s.paused;

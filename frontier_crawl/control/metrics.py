@@ -39,6 +39,22 @@ loop_busy_ratio                        gauge      the loop's time not waiting, l
 bottleneck{name}                       gauge      1 for the bottleneck named now, else 0
 paused                                 gauge      1 while an operator pause holds the crawl
 =====================================  =========  ==============================================
+
+In a cluster (``cluster.redis_url``) every node also serves the whole cluster's view, as it
+last read it from Redis (a second old at most; label ``node``, not ``worker``):
+
+=====================================  =========  ==============================================
+cluster_nodes{state}                   gauge      nodes by state: starting, running, paused,
+                                                  stopping, finished, stopped, silent,
+                                                  never-joined
+cluster_node_up{node}                  gauge      1 while the node is alive, else 0
+cluster_node_missing_seconds{node}     gauge      how long it has been missing (silent, gone,
+                                                  never joined; 0 while alive)
+cluster_node_pages{node}               gauge      pages fetched (its last summary, all runs)
+cluster_node_pages_per_second{node}    gauge      its pages per second, last ~10 s
+cluster_node_queued_urls{node}         gauge      URLs queued on it
+cluster_node_batches_waiting{node}     gauge      link batches for it waiting in Redis
+=====================================  =========  ==============================================
 """
 
 from __future__ import annotations
@@ -67,11 +83,18 @@ def _num(snap: Mapping[str, Any], key: str) -> float:
     return float(value) if isinstance(value, int | float) else 0.0
 
 
+CLUSTER_STATES = ("starting", "running", "paused", "stopping", "finished", "stopped", "silent",
+                  "never-joined")  # fmt: skip
+
+
 class _Snapshots(Collector):
     """Metric families from the snapshots given (a registry of its own per scrape)."""
 
-    def __init__(self, snapshots: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(
+        self, snapshots: Sequence[Mapping[str, Any]], cluster: Mapping[str, Any] | None = None
+    ) -> None:
         self._snapshots = snapshots
+        self._cluster = cluster
 
     def collect(self) -> Iterator[Metric]:
         snaps = self._snapshots
@@ -157,6 +180,36 @@ class _Snapshots(Collector):
         yield bottleneck
         yield gauge("paused", "1 while an operator pause holds the crawl.",
                     lambda s: bool(_status(s).get("paused")))  # fmt: skip
+        if self._cluster is not None:
+            yield from _cluster_families(self._cluster)
+
+
+def _cluster_families(view: Mapping[str, Any]) -> Iterator[Metric]:
+    """The cluster's view (``cluster/view.py``'s shape: ``nodes``, one row per node)."""
+    rows = [r for r in view.get("nodes", []) if isinstance(r, Mapping)]
+    states = GaugeMetricFamily(PREFIX + "cluster_nodes", "Cluster nodes by state.",
+                               labels=["state"])  # fmt: skip
+    for state in CLUSTER_STATES:
+        states.add_metric([state], float(sum(1 for r in rows if r.get("state") == state)))
+    yield states
+    alive = ("starting", "running", "paused", "stopping")
+    per_node: list[tuple[str, str, Any]] = [
+        ("up", "1 while the node is alive.", lambda r: r.get("state") in alive),
+        ("missing_seconds", "How long the node has been missing (0 while alive).",
+         lambda r: (r.get("for_s") or 0.0) if r.get("missing") else 0.0),
+        ("pages", "Pages fetched by the node (its last summary, all runs).",
+         lambda r: _num(r, "pages")),
+        ("pages_per_second", "The node's pages per second, last ~10 s.",
+         lambda r: _num(r, "pages_per_s")),
+        ("queued_urls", "URLs queued on the node.", lambda r: _num(r, "queued")),
+        ("batches_waiting", "Link batches for the node waiting in Redis.",
+         lambda r: _num(r, "batches_waiting")),
+    ]  # fmt: skip
+    for name, doc, value in per_node:
+        fam = GaugeMetricFamily(PREFIX + "cluster_node_" + name, doc, labels=["node"])
+        for r in rows:
+            fam.add_metric([str(r.get("node", ""))], float(value(r)))
+        yield fam
 
 
 def _worker(snap: Mapping[str, Any]) -> str:
@@ -188,10 +241,13 @@ def _histogram(snaps: Sequence[Mapping[str, Any]]) -> HistogramMetricFamily:
     return fam
 
 
-def render_metrics(snapshots: Sequence[Mapping[str, Any]]) -> bytes:
+def render_metrics(
+    snapshots: Sequence[Mapping[str, Any]], cluster: Mapping[str, Any] | None = None
+) -> bytes:
     """The Prometheus text exposition of the crawl from one metrics snapshot per worker
     process (``Engine.metrics()``; ``Coordinator.metrics()`` with worker processes): each has
-    a ``"worker"`` key, the label value ("0" with one process)."""
+    a ``"worker"`` key, the label value ("0" with one process); ``cluster``: the cluster's
+    view (a cluster node's)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshots(snapshots))
+    registry.register(_Snapshots(snapshots, cluster))
     return generate_latest(registry)

@@ -425,13 +425,84 @@ def write_report(path: Path, report: Mapping[str, object]) -> None:
 
 
 def render_report(report: Mapping[str, object], console: Console) -> None:
-    """Print the report as a compact two-column table."""
-    table = Table(title="crawl report", box=box.SIMPLE, show_header=False, title_justify="left")
+    """Print the report as a compact two-column table (and a cluster's live view: the
+    ``report`` command's ``live``, one row per node)."""
+    live = report.get("live")
+    title = "crawl report"
+    if report.get("running"):
+        title = "crawl report (the reports the nodes published at the end of their runs)"
+    table = Table(title=title, box=box.SIMPLE, show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(justify="right")
-    for label, value in _rows(report):
+    for label, value in [*_rows(report), *_cluster_rows(report)]:
         table.add_row(label, value)
     console.print(table)
+    if isinstance(live, Mapping) and live.get("nodes"):
+        console.print(_live_table(live))
+
+
+def _cluster_rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
+    """A cluster's report: the nodes reported, those not, and the live totals."""
+    if not report.get("nodes"):
+        return []
+    get = report.get
+    reported = get("nodes_reported")
+    rows = [("nodes", str(get("nodes"))),
+            ("reports published by", _nodes(reported) or "no node yet")]  # fmt: skip
+    if get("nodes_missing"):
+        rows.append(("no report yet from", _nodes(get("nodes_missing"))))
+    live = get("live")
+    if isinstance(live, Mapping):
+        totals = live.get("totals")
+        alive = live.get("alive")
+        if isinstance(totals, Mapping):
+            rows.append((
+                "cluster now" if not live.get("ended") else "cluster (ended)",
+                f"{_nodes(alive) or 'no node'} running; pages {totals.get('pages', 0):,} "
+                f"({totals.get('pages_per_s', 0)}/s), queued {totals.get('queued', 0):,}, in "
+                f"flight {totals.get('in_flight', 0):,}, link batches in Redis "
+                f"{totals.get('batches_waiting', 0):,}",
+            ))  # fmt: skip
+    said = get("nodes_not_reporting")
+    if isinstance(said, list) and said:
+        rows.append(("not reporting now", "\n".join(str(x) for x in said)))
+    return rows
+
+
+def _nodes(value: object) -> str:
+    if not isinstance(value, list) or not value:
+        return ""
+    return ("node " if len(value) == 1 else "nodes ") + ", ".join(str(n) for n in value)
+
+
+def _live_table(live: Mapping[str, object]) -> Table:
+    """One row per node of the cluster's live view (the bottleneck by its name: ``ctl status``
+    gives the sentence)."""
+    table = Table(title="cluster nodes now", box=box.SIMPLE, title_justify="left")
+    for name in ("node", "state", "pages", "pages/s", "queued", "heard", "bottleneck"):
+        right = name not in ("state", "bottleneck")
+        table.add_column(name, justify="right" if right else "left", no_wrap=name == "state")
+    rows = live.get("nodes")
+    for r in rows if isinstance(rows, list) else []:
+        if not isinstance(r, Mapping):
+            continue
+        state = str(r.get("state", ""))
+        if r.get("for_s") is not None:
+            state += f" {_seconds(r.get('for_s'))}"
+        b = r.get("bottleneck")
+        heard = r.get("heard_s")
+        table.add_row(
+            str(r.get("node")), state, f"{r.get('pages', 0):,}", f"{r.get('pages_per_s', 0)}",
+            f"{r.get('queued', 0):,}", _seconds(heard) + " ago" if heard is not None else "never",
+            str(b.get("name", "")) if isinstance(b, Mapping) else "",
+        )  # fmt: skip
+    return table
+
+
+def _seconds(value: object) -> str:
+    if not isinstance(value, int | float):
+        return ""
+    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s"
 
 
 def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
