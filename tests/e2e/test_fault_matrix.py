@@ -242,7 +242,7 @@ class Chain:
             assert workers, "no worker process found"
             self.stop(event, lambda c: os.kill(workers[0], signal.SIGKILL), 1, KILL_BOUND)
         elif event == "kill-9-warc-writer":
-            writers = c.children("output.warc import child_entry")
+            writers = c.children("fc_warcfile")
             assert writers, "no WARC writer process found"
             self.stop(event, lambda c: os.kill(writers[0], signal.SIGKILL), 1, WRITER_BOUND)
         elif event == "restart-100ms":
