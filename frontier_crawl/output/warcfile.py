@@ -25,10 +25,10 @@ import importlib.util
 import json
 import math
 import os
+import random
 import struct
 import sys
 import time
-import uuid
 import zlib
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
@@ -175,7 +175,17 @@ def _record(
 
 
 def _record_id() -> str:
-    return f"<urn:uuid:{uuid.uuid4()}>"
+    """A fresh ``<urn:uuid:...>`` (version 4, random), as ``uuid.uuid4()`` makes them at a
+    fifth of its cost: 122 random bits from a generator seeded from ``os.urandom`` in each
+    process (record IDs must be unique, not secret)."""
+    n = (_RANDOM.getrandbits(128) & _UUID_CLEAR) | _UUID_SET
+    h = f"{n:032x}"
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
+
+
+_RANDOM = random.Random(os.urandom(32))
+_UUID_CLEAR = ~((0xF << 76) | (0x3 << 62))  #: the version and variant bits
+_UUID_SET = (4 << 76) | (0x2 << 62)  #: version 4, RFC 4122 variant
 
 
 def _sha1_label(digest: bytes) -> str:

@@ -856,3 +856,14 @@ def test_writer_process_loads_no_frontier_crawl_module(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_record_ids_are_random_uuid4() -> None:
+    import uuid
+
+    ids = [warcfile._record_id() for _ in range(1000)]
+    assert len(set(ids)) == len(ids)
+    for rid in ids[:50]:
+        assert rid.startswith("<urn:uuid:") and rid.endswith(">")
+        u = uuid.UUID(rid[10:-1])
+        assert u.version == 4 and u.variant == uuid.RFC_4122 and str(u) == rid[10:-1]
