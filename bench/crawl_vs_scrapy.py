@@ -356,8 +356,13 @@ def throughput(args: argparse.Namespace, work: Path, site: SiteInfo, nginx: Ngin
                 compressor="isal",
             )
         )
-    n2_keys = {"fc-n2", "fc-n2-isal", "fc-n2-zlib", "fc-n2-base"}
+    n2_keys = {"fc-n2", "fc-n2-isal", "fc-n2-zlib", "fc-n2-base", "fc-n2-off"}
     n2 = bool(n2_keys & wanted) and multi_process_available(work, site, args)
+    if n2 and "fc-n2-off" in wanted:  # what WARC itself costs with 2 processes
+        crawlers.append(
+            fc_crawler("fc-n2-off", "frontier-crawl N=2, WARC off", site, args, warc=False,
+                       processes=2)
+        )  # fmt: skip
     if n2 and "fc-n2-base" in wanted:
         if args.baseline is None:
             raise SystemExit("fc-n2-base needs --baseline DIR (a checkout of the code to compare)")
@@ -556,10 +561,10 @@ def main() -> None:
         "--crawlers",
         default="fc,fc-warc,fc-warc-isal,fc-n2,fc-n2-isal,scrapy,bare",
         help="subset of fc,fc-warc,fc-warc-pc,fc-warc-isal,fc-n2,fc-n2-isal,fc-n2-zlib,"
-        "fc-n2-base,scrapy,bare (the -isal and -zlib ones set output.warc_compressor to isal or "
-        "zlib-ng, the others keep the default; fc-warc-pc sets output.durability = "
+        "fc-n2-base,fc-n2-off,scrapy,bare (the -isal and -zlib ones set "
+        "output.warc_compressor to isal or zlib-ng, the others keep the default; fc-warc-pc sets output.durability = "
         "process-crash, the others keep the default power-loss; fc-n2-base runs the code of "
-        "--baseline)",
+        "--baseline; fc-n2-off is 2 processes without WARC)",
     )
     ap.add_argument(
         "--politeness",
