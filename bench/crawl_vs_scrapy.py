@@ -110,7 +110,7 @@ def write_fc_config(
     delay_s: float,
     per_host: int,
     processes: int = 1,
-    compressor: str = "zlib-ng",
+    compressor: str | None = None,
     durability: str = "power-loss",
 ) -> Path:
     resolve = [f"{host_name(i)}:{site.port}:127.0.0.1" for i in range(site.hosts)]
@@ -134,7 +134,7 @@ resolve = {toml_list(resolve)}
 [output]
 warc = {"true" if warc else "false"}
 progress_interval_s = 0
-warc_compressor = "{compressor}"
+{f'warc_compressor = "{compressor}"' if compressor else "# warc_compressor: the default"}
 durability = "{durability}"
 
 [workers]
@@ -172,8 +172,9 @@ def fc_crawler(
     delay_s: float = 0.0,
     per_host: int | None = None,
     processes: int = 1,
-    compressor: str = "zlib-ng",
+    compressor: str | None = None,
     durability: str = "power-loss",
+    code: Path | None = None,
 ) -> Crawler:
     def command(run_dir: Path) -> list[str]:
         conf = write_fc_config(
@@ -187,6 +188,8 @@ def fc_crawler(
             compressor=compressor,
             durability=durability,
         )
+        if code is not None:  # another tree of the code (e.g. main, for before/after)
+            return ["env", f"PYTHONPATH={code}", fc_binary(), "--config", str(conf)]
         return [fc_binary(), "--config", str(conf)]
 
     return Crawler(key, label, command)
@@ -353,7 +356,25 @@ def throughput(args: argparse.Namespace, work: Path, site: SiteInfo, nginx: Ngin
                 compressor="isal",
             )
         )
-    n2 = bool({"fc-n2", "fc-n2-isal"} & wanted) and multi_process_available(work, site, args)
+    n2_keys = {"fc-n2", "fc-n2-isal", "fc-n2-zlib", "fc-n2-base", "fc-n2-off"}
+    n2 = bool(n2_keys & wanted) and multi_process_available(work, site, args)
+    if n2 and "fc-n2-off" in wanted:  # what WARC itself costs with 2 processes
+        crawlers.append(
+            fc_crawler("fc-n2-off", "frontier-crawl N=2, WARC off", site, args, warc=False,
+                       processes=2)
+        )  # fmt: skip
+    if n2 and "fc-n2-base" in wanted:
+        if args.baseline is None:
+            raise SystemExit("fc-n2-base needs --baseline DIR (a checkout of the code to compare)")
+        crawlers.append(
+            fc_crawler("fc-n2-base", f"N=2, WARC on, {args.baseline.name}", site, args,
+                       warc=True, processes=2, code=args.baseline.resolve())
+        )  # fmt: skip
+    if n2 and "fc-n2-zlib" in wanted:
+        crawlers.append(
+            fc_crawler("fc-n2-zlib", "frontier-crawl N=2, WARC zlib-ng", site, args, warc=True,
+                       processes=2, compressor="zlib-ng")
+        )  # fmt: skip
     if n2 and "fc-n2" in wanted:
         crawlers.append(
             fc_crawler("fc-n2", "frontier-crawl N=2, WARC on", site, args, warc=True, processes=2)
@@ -539,10 +560,11 @@ def main() -> None:
     ap.add_argument(
         "--crawlers",
         default="fc,fc-warc,fc-warc-isal,fc-n2,fc-n2-isal,scrapy,bare",
-        help="subset of fc,fc-warc,fc-warc-pc,fc-warc-isal,fc-n2,fc-n2-isal,scrapy,bare (the "
-        "-isal ones write their WARC with output.warc_compressor = isal, the others with the "
-        "default; fc-warc-pc sets output.durability = process-crash, the others keep the "
-        "default power-loss)",
+        help="subset of fc,fc-warc,fc-warc-pc,fc-warc-isal,fc-n2,fc-n2-isal,fc-n2-zlib,"
+        "fc-n2-base,fc-n2-off,scrapy,bare (the -isal and -zlib ones set "
+        "output.warc_compressor to isal or zlib-ng, the others keep the default; fc-warc-pc sets output.durability = "
+        "process-crash, the others keep the default power-loss; fc-n2-base runs the code of "
+        "--baseline; fc-n2-off is 2 processes without WARC)",
     )
     ap.add_argument(
         "--politeness",
@@ -553,6 +575,12 @@ def main() -> None:
         "--delay", type=float, default=0.2, help="min_delay_s of the politeness scenario"
     )
     ap.add_argument("--nginx-workers", type=int, default=1)
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        help="a tree of the code (e.g. `git archive main | tar -x -C DIR`) run as fc-n2-base, "
+        "alternated with this tree's runs",
+    )
     ap.add_argument("--scrapy-venv", type=Path, default=DEFAULT_SCRAPY_VENV)
     ap.add_argument("--timeout", type=float, default=1800, help="seconds before a crawl is killed")
     ap.add_argument(

@@ -31,7 +31,7 @@ last kill is left to end by itself.
   ``F = min(fetch.concurrency, hosts x connections_per_host)`` transfers in flight, plus the
   pages finished but not yet marked done: those in the WARC writer's socket
   (``2 x min(4 MiB, net.core.wmem_max) / smallest page``, the kernel doubling SO_SNDBUF, plus
-  one page in the child's hands and one in the loop's send), plus those finished since the last
+  one batch of 16 in the child's hands and one in the loop's), plus those finished since the last
   group commit (``commit_interval_s x`` the run's peak page rate over one second, plus one
   poll's worth, F). The measured ``unsettled`` column is the exact count: pages nginx served in
   the run minus the pages the run's saved counters (LMDB, read after the kill) count as done.
@@ -75,6 +75,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 KILL_SPAN = 0.95  #: kill points fall within the first 95% of the pages
 WARC_SOCKET_ASKED = 4 << 20  #: frontier_crawl.output.warc._SOCKET_BUFFER, SO_SNDBUF asked
+WARC_BATCH = 16  #: frontier_crawl.output.warc._BATCH_RECORDS, pages per message to the writer
 STATS_KEY = b"engine.stats"  #: frontier_crawl.engine.STATS_BLOB, in the LMDB "blobs" db
 POLL_S = 0.01  #: how often the access log is read while a run goes
 SAMPLE_S = 0.05  #: how often VmHWM is read from /proc (and once more just before a kill)
@@ -348,13 +349,14 @@ def main() -> int:
             wmem_max = int(Path("/proc/sys/net/core/wmem_max").read_text())
         except OSError:
             wmem_max = WARC_SOCKET_ASKED
-        pipeline = math.ceil(2 * min(WARC_SOCKET_ASKED, wmem_max) / min_page) + 2
+        pipeline = math.ceil(2 * min(WARC_SOCKET_ASKED, wmem_max) / min_page) + 2 * WARC_BATCH
         print(f"command (every run, cwd {crawl_dir}): {' '.join(cmd)}")
         print(f"kill points (page fetches seen by nginx): {targets}")
         print(
             f"duplicate bound per kill = in flight F + WARC socket P + commit window: "
             f"F = min({concurrency}, {site.hosts} x {cph}) = {in_flight}, "
-            f"P = 2 x min(4 MiB, wmem_max {wmem_max:,}) / {min_page:,} B + 2 = {pipeline}, "
+            f"P = 2 x min(4 MiB, wmem_max {wmem_max:,}) / {min_page:,} B + 2 x {WARC_BATCH} "
+            f"= {pipeline}, "
             f"window = ceil({commit_s} s x peak pages/s) + F",
             flush=True,
         )

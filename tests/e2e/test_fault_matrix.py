@@ -30,6 +30,7 @@ import pytest
 
 from frontier_crawl.demo.server import DemoServer
 from frontier_crawl.demo.site import Site, SiteSpec
+from frontier_crawl.output.warc import _BATCH_RECORDS
 from tests.conftest import render_toml, running, served_pages, warc_response_uris
 from tests.e2e.test_crash import warcio_check
 from tests.redis_server import RedisServer
@@ -51,9 +52,10 @@ WINDOW_S = 5 * COMMIT_S
 PER_HOST = 1 + math.ceil(WINDOW_S / DELAY) + 1
 KILL_BOUND = HOSTS * PER_HOST
 #: a killed WARC writer also loses what waited for it in its socket (4 MiB each way, the
-#: writer's ``_SOCKET_BUFFER``: about 400 records of these 20 KB pages), never written, so
-#: fetched again; a busy machine lets that backlog grow
-WRITER_BOUND = KILL_BOUND + 2 * (4 << 20) // SPEC.page_bytes
+#: writer's ``_SOCKET_BUFFER``: about 400 records of these 20 KB pages) and the batches in
+#: its hands and in the loop's (``_BATCH_RECORDS`` each), never written, so fetched again; a
+#: busy machine lets that backlog grow
+WRITER_BOUND = KILL_BOUND + 2 * (4 << 20) // SPEC.page_bytes + 2 * _BATCH_RECORDS
 
 
 @pytest.fixture(scope="module")
@@ -242,7 +244,7 @@ class Chain:
             assert workers, "no worker process found"
             self.stop(event, lambda c: os.kill(workers[0], signal.SIGKILL), 1, KILL_BOUND)
         elif event == "kill-9-warc-writer":
-            writers = c.children("output.warc import child_entry")
+            writers = c.children("fc_warcfile")
             assert writers, "no WARC writer process found"
             self.stop(event, lambda c: os.kill(writers[0], signal.SIGKILL), 1, WRITER_BOUND)
         elif event == "restart-100ms":

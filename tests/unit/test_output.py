@@ -22,6 +22,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 from warcio.archiveiterator import ArchiveIterator
+from warcio.recordbuilder import RecordBuilder
+from warcio.statusandheaders import StatusAndHeadersParser
+from warcio.warcwriter import BufferWARCWriter
 
 import frontier_crawl.output as output
 from frontier_crawl.config import CrawlSettings, OutputSection
@@ -34,15 +37,12 @@ from frontier_crawl.output import (
     WarcWriter,
     iso_time,
     render_report,
+    warcfile,
     write_report,
 )
 from frontier_crawl.output.report import HOLDS_KEPT
 from frontier_crawl.output.warc import (
     Revisit,
-    _request_record,
-    _response_record,
-    _Serializer,
-    _sha1_label,
     last_header_block,
     warc_date,
     warc_file_name,
@@ -126,28 +126,91 @@ def test_rotation_pairs_and_readback(tmp_path: Path) -> None:
 
 @given(st.binary(min_size=20, max_size=20))
 def test_sha1_label_is_base32(digest: bytes) -> None:
-    assert _sha1_label(digest) == "sha1:" + base64.b32encode(digest).decode()
+    assert warcfile._sha1_label(digest) == "sha1:" + base64.b32encode(digest).decode()
 
 
-@pytest.mark.parametrize("kind", ["response", "revisit", "request"])
-def test_digests_are_the_ones_warcio_computes(kind: str) -> None:
-    # our records carry digests computed in one pass; warcio, asked to compute them itself on
-    # the same record without them, must arrive at the same values
-    rec = record("/d", random.Random(3).randbytes(50_000))  # several of warcio's 16 KiB reads
+def warcio_records(rec: ArchiveRecord) -> list[bytes]:
+    """What warcio's own record builder and writer make of ``rec`` (digests computed by
+    warcio, headers in its order), uncompressed: the reference for ``record_bytes``."""
+    builder = RecordBuilder(warc_version="1.1")
+    head = without_transfer_encoding(last_header_block(rec.header_bytes))
+    parser = StatusAndHeadersParser([], verify=False)
+    fields = {"WARC-Target-URI": rec.url, "WARC-Date": warc_date(rec.fetched_at)}
+    if rec.ip:
+        fields["WARC-IP-Address"] = rec.ip
+    shared = dict(fields)  # the request record's
+    if rec.revisit_of is not None:
+        kind, payload = "revisit", b""
+        fields["WARC-Profile"] = warcfile.SERVER_NOT_MODIFIED
+        fields["WARC-Refers-To-Target-URI"] = rec.revisit_of.uri
+        fields["WARC-Refers-To-Date"] = warc_date(rec.revisit_of.date)
+    else:
+        kind, payload = "response", rec.payload
+        if rec.truncated:
+            fields["WARC-Truncated"] = rec.truncated
+    import io
+
+    response = builder.create_warc_record(
+        rec.url, kind, payload=io.BytesIO(payload), length=len(payload),
+        warc_headers_dict={"WARC-Type": kind, "WARC-Record-ID": "<urn:uuid:R>", **fields},
+        http_headers=parser.parse(io.BytesIO(head)),
+    )  # fmt: skip
+    request_head = last_header_block(rec.request_bytes)
+    request = builder.create_warc_record(
+        rec.url, "request", payload=io.BytesIO(b""), length=0,
+        warc_headers_dict={"WARC-Type": "request", "WARC-Record-ID": "<urn:uuid:Q>", **shared,
+                           "WARC-Concurrent-To": "<urn:uuid:R>"},
+        http_headers=parser.parse(io.BytesIO(request_head)),
+    )  # fmt: skip
+    out = []
+    for r, block in ((response, head), (request, request_head)):
+        r.http_headers.headers_buff = block  # verbatim, as the crawler keeps it
+        r.http_headers.compute_headers_buffer = lambda *a: None
+        writer = BufferWARCWriter(gzip=False, warc_version="1.1")
+        writer.write_record(r)
+        out.append(writer.get_contents())
+    return out
+
+
+def unordered(records: list[bytes]) -> list[tuple[list[bytes], bytes]]:
+    """Each record as (its WARC header lines sorted, the rest): warcio puts the digests it
+    computes itself in the other order."""
+    out = []
+    for r in records:
+        head, _, rest = r.partition(b"\r\n\r\n")
+        out.append((sorted(head.split(b"\r\n")), rest))
+    return out
+
+
+def same_ids(ours: list[bytes]) -> list[bytes]:
+    """``ours`` with the record IDs replaced by the fixed ones of ``warcio_records``."""
+    rid = re.search(rb"WARC-Record-ID: (<[^>]+>)", ours[0])
+    assert rid is not None
+    qid = re.search(rb"WARC-Record-ID: (<[^>]+>)", ours[1])
+    assert qid is not None
+    return [r.replace(rid[1], b"<urn:uuid:R>").replace(qid[1], b"<urn:uuid:Q>") for r in ours]
+
+
+@pytest.mark.parametrize("kind", ["response", "revisit", "truncated", "no-ip", "chunked"])
+def test_records_are_the_bytes_warcio_writes(kind: str) -> None:
+    """Records built as bytes (no warcio on the write path) equal what warcio's builder and
+    writer make of the same capture: its WARC headers (the random record IDs aside), its
+    digests (computed by warcio here), its block layout byte for byte."""
+    rec = record("/d?q=1", random.Random(3).randbytes(50_000))  # several 16 KiB reads
     if kind == "revisit":
         rec = dataclasses.replace(rec, revisit_of=Revisit("http://h.test/d", T0 - 60))
-    ours = _response_record(rec)
-    if kind == "request":
-        ours = _request_record(rec, ours)
-    names = ("WARC-Block-Digest", "WARC-Payload-Digest")
-    written = {n: ours.rec_headers.get_header(n) for n in names}
-    assert written["WARC-Block-Digest"].startswith("sha1:")
-    assert (written["WARC-Payload-Digest"] is None) == (kind == "revisit")
-    for name in names:
-        ours.rec_headers.remove_header(name)
-    ours.raw_stream.seek(0)
-    _Serializer().ensure_digest(ours, block=True, payload=True)
-    assert {n: ours.rec_headers.get_header(n) for n in names} == written
+    elif kind == "truncated":
+        rec = dataclasses.replace(rec, truncated="length")
+    elif kind == "no-ip":
+        rec = dataclasses.replace(rec, ip="")
+    elif kind == "chunked":
+        rec = dataclasses.replace(
+            rec, header_bytes=b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"
+            b"Transfer-Encoding: chunked\r\nContent-Type: text/html\r\n\r\n",
+        )  # fmt: skip
+    ours = warcfile.record_bytes(rec.capture())
+    assert len(ours) == 2
+    assert unordered(same_ids(ours)) == unordered(warcio_records(rec))
 
 
 def test_gzip_payload_is_decoded_by_content_stream(tmp_path: Path) -> None:
@@ -772,3 +835,35 @@ def test_not_modified_is_counted_and_warnings_reported() -> None:
     console = Console(record=True, width=120, color_system=None)
     render_report({**report, "warnings": [warning]}, console)
     assert "verify_tls" in console.export_text()
+
+
+@given(st.lists(st.sampled_from([b"HTTP/1.1 200 OK", b"A: b", b" folded", b"", b"\r", b"\r\r"]),
+                max_size=8), st.sampled_from([b"\r\n", b"\n"]), st.booleans())  # fmt: skip
+def test_last_header_block_fast_path_agrees(lines: list[bytes], eol: bytes, end: bool) -> None:
+    """The common case answered without splitting gives what the line-by-line scan gives."""
+    block = eol.join(lines) + (eol + eol if end else b"")
+    assert last_header_block(block) == warcfile._last_header_block(block)
+
+
+def test_writer_process_loads_no_frontier_crawl_module(tmp_path: Path) -> None:
+    """The child loads warcfile.py alone (its start-up is what a worker's writer costs): not
+    the frontier_crawl package, not warcio."""
+    code = (
+        "import sys, importlib.util as u; "
+        f"s = u.spec_from_file_location('fc_warcfile', {warcfile.__file__!r}); "
+        "m = u.module_from_spec(s); sys.modules[s.name] = m; s.loader.exec_module(m); "
+        "print(sorted(n for n in sys.modules if n.startswith(('frontier_crawl', 'warcio'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_record_ids_are_random_uuid4() -> None:
+    import uuid
+
+    ids = [warcfile._record_id() for _ in range(1000)]
+    assert len(set(ids)) == len(ids)
+    for rid in ids[:50]:
+        assert rid.startswith("<urn:uuid:") and rid.endswith(">")
+        u = uuid.UUID(rid[10:-1])
+        assert u.version == 4 and u.variant == uuid.RFC_4122 and str(u) == rid[10:-1]
