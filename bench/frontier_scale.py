@@ -42,6 +42,7 @@ import random
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -80,6 +81,28 @@ def rss_line() -> str:
         f"rss {r['VmRSS'] / MB:7.1f} MB (anon {r['RssAnon'] / MB:7.1f}, "
         f"file {r['RssFile'] / MB:7.1f})"
     )
+
+
+class AnonPeak:
+    """The largest RssAnon seen by a thread sampling /proc/self/status every 5 ms."""
+
+    def __init__(self) -> None:
+        self.peak = rss()["RssAnon"]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, rss()["RssAnon"])
+
+    def __enter__(self) -> AnonPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss()["RssAnon"])
 
 
 def make_frontier(
@@ -234,9 +257,15 @@ def run(args: argparse.Namespace) -> None:
         timed("checkpoint at peak (sync + Bloom snapshot)", frontier.checkpoint)
         if args.restart:
             timed("close", frontier.close)
+            del frontier  # a restart is a new process: the closed frontier's memory goes
             gc.collect()
-            frontier = timed("reopen (resume: host counts + snapshot)", build)
-            print(f"after reopen: queued {frontier.queued:,}; {rss_line()}")
+            print(f"after close: {rss_line()}")
+            with AnonPeak() as reopen_peak:
+                frontier = timed("reopen (resume: host counts + snapshot)", build)
+            print(
+                f"after reopen: queued {frontier.queued:,}; {rss_line()}; RssAnon peak during "
+                f"reopen {reopen_peak.peak / MB:.1f} MB (sampled every 5 ms)"
+            )
         if not args.no_drain:
             drain_phase(frontier, args)
         timed("close", frontier.close)
