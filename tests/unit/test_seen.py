@@ -521,3 +521,18 @@ def test_rebuild_clears_the_filter_in_place(env: lmdb.Environment) -> None:
     assert peak < size // 4, f"{peak} bytes allocated to rebuild a {size}-byte filter"
     assert seen.bloom.bitarray.count() <= 100 * seen.bloom.num_slices
     assert _digest(100) not in seen.bloom
+
+
+def test_snapshot_is_saved_without_a_copy(env: lmdb.Environment, tmp_path: Path) -> None:
+    """The filter is written from its own buffer in chunks: no copy of it is made to save."""
+    seen = SeenSet(env, 200_000, 1e-7)
+    _add_all(env, seen, [_digest(i) for i in range(100)])
+    size = int(seen.stats()["bloom_bytes"])
+    tracemalloc.start()
+    try:
+        seen.save_snapshot(tmp_path / "seen.bloom")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < size // 4, f"{peak} bytes allocated to save a {size}-byte filter"
+    assert (tmp_path / "seen.bloom").stat().st_size > size
