@@ -42,6 +42,7 @@ import random
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -80,6 +81,28 @@ def rss_line() -> str:
         f"rss {r['VmRSS'] / MB:7.1f} MB (anon {r['RssAnon'] / MB:7.1f}, "
         f"file {r['RssFile'] / MB:7.1f})"
     )
+
+
+class AnonPeak:
+    """The largest RssAnon seen by a thread sampling /proc/self/status every 5 ms."""
+
+    def __init__(self) -> None:
+        self.peak = rss()["RssAnon"]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, rss()["RssAnon"])
+
+    def __enter__(self) -> AnonPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss()["RssAnon"])
 
 
 def make_frontier(
@@ -234,9 +257,17 @@ def run(args: argparse.Namespace) -> None:
         timed("checkpoint at peak (sync + Bloom snapshot)", frontier.checkpoint)
         if args.restart:
             timed("close", frontier.close)
+            del frontier  # a restart is a new process: the closed frontier's memory goes
             gc.collect()
-            frontier = timed("reopen (resume: host counts + snapshot)", build)
-            print(f"after reopen: queued {frontier.queued:,}; {rss_line()}")
+            print(f"after close: {rss_line()}")
+            cpu0 = time.process_time()
+            with AnonPeak() as reopen_peak:
+                frontier = timed("reopen (resume: host counts + snapshot)", build)
+            print(f"reopen CPU: {time.process_time() - cpu0:.2f} s")
+            print(
+                f"after reopen: queued {frontier.queued:,}; {rss_line()}; RssAnon peak during "
+                f"reopen {reopen_peak.peak / MB:.1f} MB (sampled every 5 ms)"
+            )
         if not args.no_drain:
             drain_phase(frontier, args)
         timed("close", frontier.close)
@@ -322,6 +353,7 @@ def add_phase(frontier: Frontier, n_urls: int, n_hosts: int, args: argparse.Name
     added = 0
     add_s = commit_s = 0.0
     t_start = time.perf_counter()
+    cpu_start = time.process_time()
     clock = time.perf_counter
     group = Group(frontier, args.commit_s)
     while added < n_urls:
@@ -351,8 +383,10 @@ def add_phase(frontier: Frontier, n_urls: int, n_hosts: int, args: argparse.Name
             )
             next_report += every
     wall = clock() - t_start
+    cpu = time.process_time() - cpu_start
     print(
-        f"ADD: {added:,} URLs in {add_s:.1f} s of frontier time ({wall:.1f} s wall): "
+        f"ADD: {added:,} URLs in {add_s:.1f} s of frontier time ({wall:.1f} s wall, {cpu:.1f} s "
+        f"CPU with URL generation: {added / cpu:,.0f} adds per CPU second): "
         f"{added / add_s:,.0f} adds/s, {add_s / added * 1e6:.2f} us per URL, of which "
         f"{commit_s / added * 1e6:.2f} us in commits ({group.commits:,} commits); "
         f"{checkpoints.summary()} (not included)",
@@ -370,6 +404,7 @@ def drain_phase(frontier: Frontier, args: argparse.Namespace) -> None:
     clock = time.perf_counter
     mono = time.monotonic
     t_start = clock()
+    cpu_start = time.process_time()
     group = Group(frontier, args.commit_s)
     while frontier.pending:
         group.open()
@@ -395,8 +430,11 @@ def drain_phase(frontier: Frontier, args: argparse.Namespace) -> None:
             )
             next_report += every
     elapsed = clock() - t_start
+    cpu = time.process_time() - cpu_start
     print(
-        f"DRAIN: {popped:,} URLs in {elapsed:.1f} s: {popped / max(elapsed, 1e-9):,.0f} pops/s, "
+        f"DRAIN: {popped:,} URLs in {elapsed:.1f} s ({cpu:.1f} s CPU: "
+        f"{popped / max(cpu, 1e-9):,.0f} pops per CPU second): "
+        f"{popped / max(elapsed, 1e-9):,.0f} pops/s, "
         f"{elapsed / max(popped, 1) * 1e6:.2f} us per URL, of which "
         f"{commit_s / max(popped, 1) * 1e6:.2f} us in commits ({rounds:,} rounds, "
         f"{group.commits:,} commits); "

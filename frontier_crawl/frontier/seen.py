@@ -95,6 +95,7 @@ LMDB fills its pages completely), and loading it costs one interval's digests, n
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import math
 import os
@@ -103,7 +104,7 @@ from collections.abc import Iterator
 from itertools import repeat
 from operator import add, mod, sub
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from pybloom_live import BloomFilter
 
@@ -118,9 +119,13 @@ log = logging.getLogger(__name__)
 
 _SNAPSHOT_MAGIC = b"FCSEEN02"  # 01: pybloom-live's own hashing, no seen_recent position
 _SNAPSHOT_HEADER = struct.Struct("<8sQQdQ")  # magic, count, capacity, error_rate, next seq
+#: pybloom-live's ``tofile`` header, then the filter's bytes: error_rate, slices, bits per
+#: slice, capacity, count
+_BLOOM_HEADER = struct.Struct(BloomFilter.FILE_FMT.decode("ascii"))
 _DEFAULT_RECENT_SIZE = 65_536
 _DIGEST_HALVES = struct.Struct("<QQ")
 _SEQ = struct.Struct(">Q")
+_READ_CHUNK = 1 << 24  # the bits are read in place, 16 MiB per readinto
 LOG_CHUNK = 120
 """Most digests in one ``seen_recent`` value (1,920 bytes: two values fit a 4 KiB page)."""
 
@@ -330,9 +335,10 @@ class SeenSet:
 
     def rebuild(self, txn: lmdb.Transaction[bytes]) -> int:
         """Refill a fresh Bloom filter from every digest in LMDB; returns how many."""
-        self._bloom = bloom = DigestBloomFilter(self._capacity, self._error_rate)
-        self._clear_recent()
+        bloom = self._bloom  # cleared in place: never a second filter in memory
         bits = bloom.bitarray
+        bits.setall(0)
+        self._clear_recent()
         indexes = bloom.bit_indexes
         count = 0
         with txn.cursor(db=self._db) as cursor:
@@ -384,11 +390,27 @@ class SeenSet:
     ) -> bool:
         """Load a snapshot if, with the ``seen_recent`` entries after it, it accounts for
         exactly ``expected_count`` digests and has this set's sizing; else False (the caller
-        rebuilds). ``txn``: a transaction to read LMDB in (default: a read transaction)."""
+        rebuilds). ``txn``: a transaction to read LMDB in (default: a read transaction).
+
+        The bits are read straight into this set's own filter (``readinto`` its buffer), after
+        every check that needs no bits: a restart holds one filter, never two (a second copy
+        was the reopen's memory peak). A file that fails while its bits are read leaves the
+        filter cleared (a clear filter over a full LMDB stays exact: its answers are checked
+        there), and the caller rebuilds."""
+        if txn is None:
+            with self._env.begin() as own:
+                return self._load_snapshot(path, expected_count, own)
+        return self._load_snapshot(path, expected_count, txn)
+
+    def _load_snapshot(self, path: Path, expected_count: int, txn: lmdb.Transaction) -> bool:
+        bloom = self._bloom
+        bits = bloom.bitarray
+        nbytes = (bloom.num_bits + 7) // 8
         try:
             with open_regular(path) as f:  # a link, a FIFO...: not usable, rebuilt
-                header = f.read(_SNAPSHOT_HEADER.size)
-                magic, count, capacity, error_rate, upto = _SNAPSHOT_HEADER.unpack(header)
+                magic, count, capacity, error_rate, upto = _SNAPSHOT_HEADER.unpack(
+                    f.read(_SNAPSHOT_HEADER.size)
+                )
                 if magic != _SNAPSHOT_MAGIC:
                     return False
                 # never hand out a seq below a snapshot's position, even if it is refused
@@ -397,27 +419,37 @@ class SeenSet:
                     return False
                 if count > expected_count:
                     return False
-                bloom = DigestBloomFilter.fromfile(f)
+                _, slices, bits_per_slice, _, _ = _BLOOM_HEADER.unpack(f.read(_BLOOM_HEADER.size))
+                if (slices, bits_per_slice) != (bloom.num_slices, bloom.bits_per_slice):
+                    return False
+                if os.fstat(f.fileno()).st_size - f.tell() != nbytes:
+                    log.info("seen snapshot %s: its bits are not %d bytes", path, nbytes)
+                    return False
+                logged = self._logged_since(upto, count, expected_count, txn)
+                if logged is None:
+                    return False
+                try:
+                    _read_exactly(f, bits, nbytes)
+                except BaseException:
+                    bits.setall(0)  # part old, part file: neither
+                    bloom.count = 0
+                    raise
         except (OSError, EOFError, ValueError, OverflowError, struct.error) as exc:
             log.info("seen snapshot %s not usable: %s", path, exc)
             return False
-        fresh = self._bloom
-        if (bloom.num_slices, bloom.bits_per_slice) != (fresh.num_slices, fresh.bits_per_slice):
-            return False
-        if txn is None:
-            with self._env.begin() as own:
-                return self._apply_log(bloom, count, upto, expected_count, own)
-        return self._apply_log(bloom, count, upto, expected_count, txn)
+        indexes = bloom.bit_indexes
+        for digest in logged:  # those before ``upto`` are in the file already: idempotent
+            bits[indexes(digest)] = 1
+        bloom.count = expected_count
+        self._count = expected_count
+        self._clear_recent()
+        return True
 
-    def _apply_log(
-        self,
-        bloom: DigestBloomFilter,
-        count: int,
-        upto: int,
-        expected_count: int,
-        txn: lmdb.Transaction,
-    ) -> bool:
-        """Check the snapshot's count against ``seen_recent`` and add the logged digests."""
+    def _logged_since(
+        self, upto: int, count: int, expected_count: int, txn: lmdb.Transaction
+    ) -> list[bytes] | None:
+        """Every ``seen_recent`` digest, if the snapshot's ``count`` plus those with a
+        ``seq >= upto`` make ``expected_count`` (module docstring); None if not."""
         after = 0
         logged: list[bytes] = []
         with txn.cursor(db=self._log_db) as cursor:
@@ -434,15 +466,8 @@ class SeenSet:
                 after,
                 expected_count,
             )
-            return False
-        bits = bloom.bitarray
-        for digest in logged:  # those before ``upto`` are in the file already: idempotent
-            bits[bloom.bit_indexes(digest)] = 1
-        bloom.count = expected_count
-        self._bloom = bloom
-        self._count = expected_count
-        self._clear_recent()
-        return True
+            return None
+        return logged
 
     # -------------------------------------------------------------------------- internals
 
@@ -495,6 +520,18 @@ class SeenSet:
                 "seen Bloom filter past its capacity %d: raise seen_capacity", self._capacity
             )
         return False
+
+
+def _read_exactly(f: BinaryIO, bits: Any, nbytes: int) -> None:
+    """Fill the bitarray ``bits`` (``nbytes`` long) from ``f`` in place; EOFError if short."""
+    reader = cast("io.BufferedIOBase", f)  # open_regular's: a BufferedReader
+    with memoryview(bits) as view:
+        done = 0
+        while done < nbytes:
+            got = reader.readinto(view[done : done + _READ_CHUNK])
+            if not got:
+                raise EOFError(f"snapshot ends after {done} of {nbytes} bytes of bits")
+            done += got
 
 
 def _fsync_dir(directory: Path) -> None:

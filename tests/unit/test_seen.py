@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 import struct
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -478,3 +479,60 @@ def test_unflushed_log_means_rebuild_never_a_wrong_load(
         assert seen.add_new(txn, _digest(5))
     seen.aborted()
     assert not SeenSet(env, 1000, 1e-6).load_snapshot(path, _exact(env, seen))
+
+
+def test_snapshot_loads_into_the_filter_in_place(env: lmdb.Environment, tmp_path: Path) -> None:
+    """A restart holds one filter: the snapshot's bits go into the set's own buffer, with no
+    second copy of the filter allocated while it loads (the reopen's memory peak)."""
+    seen = SeenSet(env, 200_000, 1e-7)
+    digests = [_digest(i) for i in range(2_000)]
+    _add_all(env, seen, digests)
+    path = tmp_path / "seen.bloom"
+    seen.save_snapshot(path)
+    _add_all(env, seen, [_digest(-1)])  # one digest logged after the snapshot
+    restored = SeenSet(env, 200_000, 1e-7)
+    size = int(restored.stats()["bloom_bytes"])
+    tracemalloc.start()
+    try:
+        assert restored.load_snapshot(path, _exact(env, restored))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < size // 4, f"{peak} bytes allocated to load a {size}-byte filter"
+    assert restored.bloom.bitarray == seen.bloom.bitarray
+    with env.begin(write=True) as txn:
+        assert not any(restored.add_new(txn, d) for d in [*digests, _digest(-1)])
+    assert restored.stats()["bloom_misses"] == 0
+
+
+def test_rebuild_clears_the_filter_in_place(env: lmdb.Environment) -> None:
+    """A rebuild refills the set's own filter (cleared first), with no second one allocated."""
+    seen = SeenSet(env, 200_000, 1e-7, recent_size=0)
+    _add_all(env, seen, [_digest(i) for i in range(100)])
+    seen.bloom.bitarray.setall(1)  # garbage, e.g. a snapshot that failed half way
+    size = int(seen.stats()["bloom_bytes"])
+    tracemalloc.start()
+    try:
+        with env.begin() as txn:
+            assert seen.rebuild(txn) == 100
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < size // 4, f"{peak} bytes allocated to rebuild a {size}-byte filter"
+    assert seen.bloom.bitarray.count() <= 100 * seen.bloom.num_slices
+    assert _digest(100) not in seen.bloom
+
+
+def test_snapshot_is_saved_without_a_copy(env: lmdb.Environment, tmp_path: Path) -> None:
+    """The filter is written from its own buffer in chunks: no copy of it is made to save."""
+    seen = SeenSet(env, 200_000, 1e-7)
+    _add_all(env, seen, [_digest(i) for i in range(100)])
+    size = int(seen.stats()["bloom_bytes"])
+    tracemalloc.start()
+    try:
+        seen.save_snapshot(tmp_path / "seen.bloom")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < size // 4, f"{peak} bytes allocated to save a {size}-byte filter"
+    assert (tmp_path / "seen.bloom").stat().st_size > size
