@@ -21,25 +21,20 @@ import logging
 import os
 import re
 import signal
-import socket
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager, suppress
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from itertools import groupby
 from operator import attrgetter
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from frontier_crawl import __version__
 from frontier_crawl.config import ConfigError, CrawlSettings, load
 from frontier_crawl.config.reload import reload_plan
-from frontier_crawl.config.settings import FeedSection
 from frontier_crawl.control.commands import Command
 from frontier_crawl.control.status import (
     SAMPLE_EVERY_S,
@@ -52,48 +47,41 @@ from frontier_crawl.control.status import (
     classify,
     empty_status,
 )
+from frontier_crawl.engine.build import (
+    load_stats,
+    open_parts,
+)
+from frontier_crawl.engine.commit import CommitGroup, Unsettled
+from frontier_crawl.engine.seams import CommandSource, FetcherLike, Layout, PeersLike
 from frontier_crawl.fetch import (
     FETCH_TIME_BUCKETS,
-    AddressPolicy,
-    CacheUnusable,
     ErrorKind,
-    Fetcher,
     FetchRequest,
     FetchResult,
 )
 from frontier_crawl.frontier import (
-    DamagedState,
     Failure,
-    Frontier,
     HostSignals,
-    StateMismatch,
     Ticket,
 )
 from frontier_crawl.frontier.mailbox import Link
 from frontier_crawl.frontier.politeness import parse_retry_after, retry_delay
 from frontier_crawl.frontier.robots import MAX_ROBOTS_BYTES
 from frontier_crawl.frontier.scope import check_scope
-from frontier_crawl.frontier.urls import canonicalize
 from frontier_crawl.output import (
     ArchiveRecord,
-    CrawlLog,
-    CrawlStats,
     LogEntry,
     Outcome,
     ProblemEntry,
     Revisit,
-    WarcWriter,
     config_warnings,
     iso_time,
     truncation_reason,
     write_report,
     write_report_html,
 )
-from frontier_crawl.output.feeds import Feed, decode_offset, open_feed
-from frontier_crawl.output.protocol import Output, blob_name
-from frontier_crawl.output.recover import recover_lines, recover_warcs, set_aside
-from frontier_crawl.output.space import RESUME_MARGIN, LowSpace, SpaceMonitor, human_bytes
-from frontier_crawl.parse import LinkParser, PageLinks, Parser
+from frontier_crawl.output.space import RESUME_MARGIN, LowSpace, human_bytes
+from frontier_crawl.parse import PageLinks, Parser
 from frontier_crawl.parse.charset import page_charset
 from frontier_crawl.parse.resolve import resolve_location
 from frontier_crawl.proctree import StateLock
@@ -113,11 +101,6 @@ ROBOTS_REDIRECTS = 5
 #: (a refused hop has no status of its own): a 3xx, which RobotsCache reads as "unavailable"
 _CHAIN_CUT = 300
 MAX_WAIT_S = 1.0  # upper bound of one wait, so progress, checkpoints and signals stay timely
-#: WARC fdatasyncs per group commit interval, at most (power-loss durability): two, so a
-#: page's records wait for their sync half an interval on average, not a whole one (measured:
-#: with one, kill -9 refetched about twice as many pages as without syncing; with two, about
-#: as many), 40 a second at most with the default commit_interval_s, in the writer process
-WARC_SYNCS_PER_COMMIT = 2
 #: in worker mode, how often the inbox is looked at (a peer's batch does not wake the curl wait)
 PEER_WAIT_S = 0.02
 #: a batch the transport cannot take now (a full Redis) is tried again this much later; it
@@ -125,9 +108,6 @@ PEER_WAIT_S = 0.02
 DELIVER_RETRY_S = 0.5
 
 
-STATS_BLOB = "engine.stats"
-#: start-up repairs remembered for the report (the oldest are dropped past this many)
-MAX_REPAIRS = 100
 #: a status is built (hosts scanned for the busiest ones...) only while someone asked for one
 #: in the last this many seconds (``Engine.status``); samples are taken regardless
 STATUS_WANTED_S = 10.0
@@ -139,29 +119,8 @@ BUSIEST_SHARE = 0.01
 MAX_FAILING_HOSTS = 1000
 
 
-class _SavedStats(msgspec.Struct):
-    """The counters kept in LMDB with the frontier state they describe."""
-
-    stats: CrawlStats
-    elapsed_s: float
-    #: what start-up repair set aside, in this and earlier runs (the report's warnings)
-    repairs: list[str] = msgspec.field(default_factory=list)
-
-
 _ENCODER = msgspec.msgpack.Encoder()
 
-
-@dataclass(slots=True, frozen=True)
-class _Unsettled:
-    """A finished page whose WARC write ``seq`` is not yet reported handed to the OS."""
-
-    seq: int
-    key: bytes  #: its frontier entry, marked done once settled
-    counted: tuple[str, int, str | None, int]  #: its CrawlStats.record arguments
-    #: what its spider callback gave: items (appended to the feeds when the page is marked
-    #: done, in that commit) and the outcomes of its problems (counted then)
-    items: list[dict[str, Any]] | None = None
-    problems: tuple[str, ...] = ()
 
 #: what a yielded request is admitted with besides its URL (engine._run_spider)
 _REQUEST_KEY = attrgetter("callback", "meta", "priority")
@@ -190,105 +149,11 @@ def _failure(r: FetchResult) -> Failure:
     return Failure.URL if r.status >= 500 else Failure.NONE
 
 
-def set_aside_state(path: Path, problem: str, consequence: str) -> str:
-    """Rename damaged state ``path`` to ``<name>.damaged-<time>`` and say so, loudly: the
-    warning, for the report. StateMismatch (exit 2, saying what to do) if it cannot be moved."""
-    try:
-        moved = set_aside(path)
-    except OSError as exc:
-        raise StateMismatch(
-            f"{path}: {problem}; it could not be set aside ({exc}): move it out of the way "
-            f"by hand and start the crawl again. {consequence}"
-        ) from None
-    message = f"{path}: {problem}; set aside as {moved.name}. {consequence}"
-    log.warning("%s", message)
-    return message
-
-
 def _answer_s(r: FetchResult) -> float:
     """The fetch time the adaptive delay follows: that of a complete response. A transfer that
     failed (timed out, cut, reset) says how long one URL hung, not how fast the host answers:
     counting it would snooze the whole host for delay_factor x the timeout per attempt."""
     return r.duration_s if r.error is None else 0.0
-
-
-@dataclass(slots=True, frozen=True)
-class Layout:
-    """Where a crawl keeps its files, all under ``output_dir``."""
-
-    root: Path
-
-    @property
-    def warc_dir(self) -> Path:
-        return self.root / "warc"
-
-    @property
-    def state_dir(self) -> Path:
-        return self.root / "state"
-
-    @property
-    def crawl_log(self) -> Path:
-        return self.root / "crawl.jsonl"
-
-    @property
-    def report(self) -> Path:
-        return self.root / "report.json"
-
-    @property
-    def report_html(self) -> Path:
-        return self.root / "report.html"
-
-
-class PeersLike(Protocol):
-    """The other worker processes, as one worker sees them (``frontier_crawl.workers.Peers``)."""
-
-    worker: int
-    run_id: bytes
-
-    def route(self, origin: str) -> int: ...
-    def send(self, dest: int, batch: bytes) -> bool:
-        """True once ``dest`` has the batch; False if the transport cannot take it now (a
-        full Redis): it stays in the outbox and is sent again later."""
-        ...
-
-    def held_up(self, batches: int) -> str:
-        """Why ``batches`` wait to be sent, for the status ("" if the transport is fine)."""
-        ...
-
-    def publish(self, idle: bool, received: int) -> None: ...
-    def should_stop(self) -> bool: ...
-    def orders(self) -> tuple[bool, int]:
-        """(stop requested, reloads ordered so far): the coordinator's signals, passed on."""
-        ...
-
-
-class PendingLike(Protocol):
-    """A posted command waiting for the loop's answer (``control.commands.Pending``)."""
-
-    @property
-    def command(self) -> Command: ...
-    def answer(self, reply: dict[str, Any]) -> None: ...
-
-
-class CommandSource(Protocol):
-    """Where operator commands come from: the control API's queue (``control/commands.py``),
-    or, in a worker process, the coordinator's pipe (``workers.py``)."""
-
-    @property
-    def fileno(self) -> int: ...
-    def take(self) -> Sequence[PendingLike]: ...
-
-
-class FetcherLike(Protocol):
-    """The fetch seam: what the engine needs of a fetcher (``fetch.Fetcher``, or a null one)."""
-
-    @property
-    def free_slots(self) -> int: ...
-    @property
-    def in_flight(self) -> int: ...
-    def submit(self, req: FetchRequest) -> None: ...
-    def poll(self, timeout_s: float) -> list[FetchResult]: ...
-    def close(self) -> None: ...
 
 
 class Engine:
@@ -345,55 +210,64 @@ class Engine:
         parser: Parser | None,
     ) -> None:
         """Open the crawl's parts (``__init__``, once the state directory is this run's)."""
-        #: start-up repairs of this run: warnings naming what was set aside (``_set_aside``)
-        self._repairs: list[str] = []
-        # the frontier first: it refuses a state directory this config cannot continue
-        self.frontier = self._open_frontier(settings, peers)
+        parts = open_parts(
+            settings,
+            self.layout,
+            lock_fd=self._lock.fileno,
+            with_feeds=self._spider is not None,
+            on_reject=self._rejected,
+            on_foreign=self._foreign,
+            wall_clock=self._wall_clock,
+            fetcher=fetcher,
+            peers=peers,
+            parser=parser,
+        )
+        self.frontier = parts.frontier
+        self.fetcher: FetcherLike = parts.fetcher
+        self.parser: Parser = parts.parser
+        self._space = parts.space
+        outputs = parts.outputs
+        self._warc, self._log, self._feeds = outputs.archive, outputs.log, outputs.feeds
+        #: every output a commit depends on (protocol.py), in commit order
+        self._outputs = outputs.all
         self._peers = peers
         self._outbox: dict[int, list[Link]] = {}
         self._received = 0  #: link batches ingested from other workers (this run)
         self._undelivered = peers is not None  # an earlier run may have left outbox batches
         self._deliver_at = 0.0  #: when a batch the transport could not take is tried again
         self._held_up = 0  #: outbox batches the transport could not take (at the last try)
-        self._group: ExitStack | None = None  #: the open group-commit transaction
-        self._commit_at = 0.0
-        self._repairs += self._recover_outputs()
-        self.stats, self._elapsed_before, earlier = self._load_stats()
-        self._repairs = [*earlier, *self._repairs][-MAX_REPAIRS:]
-        self._dirty = False
-        #: pages whose WARC records the writer has not yet reported handed to the OS: their
-        #: entries are marked done, and their counters counted, once it has (``_settle``)
-        self._unsettled: deque[_Unsettled] = deque()
-        self._warc_needed = 0  #: WARC writes that must be on disk before the next commit
         #: seconds each URL still being retried has held its host so far (Retry-After, backoff)
         self._held: dict[bytes, float] = {}
-        self._durable = settings.output.durability == "power-loss"
-        self._log = CrawlLog(self.layout.crawl_log, durable=self._durable)
-        self.fetcher: FetcherLike = fetcher or self._open_fetcher(settings)
-        self.parser: Parser = parser or LinkParser(settings.fetch.parse_types)
-        self._warc = self._open_warc(settings) if settings.output.warc else None
-        self._feeds: list[Feed] = self._open_feeds(self._feed_specs())
-        #: every output a commit depends on (protocol.py): the WARC writer first, since the
-        #: pages it settles append their items to the feeds before those are handed over
-        self._outputs: list[Output] = [
-            *([self._warc] if self._warc is not None else []), self._log, *self._feeds
-        ]
         self._stop_requested = 0
         self._reloads_seen = 0  #: a worker's reload orders from its coordinator, obeyed
         self._started = time.monotonic()
+        # the status (control/status.py): accumulators the loop keeps, samples of them every
+        # SAMPLE_EVERY_S, and the latest published snapshot (read by other threads: replaced
+        # whole, never mutated once published)
+        self._times = LoopTimes()
+        self._group = CommitGroup(
+            self.frontier,
+            outputs.all,
+            archive=outputs.archive,
+            feeds=outputs.feeds,
+            stats=parts.stats,
+            elapsed_before=parts.elapsed_before,
+            repairs=list(parts.repairs),
+            interval_s=settings.frontier.commit_interval_s,
+            times=self._times,
+            waited=self._waited,
+            started=self._started,
+        )
+        if peers is not None:
+            self._group.before_commit.append(self._stage_outbox)
+            self._group.after_commit.append(self._deliver_committed)
         self._status_at = float("-inf")
-        self._space = SpaceMonitor(self._written_paths(), settings.output.min_free_bytes)
         self._low_space: LowSpace | None = None  #: set while fetching is paused for space
         self._paused_at = 0.0
         self._space_pauses = 0
         self._space_paused_s = 0.0
         self._halt = ""  #: why the loop stops without a signal ("low-disk-space")
         self._write_error = ""  #: the failed write that ended the run, if one did
-        # the status (control/status.py): accumulators the loop keeps, samples of them every
-        # SAMPLE_EVERY_S, and the latest published snapshot (read by other threads: replaced
-        # whole, never mutated once published)
-        self._times = LoopTimes()
-        self._folded: dict[str, float] = {}  #: the loop times last added to the stats
         self._recorder = Recorder()
         self._state: CrawlState = "starting"
         self._loop_thread = 0
@@ -407,202 +281,6 @@ class Engine:
         #: origin -> [failures, seconds held] (failed fetches and the holds they caused)
         self._failing: dict[str, list[float]] = {}
 
-    def _written_paths(self) -> list[Path]:
-        """Every directory the crawl writes into (the space monitor counts each fs once)."""
-        paths = [self.layout.root, self.layout.state_dir, self.layout.warc_dir]
-        if self.settings.fetch.cache:
-            paths.append(Path(self.settings.fetch.cache_dir))
-        return paths
-
-    # ----------------------------------------------------------------------------- start-up repair
-
-    def _open_frontier(self, settings: CrawlSettings, peers: PeersLike | None) -> Frontier:
-        """The frontier, after setting aside each part of its state it finds damaged (at most
-        one attempt per part: identity, frontier and inbox environments, robots.txt cache)."""
-        for _attempt in range(5):
-            try:
-                return Frontier.from_settings(
-                    settings,
-                    self.layout.state_dir,
-                    on_reject=self._rejected,
-                    route=peers.route if peers is not None else None,
-                    worker=peers.worker if peers is not None else 0,
-                    on_foreign=self._foreign,
-                    wall_clock=self._wall_clock,
-                )
-            except DamagedState as damage:
-                self._set_aside(damage.path, damage.problem, damage.consequence)
-        raise StateMismatch(f"{self.layout.state_dir}: still damaged after setting parts of it "
-                            f"aside ({'; '.join(self._repairs)}); move it away by hand to start "
-                            "the crawl afresh")  # fmt: skip
-
-    def _open_fetcher(self, settings: CrawlSettings) -> Fetcher:
-        """The fetcher; an HTTP cache it cannot open is set aside and started afresh."""
-
-        f = settings.fetch
-        seeds = [canonicalize(seed) or seed for seed in settings.crawl.seeds]
-        addresses = AddressPolicy.for_crawl(f.allow_addresses, seeds, f.resolve)
-
-        def build() -> Fetcher:
-            return Fetcher.from_settings(
-                f, settings.politeness, capture_requests=settings.output.warc,
-                addresses=addresses,
-            )  # fmt: skip
-
-        try:
-            return build()
-        except CacheUnusable as damage:
-            self._set_aside(
-                damage.path,
-                damage.problem,
-                "A fresh HTTP cache starts now: URLs it held are fetched in full, not "
-                "revalidated (it is only a cache).",
-            )
-        return build()
-
-    def _set_aside(self, path: Path, problem: str, consequence: str) -> None:
-        self._repairs.append(set_aside_state(path, problem, consequence))
-
-    def _recover_outputs(self) -> list[str]:
-        """Close WARC files and the crawl log left unfinished by a killed run (never raises:
-        what cannot be repaired is set aside, with a warning for the report). The feeds are
-        recovered as they are opened (``_open_feeds``: cut back to their committed offsets)."""
-        warcs = recover_warcs(self.layout.warc_dir)
-        if warcs.recovered:
-            log.warning("recovered %d unfinished WARC file(s)", len(warcs.recovered))
-        return warcs.warnings + recover_lines(self.layout.crawl_log)
-
-    def _open_warc(self, settings: CrawlSettings) -> WarcWriter:
-        return WarcWriter(
-            self.layout.warc_dir,
-            settings.output.warc_prefix,
-            settings.output.warc_max_bytes,
-            {
-                "software": f"frontier-crawl/{__version__}",
-                "format": "WARC File Format 1.1",
-                "hostname": socket.gethostname(),
-                "http-header-user-agent": settings.politeness.user_agent,
-                "robots": "obey" if settings.politeness.obey_robots else "ignore",
-            },
-            gzip_level=settings.output.warc_gzip_level,
-            compressor=settings.output.warc_compressor,
-            durable=self._durable,
-            sync_interval_s=settings.frontier.commit_interval_s / WARC_SYNCS_PER_COMMIT,
-            keep_fds=(self._lock.fileno,),  # the directory is not free while the writer lives
-        )
-
-    def _feed_specs(self) -> tuple[FeedSection, ...]:
-        """The feeds this crawl writes: none without a spider; with one, [[output.feeds]] or
-        else ``output_dir/items.jsonl``."""
-        if self._spider is None:
-            return ()
-        return self.settings.output.feeds or (FeedSection(),)
-
-    def _open_feeds(self, specs: tuple[FeedSection, ...]) -> list[Feed]:
-        """Each feed cut back to the offset the last commit recorded for it (feeds.py)."""
-        feeds: list[Feed] = []
-        for spec in specs:
-            name = f"feed:{spec.path}"
-            committed = decode_offset(self.frontier.load_blob(blob_name(name)))
-            feed, warnings = open_feed(
-                self.layout.root / spec.path, name, spec.format, spec.fields, committed,
-                durable=self._durable,
-            )  # fmt: skip
-            self._repairs += warnings
-            feeds.append(feed)
-        return feeds
-
-    def _load_stats(self) -> tuple[CrawlStats, float, list[str]]:
-        """Counters (and start-up repairs) of earlier runs, so the report covers the crawl."""
-        blob = self.frontier.load_blob(STATS_BLOB)
-        if blob is None:
-            return CrawlStats(), 0.0, []
-        try:
-            saved = msgspec.msgpack.decode(blob, type=_SavedStats)
-        except msgspec.DecodeError:
-            log.warning("unreadable saved counters: the report covers this run only")
-            return CrawlStats(), 0.0, []
-        return saved.stats, saved.elapsed_s, saved.repairs
-
-    def _sync_outputs(self, final: bool = False) -> None:
-        """Make the group's log lines and WARC records durable before its LMDB commit:
-        fdatasynced with ``output.durability = "power-loss"``, handed to the OS with
-        ``"process-crash"``.
-
-        Called inside the frontier batch, just before it commits (not once per tick: only the
-        commit needs the outputs on disk before it), so a kill (or, power-loss durable, a power
-        cut) at any instant leaves either both the outputs and the frontier change (URL done),
-        or the outputs without the change (URL fetched again: a duplicate line or record, never
-        a lost one). If an output fails, the commit is not made (``_commit``).
-
-        A page's WARC records are written by the writer's child process at its own pace, and
-        the commit does not wait for them: the page's entry is marked done (and its counters
-        counted, so the saved report stays exact) only in the first commit after the child
-        reports them durable. Until then a kill fetches it again. The exceptions wait:
-        robots.txt records (their outcome is committed with them) and the ``final`` commit.
-        """
-        if not self._dirty:
-            return
-        if self._warc is not None:  # the one output pages wait for (see above)
-            self._warc.prepare_commit(None if final else self._warc_needed)
-            self._settle(self._warc.durable())
-        for output in self._outputs:
-            if output is not self._warc:
-                output.prepare_commit()
-            point = output.commit_point()
-            if point is not None:  # in this commit: start-up cuts the output back to it
-                self.frontier.save_blob(blob_name(output.name), point)
-        elapsed = self._elapsed_before + time.monotonic() - self._started
-        self._fold_loop_times()
-        saved = _SavedStats(self.stats, elapsed, self._repairs)
-        self.frontier.save_blob(STATS_BLOB, _ENCODER.encode(saved))
-        if self._outbox:  # in this tick's transaction; delivered after its commit
-            for dest, links in self._outbox.items():
-                self.frontier.queue_outgoing(dest, links)
-            self._outbox.clear()
-            self._undelivered = True
-        self._dirty = bool(self._unsettled)
-
-    def _fold_loop_times(self) -> None:
-        """Add the loop's seconds by phase since the last fold to the saved counters (the
-        report's "where time went", over every run of the crawl)."""
-        t = self._times
-        now = {"run": time.monotonic() - self._started, "waiting": self._waited(),
-               "parse": t.parse, "callbacks": t.callbacks, "warc": t.warc,
-               "frontier": t.frontier, "fetch": t.fetch}  # fmt: skip
-        folded = self._folded
-        self.stats.add_loop_time({k: v - folded.get(k, 0.0) for k, v in now.items()})
-        self._folded = now
-
-    def _settle(self, written: int) -> None:
-        """Mark done, and count, the pages whose WARC records are now handed to the OS."""
-        unsettled = self._unsettled
-        done: list[bytes] = []
-        while unsettled and unsettled[0].seq <= written:
-            page = unsettled.popleft()
-            done.append(page.key)
-            self._count(page.counted, page.items, page.problems)
-        if done:
-            self.frontier.mark_done(done)
-
-    def _count(
-        self,
-        counted: tuple[str, int, str | None, int],
-        items: list[dict[str, Any]] | None,
-        problems: tuple[str, ...],
-    ) -> None:
-        """A page marked done (in the open group): its counters, its items to the feeds (so
-        the commit that marks it done holds its items' offsets: exactly once, feeds.py)."""
-        stats = self.stats
-        stats.record(*counted)
-        if items:
-            for feed in self._feeds:
-                feed.append(items)
-            stats.items += len(items)
-        for outcome in problems:
-            stats.record(outcome, 0, None, 0)
-        stats.spider_problems += len(problems)
-
     # ----------------------------------------------------------------------------- the loop
 
     def run(self) -> dict[str, Any]:
@@ -612,7 +290,7 @@ class Engine:
         exception aborts the open group commit and propagates."""
         s = self.settings
         previous = self._install_signals()
-        self.stats.begin_run(time.time())  # the report's pages over time: when it ran
+        self._group.stats.begin_run(time.time())  # the report's pages over time: when it ran
         self._loop_thread = threading.get_ident()
         self._state = "running"
         try:
@@ -621,7 +299,7 @@ class Engine:
             if self._spider is not None:
                 self._spider.open()  # spider.open, pipelines' open(spider): ConfigError if not
             # in the first group: a seed's crawl-log line (a rejected one) is synced with it
-            self._open_group(time.monotonic())
+            self._group.open(time.monotonic())
             self.frontier.add(s.crawl.seeds, depth=0, now=time.monotonic())
             self._loop()
         except OSError as exc:
@@ -641,18 +319,9 @@ class Engine:
         try:
             self._run_loop()
         except BaseException as exc:
-            self._abort_group(exc)
+            self._group.abort(exc)
             raise
-        if self._unsettled and self._group is None:
-            self._open_group(time.monotonic())
-        self._commit(final=True)
-
-    def _abort_group(self, exc: BaseException) -> None:
-        """Abort the open group commit because of ``exc``: LMDB keeps the last commit. Raises
-        what the frontier made of ``exc`` if it translated it (an LMDB error)."""
-        group, self._group = self._group, None
-        if group is not None:
-            group.__exit__(type(exc), exc, exc.__traceback__)
+        self._group.finish()
 
     def _failed(self, exc: OSError) -> None:
         """A write failed: say so once (the first failure is the cause; later ones follow)."""
@@ -680,36 +349,8 @@ class Engine:
             self.frontier.close(checkpoint=False)
         self._lock.release()
 
-    def _open_group(self, now: float) -> None:
-        """Open the frontier transaction that the next ticks share (group commit)."""
-        if self._group is None:
-            self._group = ExitStack()
-            self._group.enter_context(self.frontier.batch())
-            self._commit_at = now + self.settings.frontier.commit_interval_s
-
-    def _commit(self, final: bool = False) -> None:
-        """Commit the open group: outputs first (flushed, so a kill after the commit finds
-        them; fdatasynced with power-loss durability), then one LMDB commit, then outbox
-        deliveries (never inside a transaction). If the outputs fail, the group is aborted."""
-        if self._group is not None:
-            t0 = time.perf_counter()
-            try:
-                self._sync_outputs(final)
-            except BaseException as exc:
-                self._abort_group(exc)
-                raise
-            group, self._group = self._group, None
-            group.close()
-            spent = time.perf_counter() - t0
-            times = self._times
-            times.commit += spent
-            times.frontier += spent
-            times.commits += 1
-        if self._undelivered and self._peers is not None:
-            self._deliver()
-
     def _run_loop(self) -> None:
-        frontier, fetcher = self.frontier, self.fetcher
+        frontier, fetcher, group = self.frontier, self.fetcher, self._group
         ckpt_every = self.settings.frontier.checkpoint_interval_s
         progress_every = self.settings.output.progress_interval_s
         next_ckpt = time.monotonic() + ckpt_every
@@ -732,13 +373,13 @@ class Engine:
                     return
             submitted = 0
             if not (self._stop_requested or self._halt) and fetcher.free_slots and not paused:
-                if self._group is not None and now >= self._commit_at:
+                if group.is_open and now >= group.commit_at:
                     # before this tick's requests, not between their take and their send (in
                     # poll): a commit's fdatasync there would delay one request to a host and
                     # shorten the gap to the next, which the frontier spaced from the take
-                    self._commit()
+                    group.commit()
                     now = time.monotonic()
-                self._open_group(now)
+                group.open(now)
                 t0 = time.perf_counter()
                 tickets = frontier.next_ready(now, fetcher.free_slots)
                 t1 = time.perf_counter()
@@ -762,27 +403,27 @@ class Engine:
                 return
             wait = self._wait_s(now)
             if (
-                self._group is not None
+                group.is_open
                 and not submitted  # then at the next tick's start (see above)
                 and (
-                    now >= self._commit_at
-                    or wait >= self.settings.frontier.commit_interval_s
+                    now >= group.commit_at
+                    or wait >= group.interval_s
                     or (idle and (self._undelivered or self._outbox))
                 )
             ):
-                self._commit()  # one fdatasync per group, not per tick
+                group.commit()  # one fdatasync per group, not per tick
             t0, waited = time.perf_counter(), self._waited()
             results = fetcher.poll(wait)
             self._times.fetch += time.perf_counter() - t0 - (self._waited() - waited)
             if results:
-                self._open_group(now)
+                group.open(now)
                 for result in results:
                     self._handle(result)
             now = time.monotonic()
             if now >= self._next_sample:
                 self._sample(now)
             if now >= next_ckpt:
-                self._commit()
+                group.commit()
                 self._checkpoint()
                 next_ckpt = now + self.settings.frontier.checkpoint_interval_s
             if now >= next_progress:
@@ -850,13 +491,13 @@ class Engine:
     def _exchange(self, now: float, idle: bool) -> bool:
         """Worker mode: deliver and ingest link batches, publish status; True to stop."""
         assert self._peers is not None
-        if self._held_up and self._group is None:  # (else the group's commit tries again)
+        if self._held_up and not self._group.is_open:  # (else the group's commit tries again)
             self._deliver()
         with self.frontier.batch():
             ingested, counted = self.frontier.ingest_inbox(now, self._peers.run_id)
             if ingested:
-                self._dirty = True
-                self._sync_outputs()
+                self._group.dirty = True
+                self._group.sync()
         self._received += counted
         # idle only with no link of ours left to hand over: none in the in-memory outbox
         # (waiting for the group commit) and none committed but not yet delivered
@@ -867,7 +508,20 @@ class Engine:
     def _foreign(self, dest: int, link: Link) -> None:
         """A link to a host another worker owns: batched, sent before this tick commits."""
         self._outbox.setdefault(dest, []).append(link)
-        self._dirty = True
+        self._group.dirty = True
+
+    def _stage_outbox(self) -> None:
+        """Before a commit: the outbox's batches into its transaction (delivered after it)."""
+        if self._outbox:
+            for dest, links in self._outbox.items():
+                self.frontier.queue_outgoing(dest, links)
+            self._outbox.clear()
+            self._undelivered = True
+
+    def _deliver_committed(self) -> None:
+        """After a commit: committed outbox batches to their owners."""
+        if self._undelivered and self._peers is not None:
+            self._deliver()
 
     def _wait_s(self, now: float) -> float:
         """How long poll may block: until the next host wakes, or work is ready now."""
@@ -949,7 +603,8 @@ class Engine:
             frontier.robots_done(ticket, r.finished, status, r.body, r.duration_s, r.ip,
                                  hold_s=hold)  # fmt: skip
         self._times.frontier += time.perf_counter() - t0
-        self._warc_needed = self._archive(r) or self._warc_needed
+        group = self._group
+        group.needed = self._archive(r) or group.needed
         self._record(ticket, r, Outcome.ROBOTS_TXT)
 
     def _robots_hop(self, ticket: Ticket, r: FetchResult) -> bool:
@@ -1050,7 +705,7 @@ class Engine:
         times = self._times
         times.frontier += t1 - t0  # the page's links, canonical and in scope
         times.callbacks += t2 - t1  # callbacks, rules and pipelines
-        self.stats.spider_time(yielded.callback_s, yielded.pipeline_s)
+        self._group.stats.spider_time(yielded.callback_s, yielded.pipeline_s)
         # one add per run of requests that share callback, meta and priority (groupby and
         # attrgetter run in C: most pages yield one run)
         add, depth = self.frontier.add, ticket.depth + 1
@@ -1132,14 +787,16 @@ class Engine:
         yielded: Yielded | None = None,
     ) -> None:
         """The page's crawl-log line, and its counters (once its WARC write ``archived``, if
-        any, is settled: see ``_sync_outputs``). ``held_s``: how long its responses held its
+        any, is settled: see ``commit.py``). ``held_s``: how long its responses held its
         host beyond the politeness delay (Retry-After, backoff), over all its attempts."""
-        self._dirty = True
+        group = self._group
+        group.dirty = True
+        stats = group.stats
         if held_s > 0:
-            self.stats.record_hold(ticket.url, held_s)
+            stats.record_hold(ticket.url, held_s)
         if not ticket.robots:  # the report's slowest and most failing hosts
             failed = outcome is Outcome.FAILED or r.status >= 500
-            self.stats.record_host(ticket.origin, r.duration_s, failed)
+            stats.record_host(ticket.origin, r.duration_s, failed)
         error = r.error.value if r.error is not None else None
         nbytes = len(r.body) if r.not_modified is None else 0  # a 304 brought no payload
         counted = (outcome.value, r.status, error, nbytes)
@@ -1150,9 +807,9 @@ class Engine:
             else ()
         )
         if archived:
-            self._unsettled.append(_Unsettled(archived, ticket.key, counted, items, problems))
+            group.unsettled.append(Unsettled(archived, ticket.key, counted, items, problems))
         else:
-            self._count(counted, items, problems)
+            group.count(counted, items, problems)
         self._log.write(
             LogEntry(
                 time=iso_time(time.time()),
@@ -1171,8 +828,9 @@ class Engine:
 
     def _rejected(self, ticket: Ticket, reason: str) -> None:
         """A URL the frontier refused or gave up on: it still gets its crawl-log line."""
-        self._dirty = True
-        self.stats.record(reason, 0, None, 0)
+        group = self._group
+        group.dirty = True
+        group.stats.record(reason, 0, None, 0)
         self._log.write(
             LogEntry(
                 time=iso_time(time.time()),
@@ -1301,9 +959,8 @@ class Engine:
             return self._reload(now)
         if name == "status":  # from a worker's coordinator: a fresh snapshot (the loop's thread)
             return {**self.status(), "metrics": self.metrics()}
-        self._dirty = True
-        if self._group is None:
-            self._open_group(now)
+        self._group.dirty = True
+        self._group.open(now)
         frontier = self.frontier
         if name == "seeds":
             admitted = frontier.add(command.urls, depth=0, now=now)
@@ -1367,7 +1024,7 @@ class Engine:
     def progress(self) -> dict[str, Any]:
         """A snapshot for progress displays (``bottleneck``: the status's, as one line)."""
         elapsed = time.monotonic() - self._started
-        pages = self.stats.pages
+        pages = self._group.stats.pages
         bottleneck = self.status()["bottleneck"]
         return {
             "elapsed_s": elapsed,
@@ -1385,10 +1042,10 @@ class Engine:
         and p99 in ms over the whole crawl) and their share of the crawl's time."""
         if self._spider is None:
             return {}
-        cb, pl = self.stats.callback_time, self.stats.pipeline_time
-        total = self._elapsed_before + elapsed
+        cb, pl = self._group.stats.callback_time, self._group.stats.pipeline_time
+        total = self._group.elapsed_before + elapsed
         return {
-            "items": self.stats.items,
+            "items": self._group.stats.items,
             "callback_ms": (cb.quantile(0.5) * 1e3, cb.quantile(0.99) * 1e3),
             "pipeline_ms": (pl.quantile(0.5) * 1e3, pl.quantile(0.99) * 1e3),
             "spider_share": (cb.total_s + pl.total_s) / total if total > 0 else 0.0,
@@ -1441,7 +1098,7 @@ class Engine:
         self._next_sample = now + SAMPLE_EVERY_S
         t, f = self._times, self.fetcher
         sample = Sample(
-            t=now, wall=time.time(), pages=self.stats.pages, waited=self._waited(),
+            t=now, wall=time.time(), pages=self._group.stats.pages, waited=self._waited(),
             parse=t.parse, callbacks=t.callbacks, warc=t.warc, frontier=t.frontier,
             fetch=t.fetch, dns=getattr(f, "dns_s", 0.0), transfer=getattr(f, "transfer_s", 0.0),
             admitted=self.frontier.admitted,
@@ -1512,7 +1169,7 @@ class Engine:
         status: dict[str, Any] = {
             "state": sig.state,
             "bottleneck": classify(sig).as_dict(),
-            "elapsed_s": round(self._elapsed_before + now - self._started, 3),
+            "elapsed_s": round(self._group.elapsed_before + now - self._started, 3),
             "pages": sample.pages,
             "pages_per_s": round(window.pages_per_s, 3),
             "queued": queued,
@@ -1528,7 +1185,7 @@ class Engine:
                 "robots": hs.robots,
                 "blocked": hs.blocked,
             },
-            "outcomes": dict(self.stats.outcomes),
+            "outcomes": dict(self._group.stats.outcomes),
             "busiest_hosts": self._busiest,
             "failing_hosts": [
                 {"host": h, "failures": int(n), "held_s": round(held, 3)}
@@ -1560,7 +1217,7 @@ class Engine:
         return {
             "worker": str(self._worker_label),
             "status": status,
-            "bytes": self.stats.bytes,
+            "bytes": self._group.stats.bytes,
             "fetch_time_buckets": list(FETCH_TIME_BUCKETS),
             "fetch_time_counts": list(getattr(f, "fetch_times", [])),
             "fetch_time_sum": getattr(f, "transfer_s", 0.0),
@@ -1588,7 +1245,7 @@ class Engine:
         more is committed (the in-memory state may be ahead of LMDB): the report shows the
         committed counters, and the outputs and frontier are released as they are."""
         now = time.monotonic()
-        elapsed = self._elapsed_before + now - self._started
+        elapsed = self._group.elapsed_before + now - self._started
         if self._low_space is not None:
             self._space_paused_s += now - self._paused_at
         self.fetcher.close()  # abandoned transfers stay queued in LMDB: fetched on resume
@@ -1596,9 +1253,9 @@ class Engine:
             self._spider.close()  # pipelines' close(spider); never raises
         if not self._write_error:
             try:
-                self._dirty = True
+                self._group.dirty = True
                 with self.frontier.batch():
-                    self._sync_outputs()
+                    self._group.sync()
             except OSError as exc:
                 self._failed(exc)
         failed = bool(self._write_error)
@@ -1611,15 +1268,16 @@ class Engine:
             except OSError as exc:
                 self._failed(exc)
         if failed:
-            self.stats, elapsed, _repairs = self._load_stats()  # what LMDB holds: exact on resume
-        report = self.stats.report(elapsed, self.frontier.seen_stats())
+            # what LMDB holds: exact on resume
+            self._group.stats, elapsed, _repairs = load_stats(self.frontier)
+        report = self._group.stats.report(elapsed, self.frontier.seen_stats())
         report["frontier"] = self.frontier.stats()
         report["complete"] = self.frontier.pending == 0 and not self._halt and not failed
         report["stopped_by_signal"] = bool(self._stop_requested)
         report["stopped_for_low_space"] = self._halt == "low-disk-space"
         report["disk_space_pauses"] = self._space_pauses
         report["disk_space_paused_s"] = round(self._space_paused_s, 3)
-        report["warnings"] = config_warnings(self.settings) + self._repairs
+        report["warnings"] = config_warnings(self.settings) + self._group.repairs
         report["output_dir"] = str(self.layout.root)
         report["warc_files"] = [str(p) for p in self._warc.paths] if self._warc else []
         self._state = "finished"

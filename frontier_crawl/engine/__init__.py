@@ -1,0 +1,31 @@
+"""The engine: the only package that knows every subsystem, and the one event loop that drives
+them, as a few parts each with one job (DESIGN.md, "The shape of the engine"):
+
+* ``core.py``: the loop (the tick, handling a result, disposing of a page), :class:`Engine`.
+* ``build.py``: :func:`open_parts`, every part built from the settings by its own factory.
+* ``seams.py``: what the loop needs of its collaborators (the fetcher, the peers, the command
+  source), as one-method ``Protocol``s, and the crawl's file :class:`Layout`.
+"""
+
+from frontier_crawl.engine.build import STATS_BLOB, Parts, open_parts, set_aside_state
+from frontier_crawl.engine.core import Engine
+from frontier_crawl.engine.seams import (
+    CommandSource,
+    FetcherLike,
+    Layout,
+    PeersLike,
+    PendingLike,
+)
+
+__all__ = [
+    "STATS_BLOB",
+    "CommandSource",
+    "Engine",
+    "FetcherLike",
+    "Layout",
+    "Parts",
+    "PeersLike",
+    "PendingLike",
+    "open_parts",
+    "set_aside_state",
+]
