@@ -24,7 +24,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from itertools import groupby
 from operator import attrgetter
 from pathlib import Path
@@ -37,31 +37,23 @@ from frontier_crawl.config import ConfigError, CrawlSettings, load
 from frontier_crawl.config.reload import reload_plan
 from frontier_crawl.control.commands import Command
 from frontier_crawl.control.status import (
-    SAMPLE_EVERY_S,
-    CrawlState,
-    HostHold,
     LoopTimes,
-    Recorder,
-    Sample,
-    Signals,
-    classify,
-    empty_status,
 )
 from frontier_crawl.engine.build import (
     load_stats,
     open_parts,
 )
 from frontier_crawl.engine.commit import CommitGroup, Unsettled
+from frontier_crawl.engine.observe import Observer
 from frontier_crawl.engine.seams import CommandSource, FetcherLike, Layout, PeersLike
+from frontier_crawl.engine.state import LoopState
 from frontier_crawl.fetch import (
-    FETCH_TIME_BUCKETS,
     ErrorKind,
     FetchRequest,
     FetchResult,
 )
 from frontier_crawl.frontier import (
     Failure,
-    HostSignals,
     Ticket,
 )
 from frontier_crawl.frontier.mailbox import Link
@@ -80,7 +72,7 @@ from frontier_crawl.output import (
     write_report,
     write_report_html,
 )
-from frontier_crawl.output.space import RESUME_MARGIN, LowSpace, human_bytes
+from frontier_crawl.output.space import RESUME_MARGIN, human_bytes
 from frontier_crawl.parse import PageLinks, Parser
 from frontier_crawl.parse.charset import page_charset
 from frontier_crawl.parse.resolve import resolve_location
@@ -186,7 +178,7 @@ class Engine:
         self._loaded = loaded or settings  #: the file's settings, before ``reshape``
         self._commands: CommandSource | None = commands
         self._control: ControlServer | None = None
-        self._paused = False  #: by the operator (pause/resume)
+        self._run = LoopState()  #: what the loop is doing (read by the status)
         self._reload_requested = False  #: SIGHUP received
         #: the spider (and [[extract]] rules), None without them: today's path, untouched.
         #: Loaded first: a source that does not import is a ConfigError before anything else
@@ -235,10 +227,8 @@ class Engine:
         self._received = 0  #: link batches ingested from other workers (this run)
         self._undelivered = peers is not None  # an earlier run may have left outbox batches
         self._deliver_at = 0.0  #: when a batch the transport could not take is tried again
-        self._held_up = 0  #: outbox batches the transport could not take (at the last try)
         #: seconds each URL still being retried has held its host so far (Retry-After, backoff)
         self._held: dict[bytes, float] = {}
-        self._stop_requested = 0
         self._reloads_seen = 0  #: a worker's reload orders from its coordinator, obeyed
         self._started = time.monotonic()
         # the status (control/status.py): accumulators the loop keeps, samples of them every
@@ -261,25 +251,22 @@ class Engine:
         if peers is not None:
             self._group.before_commit.append(self._stage_outbox)
             self._group.after_commit.append(self._deliver_committed)
-        self._status_at = float("-inf")
-        self._low_space: LowSpace | None = None  #: set while fetching is paused for space
         self._paused_at = 0.0
         self._space_pauses = 0
         self._space_paused_s = 0.0
-        self._halt = ""  #: why the loop stops without a signal ("low-disk-space")
         self._write_error = ""  #: the failed write that ended the run, if one did
-        self._recorder = Recorder()
-        self._state: CrawlState = "starting"
-        self._loop_thread = 0
-        self._next_sample = 0.0
-        self._last_request = time.monotonic()
-        self._status_wanted = float("-inf")
-        self._status: dict[str, Any] | None = None
-        self._metrics: dict[str, Any] | None = None
-        self._busiest: list[dict[str, Any]] = []
-        self._busiest_at = float("-inf")
-        #: origin -> [failures, seconds held] (failed fetches and the holds they caused)
-        self._failing: dict[str, list[float]] = {}
+        self._run.last_request = time.monotonic()
+        self._observe = Observer(
+            self.frontier,
+            self.fetcher,
+            self._group,
+            self._times,
+            self._run,
+            waited=self._waited,
+            peers=peers,
+            archive=self._warc,
+            with_spider=self._spider is not None,
+        )
 
     # ----------------------------------------------------------------------------- the loop
 
@@ -291,8 +278,8 @@ class Engine:
         s = self.settings
         previous = self._install_signals()
         self._group.stats.begin_run(time.time())  # the report's pages over time: when it ran
-        self._loop_thread = threading.get_ident()
-        self._state = "running"
+        self._run.thread = threading.get_ident()
+        self._run.state = "running"
         try:
             self._start_control()
             self._wake_on_commands()
@@ -350,7 +337,7 @@ class Engine:
         self._lock.release()
 
     def _run_loop(self) -> None:
-        frontier, fetcher, group = self.frontier, self.fetcher, self._group
+        frontier, fetcher, group, run = self.frontier, self.fetcher, self._group, self._run
         ckpt_every = self.settings.frontier.checkpoint_interval_s
         progress_every = self.settings.output.progress_interval_s
         next_ckpt = time.monotonic() + ckpt_every
@@ -363,16 +350,16 @@ class Engine:
             if self._commands is not None or self._reload_requested:
                 self._take_commands(now)
                 now = time.monotonic()
-            paused = self._short_of_space(now) or self._paused
-            if self._stop_requested or self._halt:
+            paused = self._short_of_space(now) or run.paused
+            if run.stop_requested or run.halt:
                 if drain_deadline == float("inf"):
                     drain_deadline = now + self.settings.crawl.stop_timeout_s
-                    if not self._halt:  # (a halt has said why it stops, and that it drains)
+                    if not run.halt:  # (a halt has said why it stops, and that it drains)
                         log.warning("stop requested: draining %d transfers", fetcher.in_flight)
                 if fetcher.in_flight == 0 or now >= drain_deadline:
                     return
             submitted = 0
-            if not (self._stop_requested or self._halt) and fetcher.free_slots and not paused:
+            if not run.stopping and fetcher.free_slots and not paused:
                 if group.is_open and now >= group.commit_at:
                     # before this tick's requests, not between their take and their send (in
                     # poll): a commit's fdatasync there would delay one request to a host and
@@ -391,7 +378,7 @@ class Engine:
                 if submitted:
                     times.fetch += time.perf_counter() - t1
                     times.requests += submitted
-                    self._last_request = now
+                    run.last_request = now
             idle = frontier.pending == 0 and fetcher.in_flight == 0
             if not idle and frontier.blocked_queues and fetcher.in_flight == 0:
                 # all that is left is held by blocks: over, unless an operator can unblock
@@ -420,8 +407,8 @@ class Engine:
                 for result in results:
                     self._handle(result)
             now = time.monotonic()
-            if now >= self._next_sample:
-                self._sample(now)
+            if now >= self._observe.next_sample:
+                self._observe.sample(now)
             if now >= next_ckpt:
                 group.commit()
                 self._checkpoint()
@@ -436,16 +423,16 @@ class Engine:
         so once when it pauses (or stops) and once when it resumes."""
         low = self._space.check(now)
         if low is None:
-            if self._low_space is not None:
+            if self._run.low_space is not None:
                 self._space_paused_s += now - self._paused_at
                 log.info(
                     "free space is back on %s: fetching resumed after %.0f s paused",
-                    self._low_space.path,
+                    self._run.low_space.path,
                     now - self._paused_at,
                 )
-                self._low_space = None
+                self._run.low_space = None
             return False
-        if self._low_space is None and not self._halt:
+        if self._run.low_space is None and not self._run.halt:
             stop = self.settings.output.low_space_action == "stop"
             log.warning(
                 "%s left on %s, below output.min_free_bytes (%s): %s",
@@ -458,9 +445,9 @@ class Engine:
                 f"{human_bytes(int(self._space.min_free_bytes * (1 + RESUME_MARGIN)))} are free",
             )
             if stop:
-                self._halt = "low-disk-space"
+                self._run.halt = "low-disk-space"
                 return True
-            self._low_space, self._paused_at = low, now
+            self._run.low_space, self._paused_at = low, now
             self._space_pauses += 1
         return True
 
@@ -481,17 +468,18 @@ class Engine:
                 sent.append(key)
             self.frontier.delivered(sent)  # one commit for them all
             if len(sent) < len(pending):
-                self._held_up, self._deliver_at = len(pending) - len(sent), now + DELIVER_RETRY_S
+                self._run.held_up = len(pending) - len(sent)
+                self._deliver_at = now + DELIVER_RETRY_S
                 return
             if len(pending) < 256:
                 break
         self._undelivered = False
-        self._held_up = 0
+        self._run.held_up = 0
 
     def _exchange(self, now: float, idle: bool) -> bool:
         """Worker mode: deliver and ingest link batches, publish status; True to stop."""
         assert self._peers is not None
-        if self._held_up and not self._group.is_open:  # (else the group's commit tries again)
+        if self._run.held_up and not self._group.is_open:  # (else the group's commit tries again)
             self._deliver()
         with self.frontier.batch():
             ingested, counted = self.frontier.ingest_inbox(now, self._peers.run_id)
@@ -525,10 +513,10 @@ class Engine:
 
     def _wait_s(self, now: float) -> float:
         """How long poll may block: until the next host wakes, or work is ready now."""
-        if self._stop_requested or self._halt:
+        if self._run.stop_requested or self._run.halt:
             return 0.1
         longest = MAX_WAIT_S if self._peers is None else PEER_WAIT_S
-        if self._low_space is not None or self._paused:  # only in-flight transfers to wait for
+        if self._run.low_space is not None or self._run.paused:  # only in-flight ones to wait for
             return longest
         if self.fetcher.free_slots and self.frontier.has_ready:
             return 0.0
@@ -577,7 +565,7 @@ class Engine:
         )  # fmt: skip
         self._times.frontier += time.perf_counter() - t0
         if failure is not Failure.NONE or held > 0:
-            self._failed_at(ticket.origin, held)
+            self._observe.failed_at(ticket.origin, held)
         self._record(ticket, r, outcome, archived, self._held.pop(ticket.key, 0.0) + held,
                      yielded)  # fmt: skip
 
@@ -641,7 +629,7 @@ class Engine:
             ticket, r.finished, delay, _answer_s(r), _failure(r), r.ip, hold_s=after or 0.0
         )
         self._times.frontier += time.perf_counter() - t0
-        self._failed_at(ticket.origin, held)
+        self._observe.failed_at(ticket.origin, held)
         if held > 0:
             self._held[ticket.key] = self._held.get(ticket.key, 0.0) + held
         return True
@@ -857,7 +845,7 @@ class Engine:
         from frontier_crawl.control.server import ControlServer  # http.server: ~50 ms
 
         self._control = ControlServer(
-            listen, self.layout.root, self._fresh_status, self._metrics_text
+            listen, self.layout.root, self._observe.fresh_status, self._observe.metrics_text
         )
         self._commands = self._control.queue
 
@@ -871,27 +859,6 @@ class Engine:
             with _quiet():
                 self._control.close()
             self._control = None
-
-    def _fresh_status(self) -> dict[str, Any]:
-        """``status()`` for the API (HTTP thread): the loop publishes only while someone asks,
-        so after a quiet spell (or at the first request) wait, briefly, for a snapshot taken
-        after this request came, rather than answer with an old or empty one."""
-        asked = time.monotonic()
-        snapshot = self.status()
-        deadline = asked + 3 * SAMPLE_EVERY_S
-        while (self._status is None or self._status_at < asked - SAMPLE_EVERY_S) and (
-            self._state != "finished" and time.monotonic() < deadline
-        ):
-            time.sleep(0.01)
-            snapshot = self.status()
-        return snapshot
-
-    def _metrics_text(self) -> bytes:
-        """Prometheus text from the latest published metrics snapshot (any thread)."""
-        from frontier_crawl.control.metrics import render_metrics
-
-        self._fresh_status()  # published together with the metrics
-        return render_metrics([self.metrics()])
 
     def _take_commands(self, now: float) -> bool:
         """Apply the operator's commands posted since the last tick (and a SIGHUP's reload);
@@ -921,7 +888,7 @@ class Engine:
                 log.exception("operator command %s failed", item.command.name)
                 replies.append({"error": f"{item.command.name} failed: {exc!r}"})
         if pending:  # a status read after the reply shows the change
-            self._sample(time.monotonic(), force=True)
+            self._observe.sample(time.monotonic(), force=True)
         for item, reply in zip(pending, replies, strict=True):
             item.answer(reply)
         return bool(pending)
@@ -932,18 +899,18 @@ class Engine:
         name = command.name
         applied: dict[str, Any] = {"result": "applied", "command": name}
         if name == "pause":
-            if not self._paused:
+            if not self._run.paused:
                 log.warning("paused by the operator: no new requests (in-flight ones finish)")
-            self._paused = True
+            self._run.paused = True
             return {**applied, "paused": True, "in_flight": self.fetcher.in_flight}
         if name == "resume":
-            if self._paused:
+            if self._run.paused:
                 log.warning("resumed by the operator")
-            self._paused = False
+            self._run.paused = False
             return {**applied, "paused": False}
         if name == "stop":
-            if not self._stop_requested:
-                self._stop_requested = 1
+            if not self._run.stop_requested:
+                self._run.stop_requested = 1
                 log.warning("stop requested by the operator: finishing in-flight transfers "
                             "(up to %.0f s), then stopping",
                             self.settings.crawl.stop_timeout_s)  # fmt: skip
@@ -958,7 +925,7 @@ class Engine:
         if name == "reload":
             return self._reload(now)
         if name == "status":  # from a worker's coordinator: a fresh snapshot (the loop's thread)
-            return {**self.status(), "metrics": self.metrics()}
+            return {**self._observe.status(), "metrics": self._observe.metrics()}
         self._group.dirty = True
         self._group.open(now)
         frontier = self.frontier
@@ -1004,6 +971,7 @@ class Engine:
                 new = self._reshape(new)
             self.settings = new
             self.frontier.reconfigure(new, now)
+            self._group.interval_s = new.frontier.commit_interval_s
             reconfigure = getattr(self.fetcher, "reconfigure", None)
             if reconfigure is not None:
                 reconfigure(new.fetch, new.politeness)
@@ -1019,226 +987,31 @@ class Engine:
 
     def _progress(self) -> None:
         if self._on_progress is not None:
-            self._on_progress(self.progress())
-
-    def progress(self) -> dict[str, Any]:
-        """A snapshot for progress displays (``bottleneck``: the status's, as one line)."""
-        elapsed = time.monotonic() - self._started
-        pages = self._group.stats.pages
-        bottleneck = self.status()["bottleneck"]
-        return {
-            "elapsed_s": elapsed,
-            "pages": pages,
-            "pages_per_s": pages / elapsed if elapsed > 0 else 0.0,
-            "in_flight": self.fetcher.in_flight,
-            "paused_for_space": self._low_space is not None,
-            "bottleneck": f"{bottleneck['name']}: {bottleneck['detail']}",
-            **self.frontier.stats(),
-            **self._spider_progress(elapsed),
-        }
-
-    def _spider_progress(self, elapsed: float) -> dict[str, Any]:
-        """With a spider: items so far, and time per page in callbacks and pipelines (median
-        and p99 in ms over the whole crawl) and their share of the crawl's time."""
-        if self._spider is None:
-            return {}
-        cb, pl = self._group.stats.callback_time, self._group.stats.pipeline_time
-        total = self._group.elapsed_before + elapsed
-        return {
-            "items": self._group.stats.items,
-            "callback_ms": (cb.quantile(0.5) * 1e3, cb.quantile(0.99) * 1e3),
-            "pipeline_ms": (pl.quantile(0.5) * 1e3, pl.quantile(0.99) * 1e3),
-            "spider_share": (cb.total_s + pl.total_s) / total if total > 0 else 0.0,
-        }
+            self._on_progress(self._observe.progress())
 
     # ----------------------------------------------------------------------------- status
 
-    def status(self) -> dict[str, Any]:
-        """The crawl's status (``control/status.py``; the shape of ``GET /api/status``).
+    def request_stop(self) -> None:
+        """Stop as on a first SIGTERM (any thread): in-flight transfers drain, then the
+        report."""
+        self._run.stop_requested = max(1, self._run.stop_requested)
 
-        Safe from any thread: another thread gets the snapshot the loop published last (at
-        most SAMPLE_EVERY_S old while someone keeps asking; the first call only starts the
-        publishing and gets the one before, or an empty status). The loop's own thread (a
-        progress callback) gets a fresh one. Never mutate the dict returned."""
-        self._status_wanted = time.monotonic()
-        if threading.get_ident() == self._loop_thread and self._state != "finished":
-            snapshot = self._status
-            if snapshot is None or self._status_wanted - self._status_at >= SAMPLE_EVERY_S:
-                self._sample(self._status_wanted, force=True)
-        return self._status or empty_status(self._state)
+    def status(self) -> dict[str, Any]:
+        """The crawl's status (``observe.py``; the shape of ``GET /api/status``): safe from any
+        thread; never mutate the dict returned."""
+        return self._observe.status()
 
     def metrics(self) -> dict[str, Any]:
-        """Counters for ``control.metrics.render_metrics`` (published with the status; same
-        rules as :meth:`status`)."""
-        self.status()
-        return self._metrics or {"worker": str(self._worker_label), "status": self.status()}
+        """Counters for ``control.metrics.render_metrics`` (as :meth:`status`)."""
+        return self._observe.metrics()
 
-    @property
-    def _worker_label(self) -> int:
-        return self._peers.worker if self._peers is not None else 0
+    def progress(self) -> dict[str, Any]:
+        """A snapshot for progress displays (``observe.py``)."""
+        return self._observe.progress()
 
     def _waited(self) -> float:
         waited: float = getattr(self.fetcher, "waited_s", 0.0)  # a null fetcher never waits
         return waited
-
-    def _failed_at(self, origin: str, held: float) -> None:
-        """Count a failed fetch of ``origin`` (and the hold it caused) for ``failing_hosts``."""
-        failing = self._failing
-        entry = failing.get(origin)
-        if entry is None:
-            if len(failing) >= MAX_FAILING_HOSTS:
-                for key in sorted(failing, key=lambda k: failing[k][0])[: MAX_FAILING_HOSTS // 2]:
-                    del failing[key]
-            entry = failing[origin] = [0.0, 0.0]
-        entry[0] += 1
-        entry[1] += max(0.0, held)
-
-    def _sample(self, now: float, force: bool = False) -> None:
-        """Take a sample of the accumulators; publish a status if someone asked lately."""
-        self._next_sample = now + SAMPLE_EVERY_S
-        t, f = self._times, self.fetcher
-        sample = Sample(
-            t=now, wall=time.time(), pages=self._group.stats.pages, waited=self._waited(),
-            parse=t.parse, callbacks=t.callbacks, warc=t.warc, frontier=t.frontier,
-            fetch=t.fetch, dns=getattr(f, "dns_s", 0.0), transfer=getattr(f, "transfer_s", 0.0),
-            admitted=self.frontier.admitted,
-        )  # fmt: skip
-        self._recorder.add(sample)
-        if force or now - self._status_wanted < STATUS_WANTED_S:
-            self._build_status(now, sample)
-
-    def _crawl_state(self) -> CrawlState:
-        if self._state != "running":
-            return self._state
-        if self._stop_requested or self._halt:
-            return "stopping"
-        return "paused" if self._paused else "running"
-
-    def _signals(self, now: float, window_busy: float, shares: dict[str, float],
-                 dns_share: float) -> tuple[Signals, HostSignals]:  # fmt: skip
-        hs = self.frontier.host_signals(now)
-        holds: tuple[HostHold, ...] = ()
-        if hs.next_due is not None:
-            origin_, reason, wait = hs.next_due
-            holds = (HostHold(origin_, reason, wait),)
-        elif hs.robots:
-            holds = (HostHold("", "robots", 0.0),)
-        elif hs.blocked and hs.blocked >= hs.total:
-            holds = (HostHold("", "blocked", 0.0),)
-        fetcher = self.fetcher
-        sig = Signals(
-            state=self._crawl_state(),
-            stop_requested=bool(self._stop_requested or self._halt),
-            paused=self._paused,
-            low_space=self._low_space is not None,
-            held_up=self._peers.held_up(self._held_up) if self._held_up and self._peers else "",
-            in_flight=fetcher.in_flight,
-            # the configured number (in flight + free is more while a lowered one drains)
-            concurrency=getattr(fetcher, "concurrency", fetcher.in_flight + fetcher.free_slots),
-            queued=self.frontier.queued,
-            hosts_total=hs.total,
-            hosts_ready=hs.ready,
-            hosts_waiting=hs.waiting,
-            hosts_backoff=hs.backoff,
-            hosts_robots=hs.robots,
-            hosts_blocked=hs.blocked,
-            loop_busy=window_busy,
-            shares=shares,
-            dns_share=dns_share,
-            since_request_s=now - self._last_request,
-            holds=holds,
-            worst_backoff=tuple(HostHold(o, r, w) for o, r, w in hs.worst),
-        )
-        return sig, hs
-
-    def _build_status(self, now: float, sample: Sample) -> None:
-        """Build the status and metrics snapshots and publish them (replaced whole)."""
-        window = self._recorder.window(sample)
-        sig, hs = self._signals(now, window.loop_busy, window.shares, window.dns_share)
-        frontier = self.frontier
-        if now >= self._busiest_at:
-            t0 = time.perf_counter()
-            self._busiest = [
-                {"host": h, "pages": started, "queued": queued}
-                for h, started, queued in frontier.busiest(10)
-            ]
-            spent = time.perf_counter() - t0
-            self._busiest_at = now + max(BUSIEST_EVERY_S, spent / BUSIEST_SHARE)
-        failing = sorted(self._failing.items(), key=lambda kv: kv[1][0], reverse=True)[:10]
-        queued, hot = frontier.queued, frontier.hot_total
-        status: dict[str, Any] = {
-            "state": sig.state,
-            "bottleneck": classify(sig).as_dict(),
-            "elapsed_s": round(self._group.elapsed_before + now - self._started, 3),
-            "pages": sample.pages,
-            "pages_per_s": round(window.pages_per_s, 3),
-            "queued": queued,
-            "queued_memory": min(hot, queued),
-            "queued_disk": max(0, queued - hot),
-            "in_flight": sig.in_flight,
-            "concurrency": sig.concurrency,
-            "hosts": {
-                "total": hs.total,
-                "ready": hs.ready,
-                "waiting": hs.waiting,
-                "backoff": hs.backoff,
-                "robots": hs.robots,
-                "blocked": hs.blocked,
-            },
-            "outcomes": dict(self._group.stats.outcomes),
-            "busiest_hosts": self._busiest,
-            "failing_hosts": [
-                {"host": h, "failures": int(n), "held_s": round(held, 3)}
-                for h, (n, held) in failing
-            ],
-            "cpu": {
-                "loop_busy": round(window.loop_busy, 4),
-                "shares": {k: round(v, 4) for k, v in window.shares.items()},
-            },
-            "history": [list(point) for point in self._recorder.history],
-            "paused": self._paused,
-            "blocked_hosts": frontier.blocked_hosts,
-            "host_delays": frontier.host_delays,
-            "workers": [],
-        }
-        self._status, self._status_at = status, now
-        self._metrics = self._metrics_snapshot(status, window.admitted_per_s, hs.retired)
-
-    def _metrics_snapshot(
-        self, status: dict[str, Any], admitted_per_s: float, retired: int
-    ) -> dict[str, Any]:
-        """The counters ``render_metrics`` turns into Prometheus metrics (worker's label)."""
-        f, t, seen = self.fetcher, self._times, self.frontier.seen_stats()
-        warc_bytes = 0
-        if self._warc is not None:
-            for path in self._warc.paths:
-                with suppress(OSError):  # renamed from .open meanwhile: counted next time
-                    warc_bytes += path.stat().st_size
-        return {
-            "worker": str(self._worker_label),
-            "status": status,
-            "bytes": self._group.stats.bytes,
-            "fetch_time_buckets": list(FETCH_TIME_BUCKETS),
-            "fetch_time_counts": list(getattr(f, "fetch_times", [])),
-            "fetch_time_sum": getattr(f, "transfer_s", 0.0),
-            "requests": t.requests,
-            "admitted": self.frontier.admitted,
-            "admitted_per_s": admitted_per_s,
-            "hosts_retired": retired,
-            "bloom_fill": float(seen.get("bloom_fill", 0.0)),
-            "bloom_count": int(seen.get("count", 0)),
-            "bloom_capacity": int(seen.get("capacity", 0)),
-            "bloom_false_positives": float(seen.get("estimated_false_positives", 0.0)),
-            "warc_bytes": warc_bytes,
-            "commit_s": t.commit,
-            "commits": t.commits,
-            "callback_s": t.callbacks,
-            "parse_s": t.parse,
-            "warc_s": t.warc,
-            "frontier_s": t.frontier,
-            "fetch_s": t.fetch,
-            "dns_s": getattr(f, "dns_s", 0.0),
-        }
 
     def _finish(self) -> dict[str, Any]:
         """Final commit, close the outputs, write the report. After a failed write, nothing
@@ -1246,7 +1019,7 @@ class Engine:
         committed counters, and the outputs and frontier are released as they are."""
         now = time.monotonic()
         elapsed = self._group.elapsed_before + now - self._started
-        if self._low_space is not None:
+        if self._run.low_space is not None:
             self._space_paused_s += now - self._paused_at
         self.fetcher.close()  # abandoned transfers stay queued in LMDB: fetched on resume
         if self._spider is not None:
@@ -1272,17 +1045,17 @@ class Engine:
             self._group.stats, elapsed, _repairs = load_stats(self.frontier)
         report = self._group.stats.report(elapsed, self.frontier.seen_stats())
         report["frontier"] = self.frontier.stats()
-        report["complete"] = self.frontier.pending == 0 and not self._halt and not failed
-        report["stopped_by_signal"] = bool(self._stop_requested)
-        report["stopped_for_low_space"] = self._halt == "low-disk-space"
+        report["complete"] = self.frontier.pending == 0 and not self._run.halt and not failed
+        report["stopped_by_signal"] = bool(self._run.stop_requested)
+        report["stopped_for_low_space"] = self._run.halt == "low-disk-space"
         report["disk_space_pauses"] = self._space_pauses
         report["disk_space_paused_s"] = round(self._space_paused_s, 3)
         report["warnings"] = config_warnings(self.settings) + self._group.repairs
         report["output_dir"] = str(self.layout.root)
         report["warc_files"] = [str(p) for p in self._warc.paths] if self._warc else []
-        self._state = "finished"
+        self._run.state = "finished"
         with _quiet():  # the last status: finished, with the final counters
-            self._sample(time.monotonic(), force=True)
+            self._observe.sample(time.monotonic(), force=True)
         try:
             self.frontier.close(checkpoint=not failed)
         except OSError as exc:
@@ -1313,8 +1086,8 @@ class Engine:
         """A worker: its coordinator's stop and reload orders (its signals, passed on)."""
         assert self._peers is not None
         stop, reloads = self._peers.orders()
-        if stop and not self._stop_requested:
-            self._stop_requested = 1
+        if stop and not self._run.stop_requested:
+            self._run.stop_requested = 1
             log.warning(
                 "worker %d: stopping: finishing in-flight transfers (up to %.0f s)",
                 self._peers.worker, self.settings.crawl.stop_timeout_s,
@@ -1336,8 +1109,8 @@ class Engine:
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         """First signal: stop gracefully. Second: exit at once (as safe as a kill -9)."""
         del frame
-        self._stop_requested += 1
-        if self._stop_requested > 1:
+        self._run.stop_requested += 1
+        if self._run.stop_requested > 1:
             os.write(2, b"frontier-crawl: second signal, exiting at once\n")
             os._exit(128 + signum)
         log.warning(
