@@ -18,23 +18,18 @@ The same command resumes once the cause is gone.
 from __future__ import annotations
 
 import logging
-import os
 import re
-import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from itertools import groupby
 from operator import attrgetter
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from frontier_crawl.config import ConfigError, CrawlSettings, load
-from frontier_crawl.config.reload import reload_plan
+from frontier_crawl.config import CrawlSettings
 from frontier_crawl.control.commands import Command
 from frontier_crawl.control.status import (
     LoopTimes,
@@ -46,7 +41,8 @@ from frontier_crawl.engine.build import (
 from frontier_crawl.engine.commit import CommitGroup, Unsettled
 from frontier_crawl.engine.observe import Observer
 from frontier_crawl.engine.seams import CommandSource, FetcherLike, Layout, PeersLike
-from frontier_crawl.engine.state import LoopState
+from frontier_crawl.engine.state import LoopState, quiet
+from frontier_crawl.engine.steer import Steering
 from frontier_crawl.fetch import (
     ErrorKind,
     FetchRequest,
@@ -59,7 +55,6 @@ from frontier_crawl.frontier import (
 from frontier_crawl.frontier.mailbox import Link
 from frontier_crawl.frontier.politeness import parse_retry_after, retry_delay
 from frontier_crawl.frontier.robots import MAX_ROBOTS_BYTES
-from frontier_crawl.frontier.scope import check_scope
 from frontier_crawl.output import (
     ArchiveRecord,
     LogEntry,
@@ -81,7 +76,7 @@ from frontier_crawl.safefs import make_dir
 from frontier_crawl.spider import Page, Problem, SpiderHost, Yielded
 
 if TYPE_CHECKING:
-    from frontier_crawl.control.server import ControlServer
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -173,13 +168,7 @@ class Engine:
         the frontier dates its robots.txt cache by (a test runs it ahead)."""
         self._wall_clock = wall_clock
         self.settings = settings
-        self._config_path = config_path
-        self._reshape = reshape
-        self._loaded = loaded or settings  #: the file's settings, before ``reshape``
-        self._commands: CommandSource | None = commands
-        self._control: ControlServer | None = None
         self._run = LoopState()  #: what the loop is doing (read by the status)
-        self._reload_requested = False  #: SIGHUP received
         #: the spider (and [[extract]] rules), None without them: today's path, untouched.
         #: Loaded first: a source that does not import is a ConfigError before anything else
         self._spider = SpiderHost.load(settings)
@@ -189,6 +178,21 @@ class Engine:
         self._lock = StateLock.acquire(self.layout.state_dir)
         try:
             self._open(settings, fetcher, peers, parser)
+            self._steer = Steering(
+                settings,
+                frontier=self.frontier,
+                fetcher=self.fetcher,
+                group=self._group,
+                run=self._run,
+                observe=self._observe,
+                reconfigure=self._reconfigure,
+                root=self.layout.root,
+                commands=commands,
+                peers=peers,
+                config_path=config_path,
+                reshape=reshape,
+                loaded=loaded,
+            )
         except BaseException:
             self._lock.release()
             raise
@@ -229,7 +233,6 @@ class Engine:
         self._deliver_at = 0.0  #: when a batch the transport could not take is tried again
         #: seconds each URL still being retried has held its host so far (Retry-After, backoff)
         self._held: dict[bytes, float] = {}
-        self._reloads_seen = 0  #: a worker's reload orders from its coordinator, obeyed
         self._started = time.monotonic()
         # the status (control/status.py): accumulators the loop keeps, samples of them every
         # SAMPLE_EVERY_S, and the latest published snapshot (read by other threads: replaced
@@ -275,14 +278,14 @@ class Engine:
 
         A failed write (``OSError``) ends the run early: see the module docstring. Any other
         exception aborts the open group commit and propagates."""
-        s = self.settings
-        previous = self._install_signals()
+        s, steer = self.settings, self._steer
+        previous = steer.install_signals()
         self._group.stats.begin_run(time.time())  # the report's pages over time: when it ran
         self._run.thread = threading.get_ident()
         self._run.state = "running"
         try:
-            self._start_control()
-            self._wake_on_commands()
+            steer.start_control()
+            steer.wake_on_commands()
             if self._spider is not None:
                 self._spider.open()  # spider.open, pipelines' open(spider): ConfigError if not
             # in the first group: a seed's crawl-log line (a rejected one) is synced with it
@@ -295,8 +298,8 @@ class Engine:
             self._abandon()
             raise
         finally:
-            self._restore_signals(previous)
-            self._stop_control()
+            steer.restore_signals(previous)
+            steer.stop_control()
         try:
             return self._finish()
         finally:
@@ -325,19 +328,20 @@ class Engine:
 
     def _abandon(self) -> None:
         """Release everything without committing (the in-memory state may be ahead of LMDB)."""
-        with _quiet():
+        with quiet():
             self.fetcher.close()
         if self._spider is not None:
             self._spider.close()
         for output in self._outputs:
-            with _quiet():
+            with quiet():
                 output.discard()
-        with _quiet():
+        with quiet():
             self.frontier.close(checkpoint=False)
         self._lock.release()
 
     def _run_loop(self) -> None:
         frontier, fetcher, group, run = self.frontier, self.fetcher, self._group, self._run
+        steer = self._steer
         ckpt_every = self.settings.frontier.checkpoint_interval_s
         progress_every = self.settings.output.progress_interval_s
         next_ckpt = time.monotonic() + ckpt_every
@@ -346,9 +350,9 @@ class Engine:
         while True:
             now = time.monotonic()
             if self._peers is not None:
-                self._obey_coordinator()
-            if self._commands is not None or self._reload_requested:
-                self._take_commands(now)
+                steer.obey_coordinator()
+            if steer.commands is not None or steer.reload_requested:
+                steer.take(now)
                 now = time.monotonic()
             paused = self._short_of_space(now) or run.paused
             if run.stop_requested or run.halt:
@@ -382,7 +386,7 @@ class Engine:
             idle = frontier.pending == 0 and fetcher.in_flight == 0
             if not idle and frontier.blocked_queues and fetcher.in_flight == 0:
                 # all that is left is held by blocks: over, unless an operator can unblock
-                idle = frontier.pending == frontier.held_by_blocks and self._commands is None
+                idle = frontier.pending == frontier.held_by_blocks and steer.commands is None
             if self._peers is not None:
                 if self._exchange(now, idle):
                     return
@@ -836,149 +840,6 @@ class Engine:
 
     # ----------------------------------------------------------------------------- operator
 
-    def _start_control(self) -> None:
-        """Serve the control API if ``[control] listen`` is set (not in a worker process: its
-        coordinator serves the crawl's one API and forwards commands)."""
-        listen = self.settings.control.listen
-        if not listen or self._commands is not None or self._peers is not None:
-            return
-        from frontier_crawl.control.server import ControlServer  # http.server: ~50 ms
-
-        self._control = ControlServer(
-            listen, self.layout.root, self._observe.fresh_status, self._observe.metrics_text
-        )
-        self._commands = self._control.queue
-
-    def _wake_on_commands(self) -> None:
-        wake_on = getattr(self.fetcher, "wake_on", None)
-        if wake_on is not None and self._commands is not None:  # a command ends a wait in poll
-            wake_on(self._commands.fileno)
-
-    def _stop_control(self) -> None:
-        if self._control is not None:
-            with _quiet():
-                self._control.close()
-            self._control = None
-
-    def _take_commands(self, now: float) -> bool:
-        """Apply the operator's commands posted since the last tick (and a SIGHUP's reload);
-        True if any was applied."""
-        pending = self._commands.take() if self._commands is not None else ()
-        if getattr(self._commands, "closed", False):  # a worker's pipe whose other end is gone
-            wake_on = getattr(self.fetcher, "wake_on", None)
-            if wake_on is not None:
-                wake_on(None)
-            self._commands = None
-        if self._reload_requested:
-            self._reload_requested = False
-            reply = self._reload(time.monotonic())  # logs what it applied or refused
-            if "error" not in reply and not reply.get("changed"):
-                log.warning("SIGHUP: %s read again: nothing changed", self._config_path)
-        replies = []
-        for item in pending:
-            try:
-                replies.append(self.apply(item.command, time.monotonic()))
-            except ConfigError as exc:
-                replies.append({"error": str(exc)})
-            except OSError:  # a failed write (LMDB, outputs): the run ends as for any other
-                for rest in pending:
-                    rest.answer({"error": "a write failed: the crawl is stopping"})
-                raise
-            except Exception as exc:  # a bad command must not end the crawl: say so, go on
-                log.exception("operator command %s failed", item.command.name)
-                replies.append({"error": f"{item.command.name} failed: {exc!r}"})
-        if pending:  # a status read after the reply shows the change
-            self._observe.sample(time.monotonic(), force=True)
-        for item, reply in zip(pending, replies, strict=True):
-            item.answer(reply)
-        return bool(pending)
-
-    def apply(self, command: Command, now: float) -> dict[str, Any]:
-        """Apply one operator command in the loop; the reply for the API. Crawl-state changes
-        (blocks, host delays, seeds) go into the open group commit, durable with it."""
-        name = command.name
-        applied: dict[str, Any] = {"result": "applied", "command": name}
-        if name == "pause":
-            if not self._run.paused:
-                log.warning("paused by the operator: no new requests (in-flight ones finish)")
-            self._run.paused = True
-            return {**applied, "paused": True, "in_flight": self.fetcher.in_flight}
-        if name == "resume":
-            if self._run.paused:
-                log.warning("resumed by the operator")
-            self._run.paused = False
-            return {**applied, "paused": False}
-        if name == "stop":
-            if not self._run.stop_requested:
-                self._run.stop_requested = 1
-                log.warning("stop requested by the operator: finishing in-flight transfers "
-                            "(up to %.0f s), then stopping",
-                            self.settings.crawl.stop_timeout_s)  # fmt: skip
-            return {**applied, "in_flight": self.fetcher.in_flight}
-        if name == "concurrency":
-            set_concurrency = getattr(self.fetcher, "set_concurrency", None)
-            if set_concurrency is None:
-                return {"error": "this fetcher's concurrency cannot be changed"}
-            set_concurrency(command.value)
-            log.warning("concurrency set to %d by the operator", command.value)
-            return {**applied, "concurrency": command.value}
-        if name == "reload":
-            return self._reload(now)
-        if name == "status":  # from a worker's coordinator: a fresh snapshot (the loop's thread)
-            return {**self._observe.status(), "metrics": self._observe.metrics()}
-        self._group.dirty = True
-        self._group.open(now)
-        frontier = self.frontier
-        if name == "seeds":
-            admitted = frontier.add(command.urls, depth=0, now=now)
-            log.warning("%d of %d seed(s) added by the operator admitted", admitted,
-                        len(command.urls))  # fmt: skip
-            return {**applied, "given": len(command.urls), "admitted": admitted}
-        if name == "block":
-            held = frontier.block(command.host, now)
-            log.warning("host %s blocked by the operator (%d URLs held)", command.host, held)
-            return {**applied, "host": command.host, "held": held}
-        if name == "unblock":
-            released = frontier.unblock(command.host, now)
-            log.warning("host %s unblocked by the operator", command.host)
-            return {**applied, "host": command.host, "released": released}
-        if name == "host-delay":
-            hosts = frontier.set_host_delay(command.host, command.delay_s, now)
-            log.warning("host %s: delay %s by the operator", command.host,
-                        "back to the config" if command.delay_s is None
-                        else f"set to {command.delay_s:g} s")  # fmt: skip
-            return {**applied, "host": command.host, "delay_s": command.delay_s, "origins": hosts}
-        return {"error": f"unknown command {name!r}"}
-
-    def _reload(self, now: float) -> dict[str, Any]:
-        """Read crawl.toml again: apply its changed tunables, or refuse it all (a bad file, a
-        changed identity or fixed key) and keep the running config."""
-        if self._config_path is None:
-            return {"error": "not reloaded: this crawl was not started from a config file"}
-        try:
-            new = load(self._config_path)
-            check_scope(new)
-        except ConfigError as exc:
-            log.error("config not reloaded, the running config stays: %s", exc)
-            return {"error": f"config not reloaded, the running config stays: {exc}"}
-        plan = reload_plan(self._loaded, new)
-        if plan.refused:
-            log.error("%s", plan.message)
-            return {"error": plan.message, "refused": list(plan.refused)}
-        if plan.changed:
-            self._loaded = new
-            if self._reshape is not None:
-                new = self._reshape(new)
-            self.settings = new
-            self.frontier.reconfigure(new, now)
-            self._group.interval_s = new.frontier.commit_interval_s
-            reconfigure = getattr(self.fetcher, "reconfigure", None)
-            if reconfigure is not None:
-                reconfigure(new.fetch, new.politeness)
-            self._space.min_free_bytes = new.output.min_free_bytes
-            log.warning("config reloaded: %s", ", ".join(plan.changed))
-        return {"result": "applied", "command": "reload", "changed": list(plan.changed)}
-
     # ----------------------------------------------------------------------------- lifecycle
 
     def _checkpoint(self) -> None:
@@ -990,6 +851,20 @@ class Engine:
             self._on_progress(self._observe.progress())
 
     # ----------------------------------------------------------------------------- status
+
+    def apply(self, command: Command, now: float) -> dict[str, Any]:
+        """Apply one operator command (in the loop's thread): ``steer.py``."""
+        return self._steer.apply(command, now)
+
+    def _reconfigure(self, new: CrawlSettings, now: float) -> None:
+        """Reloaded settings (``steer.py``), applied to the parts that follow them."""
+        self.settings = new
+        self.frontier.reconfigure(new, now)
+        self._group.interval_s = new.frontier.commit_interval_s
+        reconfigure = getattr(self.fetcher, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(new.fetch, new.politeness)
+        self._space.min_free_bytes = new.output.min_free_bytes
 
     def request_stop(self) -> None:
         """Stop as on a first SIGTERM (any thread): in-flight transfers drain, then the
@@ -1054,7 +929,7 @@ class Engine:
         report["output_dir"] = str(self.layout.root)
         report["warc_files"] = [str(p) for p in self._warc.paths] if self._warc else []
         self._run.state = "finished"
-        with _quiet():  # the last status: finished, with the final counters
+        with quiet():  # the last status: finished, with the final counters
             self._observe.sample(time.monotonic(), force=True)
         try:
             self.frontier.close(checkpoint=not failed)
@@ -1068,62 +943,3 @@ class Engine:
             self._failed(OSError(exc.errno, f"writing {self.layout.report}: {exc}"))
             report["write_error"] = self._write_error
         return report
-
-    def _install_signals(self) -> dict[int, Any]:
-        """The main process's handlers; a worker ignores the terminal's signals (sent to
-        every process of the crawl at once): its coordinator orders it (``_obey_coordinator``)."""
-        previous: dict[int, Any] = {}
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            try:
-                handler = self._on_hangup if sig == signal.SIGHUP else self._on_signal
-                ours = handler if self._peers is None else signal.SIG_IGN
-                previous[sig] = signal.signal(sig, ours)
-            except ValueError:  # not the main thread
-                break
-        return previous
-
-    def _obey_coordinator(self) -> None:
-        """A worker: its coordinator's stop and reload orders (its signals, passed on)."""
-        assert self._peers is not None
-        stop, reloads = self._peers.orders()
-        if stop and not self._run.stop_requested:
-            self._run.stop_requested = 1
-            log.warning(
-                "worker %d: stopping: finishing in-flight transfers (up to %.0f s)",
-                self._peers.worker, self.settings.crawl.stop_timeout_s,
-            )  # fmt: skip
-        if reloads != self._reloads_seen:
-            self._reloads_seen = reloads
-            self._reload_requested = True
-
-    def _on_hangup(self, signum: int, frame: FrameType | None) -> None:
-        """SIGHUP: read crawl.toml again (in the loop, at its next tick)."""
-        del signum, frame
-        self._reload_requested = True
-
-    @staticmethod
-    def _restore_signals(previous: dict[int, Any]) -> None:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        """First signal: stop gracefully. Second: exit at once (as safe as a kill -9)."""
-        del frame
-        self._run.stop_requested += 1
-        if self._run.stop_requested > 1:
-            os.write(2, b"frontier-crawl: second signal, exiting at once\n")
-            os._exit(128 + signum)
-        log.warning(
-            "received %s: finishing in-flight transfers (up to %.0f s), then stopping",
-            signal.Signals(signum).name,
-            self.settings.crawl.stop_timeout_s,
-        )
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    """Suppress (and debug-log) an exception while releasing resources after a failure."""
-    try:
-        yield
-    except Exception:
-        log.debug("while releasing resources after a failure", exc_info=True)

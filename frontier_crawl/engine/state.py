@@ -3,10 +3,15 @@ field has one writer, named beside it), read by observing (``observe.py``)."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from frontier_crawl.control.status import CrawlState
 from frontier_crawl.output.space import LowSpace
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -26,3 +31,12 @@ class LoopState:
     @property
     def stopping(self) -> bool:
         return bool(self.stop_requested or self.halt)
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """Suppress (and debug-log) an exception while releasing resources after a failure."""
+    try:
+        yield
+    except Exception:
+        log.debug("while releasing resources after a failure", exc_info=True)
