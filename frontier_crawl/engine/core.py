@@ -1,4 +1,4 @@
-"""The engine: the only module that knows every subsystem, and the one event loop that drives them.
+"""The loop: the one event loop of a crawl process, over the parts it is given (``engine/``).
 
     next_ready -> submit -> poll -> write -> extract -> add / complete
 
@@ -6,13 +6,16 @@ One thread, no sleeps: the loop waits in ``Fetcher.poll`` for socket activity or
 at most until the earliest snoozed host wakes. The crawl ends by itself exactly when the frontier
 has nothing queued or in flight (retries wait in the frontier as queued URLs).
 
-Storage. Below ``output.min_free_bytes`` on any filesystem the crawl writes to, the loop submits
-nothing new (in-flight transfers finish and are committed) until space is back, or stops as on
-SIGTERM (``output.low_space_action``). A write that fails anyway (``OSError``: the crawl log,
-the WARC writer, an LMDB commit as the frontier's ``StorageError``, the report) aborts the open
-group commit, so no page whose outputs were not written is marked done, and ends the run with
-one error message and the report of what was committed (``write_error`` set; exit status 1).
-The same command resumes once the cause is gone.
+A tick: the coordinator's orders and the operator's commands (``steer.py``), the space guard
+(``space.py``), the frontier's ready tickets submitted, the peer exchange (``exchange.py``),
+the group commit when due (``commit.py``), one wait in ``poll``, each result handled
+(``_handle``: the frontier's ``complete`` in one place), a status sample (``observe.py``).
+
+Storage. A write that fails (``OSError``: the crawl log, the WARC writer, an LMDB commit as the
+frontier's ``StorageError``, the report) aborts the open group commit, so no page whose outputs
+were not written is marked done, and ends the run with one error message and the report of
+what was committed (``write_error`` set; exit status 1). The same command resumes once the
+cause is gone.
 """
 
 from __future__ import annotations
@@ -25,33 +28,21 @@ from collections.abc import Callable
 from itertools import groupby
 from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import msgspec
+from typing import Any
 
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.control.commands import Command
-from frontier_crawl.control.status import (
-    LoopTimes,
-)
-from frontier_crawl.engine.build import (
-    load_stats,
-    open_parts,
-)
+from frontier_crawl.control.status import LoopTimes
+from frontier_crawl.engine.build import load_stats, open_parts
 from frontier_crawl.engine.commit import CommitGroup, Unsettled
+from frontier_crawl.engine.exchange import PeerExchange
 from frontier_crawl.engine.observe import Observer
 from frontier_crawl.engine.seams import CommandSource, FetcherLike, Layout, PeersLike
+from frontier_crawl.engine.space import SpaceGuard
 from frontier_crawl.engine.state import LoopState, quiet
 from frontier_crawl.engine.steer import Steering
-from frontier_crawl.fetch import (
-    ErrorKind,
-    FetchRequest,
-    FetchResult,
-)
-from frontier_crawl.frontier import (
-    Failure,
-    Ticket,
-)
+from frontier_crawl.fetch import ErrorKind, FetchRequest, FetchResult
+from frontier_crawl.frontier import Failure, Ticket
 from frontier_crawl.frontier.mailbox import Link
 from frontier_crawl.frontier.politeness import parse_retry_after, retry_delay
 from frontier_crawl.frontier.robots import MAX_ROBOTS_BYTES
@@ -67,16 +58,12 @@ from frontier_crawl.output import (
     write_report,
     write_report_html,
 )
-from frontier_crawl.output.space import RESUME_MARGIN, human_bytes
 from frontier_crawl.parse import PageLinks, Parser
 from frontier_crawl.parse.charset import page_charset
 from frontier_crawl.parse.resolve import resolve_location
 from frontier_crawl.proctree import StateLock
 from frontier_crawl.safefs import make_dir
 from frontier_crawl.spider import Page, Problem, SpiderHost, Yielded
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
@@ -90,23 +77,6 @@ _CHAIN_CUT = 300
 MAX_WAIT_S = 1.0  # upper bound of one wait, so progress, checkpoints and signals stay timely
 #: in worker mode, how often the inbox is looked at (a peer's batch does not wake the curl wait)
 PEER_WAIT_S = 0.02
-#: a batch the transport cannot take now (a full Redis) is tried again this much later; it
-#: waits in the durable outbox meanwhile, and the crawl of this worker's own hosts goes on
-DELIVER_RETRY_S = 0.5
-
-
-#: a status is built (hosts scanned for the busiest ones...) only while someone asked for one
-#: in the last this many seconds (``Engine.status``); samples are taken regardless
-STATUS_WANTED_S = 10.0
-#: the busiest hosts are found by a scan of every host: at most this often, and at most 1% of
-#: the time (the next scan waits 100 times as long as the last took: with a million hosts)
-BUSIEST_EVERY_S = 5.0
-BUSIEST_SHARE = 0.01
-#: failing hosts remembered for the status (the least failing dropped past this many)
-MAX_FAILING_HOSTS = 1000
-
-
-_ENCODER = msgspec.msgpack.Encoder()
 
 
 #: what a yielded request is admitted with besides its URL (engine._run_spider)
@@ -221,16 +191,11 @@ class Engine:
         self.frontier = parts.frontier
         self.fetcher: FetcherLike = parts.fetcher
         self.parser: Parser = parts.parser
-        self._space = parts.space
         outputs = parts.outputs
         self._warc, self._log, self._feeds = outputs.archive, outputs.log, outputs.feeds
         #: every output a commit depends on (protocol.py), in commit order
         self._outputs = outputs.all
         self._peers = peers
-        self._outbox: dict[int, list[Link]] = {}
-        self._received = 0  #: link batches ingested from other workers (this run)
-        self._undelivered = peers is not None  # an earlier run may have left outbox batches
-        self._deliver_at = 0.0  #: when a batch the transport could not take is tried again
         #: seconds each URL still being retried has held its host so far (Retry-After, backoff)
         self._held: dict[bytes, float] = {}
         self._started = time.monotonic()
@@ -251,12 +216,10 @@ class Engine:
             waited=self._waited,
             started=self._started,
         )
-        if peers is not None:
-            self._group.before_commit.append(self._stage_outbox)
-            self._group.after_commit.append(self._deliver_committed)
-        self._paused_at = 0.0
-        self._space_pauses = 0
-        self._space_paused_s = 0.0
+        self._exchange = (
+            PeerExchange(peers, self.frontier, self._group, self._run) if peers else None
+        )
+        self._space = SpaceGuard(parts.space, self._run, settings.output)
         self._write_error = ""  #: the failed write that ended the run, if one did
         self._run.last_request = time.monotonic()
         self._observe = Observer(
@@ -341,7 +304,7 @@ class Engine:
 
     def _run_loop(self) -> None:
         frontier, fetcher, group, run = self.frontier, self.fetcher, self._group, self._run
-        steer = self._steer
+        steer, space, exchange = self._steer, self._space, self._exchange
         ckpt_every = self.settings.frontier.checkpoint_interval_s
         progress_every = self.settings.output.progress_interval_s
         next_ckpt = time.monotonic() + ckpt_every
@@ -354,7 +317,7 @@ class Engine:
             if steer.commands is not None or steer.reload_requested:
                 steer.take(now)
                 now = time.monotonic()
-            paused = self._short_of_space(now) or run.paused
+            paused = space.short(now) or run.paused
             if run.stop_requested or run.halt:
                 if drain_deadline == float("inf"):
                     drain_deadline = now + self.settings.crawl.stop_timeout_s
@@ -387,8 +350,8 @@ class Engine:
             if not idle and frontier.blocked_queues and fetcher.in_flight == 0:
                 # all that is left is held by blocks: over, unless an operator can unblock
                 idle = frontier.pending == frontier.held_by_blocks and steer.commands is None
-            if self._peers is not None:
-                if self._exchange(now, idle):
+            if exchange is not None:
+                if exchange.swap(now, idle):
                     return
             elif idle:
                 return
@@ -399,7 +362,7 @@ class Engine:
                 and (
                     now >= group.commit_at
                     or wait >= group.interval_s
-                    or (idle and (self._undelivered or self._outbox))
+                    or (idle and exchange is not None and exchange.waiting)
                 )
             ):
                 group.commit()  # one fdatasync per group, not per tick
@@ -422,98 +385,10 @@ class Engine:
                 progress_every = self.settings.output.progress_interval_s
                 next_progress = now + progress_every if progress_every else float("inf")
 
-    def _short_of_space(self, now: float) -> bool:
-        """Whether fetching is paused for lack of disk space (``output.min_free_bytes``); says
-        so once when it pauses (or stops) and once when it resumes."""
-        low = self._space.check(now)
-        if low is None:
-            if self._run.low_space is not None:
-                self._space_paused_s += now - self._paused_at
-                log.info(
-                    "free space is back on %s: fetching resumed after %.0f s paused",
-                    self._run.low_space.path,
-                    now - self._paused_at,
-                )
-                self._run.low_space = None
-            return False
-        if self._run.low_space is None and not self._run.halt:
-            stop = self.settings.output.low_space_action == "stop"
-            log.warning(
-                "%s left on %s, below output.min_free_bytes (%s): %s",
-                human_bytes(low.free_bytes),
-                low.path,
-                human_bytes(self._space.min_free_bytes),
-                "stopping (in-flight transfers finish; the same command resumes)"
-                if stop
-                else "fetching paused (in-flight transfers finish) until "
-                f"{human_bytes(int(self._space.min_free_bytes * (1 + RESUME_MARGIN)))} are free",
-            )
-            if stop:
-                self._run.halt = "low-disk-space"
-                return True
-            self._run.low_space, self._paused_at = low, now
-            self._space_pauses += 1
-        return True
-
-    def _deliver(self) -> None:
-        """Move committed outbox batches into their owners' inboxes (no transaction of ours
-        is open here, so two workers delivering to each other cannot deadlock). Those the
-        transport cannot take now stay in the outbox, tried again DELIVER_RETRY_S later."""
-        assert self._peers is not None
-        now = time.monotonic()
-        if now < self._deliver_at:
-            return
-        while True:
-            pending = self.frontier.outgoing()
-            sent = []
-            for key, dest, batch in pending:
-                if not self._peers.send(dest, batch):
-                    break
-                sent.append(key)
-            self.frontier.delivered(sent)  # one commit for them all
-            if len(sent) < len(pending):
-                self._run.held_up = len(pending) - len(sent)
-                self._deliver_at = now + DELIVER_RETRY_S
-                return
-            if len(pending) < 256:
-                break
-        self._undelivered = False
-        self._run.held_up = 0
-
-    def _exchange(self, now: float, idle: bool) -> bool:
-        """Worker mode: deliver and ingest link batches, publish status; True to stop."""
-        assert self._peers is not None
-        if self._run.held_up and not self._group.is_open:  # (else the group's commit tries again)
-            self._deliver()
-        with self.frontier.batch():
-            ingested, counted = self.frontier.ingest_inbox(now, self._peers.run_id)
-            if ingested:
-                self._group.dirty = True
-                self._group.sync()
-        self._received += counted
-        # idle only with no link of ours left to hand over: none in the in-memory outbox
-        # (waiting for the group commit) and none committed but not yet delivered
-        idle = idle and ingested == 0 and not self._outbox and not self._undelivered
-        self._peers.publish(idle, self._received)
-        return self._peers.should_stop()
-
     def _foreign(self, dest: int, link: Link) -> None:
         """A link to a host another worker owns: batched, sent before this tick commits."""
-        self._outbox.setdefault(dest, []).append(link)
-        self._group.dirty = True
-
-    def _stage_outbox(self) -> None:
-        """Before a commit: the outbox's batches into its transaction (delivered after it)."""
-        if self._outbox:
-            for dest, links in self._outbox.items():
-                self.frontier.queue_outgoing(dest, links)
-            self._outbox.clear()
-            self._undelivered = True
-
-    def _deliver_committed(self) -> None:
-        """After a commit: committed outbox batches to their owners."""
-        if self._undelivered and self._peers is not None:
-            self._deliver()
+        assert self._exchange is not None  # (only a worker's frontier has foreign links)
+        self._exchange.foreign(dest, link)
 
     def _wait_s(self, now: float) -> float:
         """How long poll may block: until the next host wakes, or work is ready now."""
@@ -864,7 +739,7 @@ class Engine:
         reconfigure = getattr(self.fetcher, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(new.fetch, new.politeness)
-        self._space.min_free_bytes = new.output.min_free_bytes
+        self._space.reconfigure(new.output)
 
     def request_stop(self) -> None:
         """Stop as on a first SIGTERM (any thread): in-flight transfers drain, then the
@@ -894,8 +769,7 @@ class Engine:
         committed counters, and the outputs and frontier are released as they are."""
         now = time.monotonic()
         elapsed = self._group.elapsed_before + now - self._started
-        if self._run.low_space is not None:
-            self._space_paused_s += now - self._paused_at
+        self._space.close(now)
         self.fetcher.close()  # abandoned transfers stay queued in LMDB: fetched on resume
         if self._spider is not None:
             self._spider.close()  # pipelines' close(spider); never raises
@@ -923,8 +797,8 @@ class Engine:
         report["complete"] = self.frontier.pending == 0 and not self._run.halt and not failed
         report["stopped_by_signal"] = bool(self._run.stop_requested)
         report["stopped_for_low_space"] = self._run.halt == "low-disk-space"
-        report["disk_space_pauses"] = self._space_pauses
-        report["disk_space_paused_s"] = round(self._space_paused_s, 3)
+        report["disk_space_pauses"] = self._space.pauses
+        report["disk_space_paused_s"] = round(self._space.paused_s, 3)
         report["warnings"] = config_warnings(self.settings) + self._group.repairs
         report["output_dir"] = str(self.layout.root)
         report["warc_files"] = [str(p) for p in self._warc.paths] if self._warc else []
