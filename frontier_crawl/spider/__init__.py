@@ -8,7 +8,8 @@ through :class:`~frontier_crawl.spider.host.SpiderHost` (``load``, ``wants``, ``
 """
 
 from frontier_crawl.spider.api import Request, Response, Spider
-from frontier_crawl.spider.host import NewRequest, Page, Problem, SpiderHost, Yielded
+from frontier_crawl.spider.host import NewRequest, Problem, SpiderHost, Yielded
+from frontier_crawl.spider.page import Page
 
 __all__ = [
     "NewRequest",

@@ -31,7 +31,7 @@ from selectolax.lexbor import LexborHTMLParser
 if TYPE_CHECKING:
     from selectolax.lexbor import LexborNode
 
-    from frontier_crawl.spider.host import Page
+    from frontier_crawl.spider.page import Page
 
 _decode_meta = msgspec.msgpack.Decoder(dict[str, Any]).decode
 

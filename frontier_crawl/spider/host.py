@@ -63,6 +63,7 @@ from frontier_crawl.config.loader import is_source_file
 from frontier_crawl.spider import load
 from frontier_crawl.spider.api import Request, Response, Spider
 from frontier_crawl.spider.extract import Rules, compile_rules
+from frontier_crawl.spider.page import Page
 
 if TYPE_CHECKING:
     from frontier_crawl.config import CrawlSettings
@@ -77,24 +78,6 @@ _HTTP_PROTOCOLS = frozenset(("http:", "https:"))
 _perf = time.perf_counter
 _END = object()
 _HOOKS = frozenset(("open", "close"))
-
-
-class Page(msgspec.Struct, frozen=True, gc=False):
-    """What the engine hands over for one response."""
-
-    url: str  # final URL of the response
-    status: int
-    headers: tuple[tuple[str, str], ...]  # as FetchResult.headers (name lower-cased)
-    body: bytes  # decoded body (FetchResult.body)
-    content_type: str  # media type, lower-case, no parameters
-    charset: str | None  # the charset the engine found (parse/charset.py), None if unknown
-    links: list[str]  # the page's links: absolute, canonical, in scope (engine decided)
-    depth: int
-    callback: str  # "" means the seeds' callback, "parse"
-    meta: bytes  # msgpack of the request's meta; b"" means {}
-    #: the page as the engine parsed it for its links (a selectolax LexborHTMLParser), if it
-    #: can hand it over: ``Response.css`` then uses it instead of parsing the page again
-    tree: Any = None
 
 
 class NewRequest(msgspec.Struct, frozen=True, gc=False):
