@@ -72,7 +72,7 @@ class PendingLike(Protocol):
 
 class CommandSource(Protocol):
     """Where operator commands come from: the control API's queue (``control/commands.py``),
-    or, in a worker process, the coordinator's pipe (``workers.py``)."""
+    or, in a worker process, the coordinator's pipe (``workers/seam.py``)."""
 
     @property
     def fileno(self) -> int: ...
