@@ -192,7 +192,7 @@ class Engine:
         self.fetcher: FetcherLike = parts.fetcher
         self.parser: Parser = parts.parser
         outputs = parts.outputs
-        self._warc, self._log, self._feeds = outputs.archive, outputs.log, outputs.feeds
+        self._warc, self._log = outputs.archive, outputs.log
         #: every output a commit depends on (protocol.py), in commit order
         self._outputs = outputs.all
         self._peers = peers
@@ -216,9 +216,10 @@ class Engine:
             waited=self._waited,
             started=self._started,
         )
-        self._exchange = (
-            PeerExchange(peers, self.frontier, self._group, self._run) if peers else None
-        )
+        #: a worker's outbox and inbox (none outside worker mode)
+        self._exchange: PeerExchange | None = None
+        if peers is not None:
+            self._exchange = PeerExchange(peers, self.frontier, self._group, self._run)
         self._space = SpaceGuard(parts.space, self._run, settings.output)
         self._write_error = ""  #: the failed write that ended the run, if one did
         self._run.last_request = time.monotonic()
