@@ -79,7 +79,7 @@ MAX_WAIT_S = 1.0  # upper bound of one wait, so progress, checkpoints and signal
 PEER_WAIT_S = 0.02
 
 
-#: what a yielded request is admitted with besides its URL (engine._run_spider)
+#: what a yielded request is admitted with besides its URL (``Engine._run_spider``)
 _REQUEST_KEY = attrgetter("callback", "meta", "priority")
 _URL = attrgetter("url")
 #: the exception type at the start of a Problem's message ("KeyError: 'from'")
