@@ -18,7 +18,6 @@ from pathlib import Path
 import msgspec
 
 from frontier_crawl.config import CrawlSettings
-from frontier_crawl.config.settings import FeedSection
 from frontier_crawl.engine.seams import FetcherLike, Layout, PeersLike
 from frontier_crawl.fetch import AddressPolicy, CacheUnusable, Fetcher
 from frontier_crawl.frontier import DamagedState, Frontier, StateMismatch, Ticket
@@ -117,13 +116,12 @@ def open_parts(
     )
     fetcher = fetcher or _open_fetcher(settings, set_aside_)
     parser = parser or LinkParser.from_settings(settings)
-    feeds = (settings.output.feeds or (FeedSection(),)) if with_feeds else ()
     outputs = open_outputs(
         settings,
         warc_dir=layout.warc_dir,
         crawl_log=layout.crawl_log,
         feed_root=layout.root,
-        feeds=feeds,
+        with_feeds=with_feeds,
         load_blob=frontier.load_blob,
         keep_fds=(lock_fd,),
     )

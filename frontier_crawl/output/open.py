@@ -61,12 +61,13 @@ def open_outputs(
     warc_dir: Path,
     crawl_log: Path,
     feed_root: Path,
-    feeds: Sequence[FeedSection],
+    with_feeds: bool,
     load_blob: Callable[[str], bytes | None],
     keep_fds: Sequence[int] = (),
 ) -> Outputs:
     """Recover what a killed run left, then open the WARC writer (if ``output.warc``), the
-    crawl log and ``feeds`` (paths under ``feed_root``), each cut back to the commit point
+    crawl log and, ``with_feeds`` (a spider runs), the feeds (``[[output.feeds]]``, else
+    ``items.jsonl``; paths under ``feed_root``), each cut back to the commit point
     ``load_blob`` holds for it. ``keep_fds``: descriptors the WARC writer's child holds for
     its life (the state lock: the directory is not free while the child lives)."""
     warcs = recover_warcs(warc_dir)
@@ -81,7 +82,7 @@ def open_outputs(
         else None
     )
     opened: list[Feed] = []
-    for spec in feeds:
+    for spec in (settings.output.feeds or (FeedSection(),)) if with_feeds else ():
         name = f"feed:{spec.path}"
         committed = decode_offset(load_blob(blob_name(name)))
         feed, repaired = open_feed(

@@ -96,7 +96,7 @@ def test_outputs_read_their_durability(tmp_path: Path, durability: str, durable:
     assert power_loss_durable(s) is durable
     outputs = open_outputs(
         s, warc_dir=tmp_path / "warc", crawl_log=tmp_path / "crawl.jsonl", feed_root=tmp_path,
-        feeds=s.output.feeds or (parse_feed(),), load_blob=lambda name: None,
+        with_feeds=True, load_blob=lambda name: None,
     )  # fmt: skip
     try:
         (feed,) = outputs.feeds
@@ -107,12 +107,6 @@ def test_outputs_read_their_durability(tmp_path: Path, durability: str, durable:
             output.close()
 
 
-def parse_feed() -> Any:
-    from frontier_crawl.config.settings import FeedSection
-
-    return FeedSection()
-
-
 def test_feed_cut_back_to_its_commit_point(tmp_path: Path) -> None:
     """A feed longer than its committed offset (a kill after the append, before the commit)
     is cut back to that offset as it is opened."""
@@ -121,7 +115,7 @@ def test_feed_cut_back_to_its_commit_point(tmp_path: Path) -> None:
     blobs = {blob_name("feed:items.jsonl"): encode_offset(len(b'{"a": 1}\n'))}
     outputs = open_outputs(
         s, warc_dir=tmp_path / "warc", crawl_log=tmp_path / "crawl.jsonl", feed_root=tmp_path,
-        feeds=(parse_feed(),), load_blob=blobs.get,
+        with_feeds=True, load_blob=blobs.get,
     )  # fmt: skip
     for output in outputs.all:
         output.close()

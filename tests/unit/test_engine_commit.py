@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from frontier_crawl.config import CrawlSettings, parse
-from frontier_crawl.config.settings import FeedSection
 from frontier_crawl.control.status import LoopTimes
 from frontier_crawl.engine.build import load_stats
 from frontier_crawl.engine.commit import CommitGroup
@@ -69,7 +68,7 @@ def group_of(frontier: Frontier, tmp_path: Path, archive: Archive) -> tuple[Comm
     s = settings(tmp_path)
     outputs = open_outputs(
         s, warc_dir=tmp_path / "warc", crawl_log=tmp_path / "crawl.jsonl", feed_root=tmp_path,
-        feeds=(FeedSection(),), load_blob=frontier.load_blob,
+        with_feeds=True, load_blob=frontier.load_blob,
     )  # fmt: skip
     group = CommitGroup(
         frontier, (archive, *outputs.all), archive=archive, feeds=outputs.feeds,
