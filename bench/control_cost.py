@@ -203,7 +203,7 @@ def components(work: Path, site: SiteInfo, args: argparse.Namespace) -> None:
     def measure(_progress: dict[str, object]) -> None:
         if times:
             return
-        timed("sample + status build", lambda: engine._sample(time.monotonic(), force=True))
+        timed("sample + status build", lambda: engine._observe.sample(time.monotonic(), force=True))
         timed("status as JSON", lambda: json.dumps(engine.status()))
         timed("metrics text", lambda: render_metrics([engine.metrics()]))
         timed("command take(), per tick", queue.take, 20_000)

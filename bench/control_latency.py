@@ -64,7 +64,7 @@ def run(commands: int, wake: bool) -> list[float]:
             times.append(time.perf_counter() - t0)
             conn.close()
             assert reply["result"] == "applied", reply
-        engine._stop_requested = 1
+        engine.request_stop()
         crawl.join(30)
     return times
 

@@ -13,7 +13,7 @@ at error rate 1e-7. URLs are added the way a crawler adds links: ``--links`` per
 referrer), in rounds of ``--pages`` calls. The drain is the engine's loop with a zero delay:
 rounds of ``next_ready(now, 256)`` then ``complete`` for each ticket.
 
-Group commit. Both phases commit as the engine does (``Engine._open_group``/``_commit``): one
+Group commit. Both phases commit as the engine does (``engine/commit.py``: ``CommitGroup.open``/``commit``): one
 ``batch()`` is held open across rounds and committed once ``--commit-s`` (the engine's
 ``frontier.commit_interval_s``, default 0.05 s) has passed since it opened, so a commit's
 fdatasync is shared by every change of the interval. Every cost the engine pays is still paid

@@ -3,7 +3,7 @@
 :meth:`RemoteSender.send` adds the batch to the owner partition's stream and counts it, in one
 ``MULTI``/``EXEC`` (both or neither), and returns True only once Redis has answered (False at
 once while Redis is full: the batch stays in the outbox and is sent again later): the engine
-deletes the batch from its durable LMDB outbox after that (``Engine._deliver``), so a kill at
+deletes the batch from its durable LMDB outbox after that (``engine/exchange.py``), so a kill at
 any instant leaves the batch in the outbox or in the stream, or both (then it is sent twice and
 admitted once: the entry carries its batch id, a hash of its bytes, which the owner remembers).
 """

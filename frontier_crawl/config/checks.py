@@ -17,7 +17,7 @@ from frontier_crawl.config.redact import redact_url, scrub, userinfo_split
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 #: What the crawl itself writes in an output_dir (a node's root, or a worker's directory):
-#: ``engine.Layout`` (warc/, state/, crawl.jsonl, report.json, report.html), ``workers.py``
+#: ``engine.Layout`` (warc/, state/, crawl.jsonl, report.json, report.html), ``workers/``
 #: (workers.json, cluster.lmdb, worker-<i>/), ``control/server.py`` (control.addr,
 #: control.token). A feed may not be one of them, nor their temporary or set-aside copies
 #: (``<name>.tmp``, ``.<name>.<random>.tmp``, ``<name>.damaged-<time>``, ``<name>-lock``).

@@ -19,7 +19,8 @@ done, and at start-up it is cut back to what the last commit knew of it. Each ou
 * ``discard()``: after a failed write, close without handing over what is buffered.
 * ``close()``: hand over everything and close (idempotent).
 
-Start-up repair is each output's factory (``open_outputs``): it recovers the files a killed
+Start-up repair is the outputs' factory (``open.py``: ``open_outputs``, each output built from
+its own settings, ``output.durability`` included): it recovers the files a killed
 run left (``recover.py``) and cuts each output back to its committed point before opening it,
 and never raises for damage (what it cannot use is set aside with a warning).
 """

@@ -11,7 +11,8 @@ README "Coming from Scrapy". Imports only config and third-party libraries.
 """
 
 from frontier_crawl.spider.api import Request, Response, Spider
-from frontier_crawl.spider.host import NewRequest, Page, Problem, SpiderHost, Yielded
+from frontier_crawl.spider.host import NewRequest, Problem, SpiderHost, Yielded
+from frontier_crawl.spider.page import Page
 
 __all__ = [
     "NewRequest",

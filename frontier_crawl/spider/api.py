@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     import parsel
     from selectolax.lexbor import LexborNode
 
-    from frontier_crawl.spider.host import Page
+    from frontier_crawl.spider.page import Page
 
 _decode_meta = msgspec.msgpack.Decoder(dict[str, Any]).decode
 _decode_envelope = msgspec.msgpack.Decoder(

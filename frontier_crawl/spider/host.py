@@ -81,6 +81,7 @@ from frontier_crawl.spider.api import (
     unpack_envelope,
 )
 from frontier_crawl.spider.extract import Rules, compile_rules
+from frontier_crawl.spider.page import Page
 
 if TYPE_CHECKING:
     from frontier_crawl.config import CrawlSettings
@@ -99,24 +100,6 @@ _HOOKS = frozenset(("open", "close", "start_requests"))
 #: the frontier blob holding the callback names queued requests were stored with
 CALLBACKS_BLOB = "spider-callbacks"
 _decode_names = msgspec.msgpack.Decoder(list[str]).decode
-
-
-class Page(msgspec.Struct, frozen=True, gc=False):
-    """What the engine hands over for one response."""
-
-    url: str  # final URL of the response
-    status: int
-    headers: tuple[tuple[str, str], ...]  # as FetchResult.headers (name lower-cased)
-    body: bytes  # decoded body (FetchResult.body)
-    content_type: str  # media type, lower-case, no parameters
-    charset: str | None  # the charset the engine found (parse/charset.py), None if unknown
-    links: list[str]  # the page's links: absolute, canonical, in scope (engine decided)
-    depth: int
-    callback: str  # "" means the seeds' callback, "parse"
-    meta: bytes  # msgpack of the request's meta; b"" means {}
-    #: the page as the engine parsed it for its links (a selectolax LexborHTMLParser), if it
-    #: can hand it over: ``Response.css`` then uses it instead of parsing the page again
-    tree: Any = None
 
 
 class NewRequest(msgspec.Struct, frozen=True, gc=False):

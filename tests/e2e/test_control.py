@@ -507,7 +507,7 @@ def test_concurrency(tmp_path: Path) -> None:
             api.post("/api/stop")
             crawl.join(30)
         finally:
-            engine._stop_requested = 1  # as a SIGTERM, should an assertion fail
+            engine.request_stop()  # as a SIGTERM, should an assertion fail
             crawl.join(30)
     assert reports and reports[0]["stopped_by_signal"] is True
 

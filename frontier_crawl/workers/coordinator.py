@@ -1,55 +1,21 @@
-"""Host-partitioned worker processes (``workers.processes = N``) and their coordinator.
-
-Each worker is an ordinary :class:`~frontier_crawl.engine.Engine` with its own output directory
-``output_dir/worker-<i>/`` (frontier LMDB, seen-set, WARC files, crawl log, report). It owns the
-hosts whose origin hashes to ``i`` (:func:`~frontier_crawl.frontier.mailbox.owner_of`); links to
-other hosts go to their owner in durable batches (``frontier/mailbox.py``).
-
-Termination without timeouts: every worker publishes, in shared memory, whether it is idle
-(nothing queued or in flight, inbox empty), how many batches it has committed to others and how
-many it has ingested. The coordinator declares the crawl over when two consecutive snapshots are
-identical, every worker is idle in both, and batches sent equal batches received: a batch still in
-an inbox makes the counts differ, and any activity between the snapshots changes them.
-The coordinator then raises a shared flag, every worker finishes normally, and the coordinator
-merges their reports into ``output_dir/report.json``.
-
-Signals: the coordinator forwards SIGINT/SIGTERM to the workers (graceful stop, then the merged
-report); a second signal is forwarded too and makes everyone exit at once. SIGHUP is forwarded:
-every worker reads crawl.toml again.
-
-Control API: with ``[control] listen`` set, the coordinator serves the crawl's one API
-(``control/server.py``). Each worker has a pipe from the coordinator, which its loop drains like
-the API's queue (and which wakes its wait). Commands are routed: added seeds to the worker that
-owns each URL's host (``owner_of``); block, unblock and host delays to every worker (they name a
-host, and the owner is a function of the origin: each scheme and port of a host may belong to
-another worker); pause, resume, stop, concurrency (per worker process) and reload to all. The
-status is every worker's snapshot, merged.
-
-Cluster mode (``cluster.redis_url`` set, ``--node n``): the coordinator is node ``n`` of
-``cluster.nodes``; its workers run the partitions ``n*processes + i`` of ``nodes x
-processes`` (directories ``worker-<partition>``). A link for a partition of this node takes
-the LMDB path above; for another node's, the worker adds the batch to that partition's Redis
-stream (``frontier_crawl.cluster``), and the owner node's coordinator moves it into the
-worker's inbox. The coordinator's idea of "over" becomes this node's answer to the cluster's
-termination probe, and the crawl ends when Redis says every node is over
-(``frontier_crawl.cluster.node``).
-"""
+"""The coordinator: starts the worker processes, serves the crawl's one control API and routes
+its commands, detects the end of the crawl (two identical snapshots of the shared status array,
+every worker idle, batches sent equal to batches received), and merges the workers' reports.
+See the package docstring."""
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import multiprocessing as mp
 import os
 import signal
 import socket
-import sys
 import threading
 import time
-from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping
 from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized, SynchronizedArray
@@ -58,42 +24,31 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from publicsuffixlist import PublicSuffixList
 
 from frontier_crawl.cluster import (
     ClusterError,
     ClusterNode,
     Keys,
     RateWindow,
-    Redis,
-    RemoteSender,
     make_summary,
     partitions_of,
     waiting_sentence,
 )
-from frontier_crawl.cluster.view import summary_every
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.control.commands import Command
 from frontier_crawl.control.metrics import render_metrics
-from frontier_crawl.control.status import BOTTLENECKS, HISTORY_EVERY_S, HISTORY_S, empty_status
-from frontier_crawl.engine import Engine, set_aside_state
+from frontier_crawl.control.status import HISTORY_EVERY_S, HISTORY_S
+from frontier_crawl.engine import set_aside_state
 from frontier_crawl.frontier import DamagedState, StateMismatch
-from frontier_crawl.frontier.frontier import LAYOUT_VERSION
-from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox, decode_links, owner_of
-from frontier_crawl.frontier.urls import canonicalize, host_of, origin
+from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox
+from frontier_crawl.frontier.urls import canonicalize, origin
 from frontier_crawl.output import (
-    LogHistogram,
-    merge_rate_buckets,
     write_report,
     write_report_html,
 )
 from frontier_crawl.proctree import (
     StateLock,
-    StateLocked,
-    die_with_parent,
-    ignore_terminal_signals,
     spawning,
-    watch_parent,
 )
 from frontier_crawl.safefs import make_dir, open_regular, replace_file
 from frontier_crawl.spider import SpiderHost
@@ -101,259 +56,22 @@ from frontier_crawl.spider import SpiderHost
 if TYPE_CHECKING:
     from frontier_crawl.control.server import ControlServer
 
+from frontier_crawl.workers.merge import merge_progress, merge_reports, merge_status
+from frontier_crawl.workers.partition import (
+    _is_batch,
+    cluster_identity,
+    node_root,
+    partition_of,
+    redis_of,
+    worker_count,
+    worker_dir,
+)
+from frontier_crawl.workers.peers import _worker_main
+from frontier_crawl.workers.seam import _FIELDS
+
 log = logging.getLogger(__name__)
 
 COORDINATOR_TICK_S = 0.05
-_FIELDS = 3  # per worker in the shared array: idle, sent, received
-
-
-def worker_count(settings: CrawlSettings) -> int:
-    """``workers.processes``, with 0 meaning one per core."""
-    return settings.workers.processes or os.cpu_count() or 1
-
-
-def worker_dir(root: Path, index: int) -> Path:
-    return root / f"worker-{index}"
-
-
-@functools.cache
-def _suffixes() -> PublicSuffixList:
-    return PublicSuffixList()
-
-
-def partition_key(origin: str, by: str) -> str:
-    """What a host's partition is hashed from (``workers.partition_by``): its origin, or its
-    registered domain (an IP address, or a host that is itself a public suffix, by itself)."""
-    if by == "host":
-        return origin
-    host = host_of(origin)
-    if not host or host[-1].isdigit() or ":" in host:  # IPv4 (no TLD ends in a digit), IPv6
-        return host
-    return _suffixes().privatesuffix(host) or host
-
-
-def partition_of(origin: str, partitions: int, by: str) -> int:
-    """The partition that owns ``origin`` (the same in every process and on every node)."""
-    return owner_of(partition_key(origin, by), partitions)
-
-
-def _is_batch(data: bytes) -> bool:
-    """Whether stream bytes are a link batch (checked before they reach an inbox, whose
-    every entry must decode)."""
-    try:
-        decode_links(data)
-    except msgspec.DecodeError:
-        return False
-    return True
-
-
-def node_root(settings: CrawlSettings, node: int | None) -> Path:
-    """``crawl.output_dir``, in a cluster crawl with ``{node}`` replaced by the node's number."""
-    if not settings.cluster.redis_url or node is None:
-        return Path(settings.crawl.output_dir)
-    return Path(settings.crawl.output_dir.replace("{node}", str(node)))
-
-
-def cluster_identity(settings: CrawlSettings) -> dict[str, Any]:
-    """What every node of a cluster crawl must agree on: the frontier's identity keys (layout
-    version, seen-set sizing), the seeds, the scope and the partitioning."""
-    return {
-        "layout_version": LAYOUT_VERSION,
-        "frontier.seen_capacity": settings.frontier.seen_capacity,
-        "frontier.seen_error_rate": settings.frontier.seen_error_rate,
-        "crawl.seeds": sorted(settings.crawl.seeds),
-        "scope.allow_domains": list(settings.scope.allow_domains),
-        "scope.exclude": list(settings.scope.exclude),
-        "cluster.nodes": settings.cluster.nodes,
-        "workers.processes": worker_count(settings),
-        "workers.partition_by": settings.workers.partition_by,
-    }
-
-
-def redis_of(settings: CrawlSettings) -> Redis:
-    c = settings.cluster
-    return Redis(c.redis_url, c.unreachable_timeout_s)
-
-
-class Peers:
-    """A worker's view of the others: routing, sending, and its published status."""
-
-    def __init__(
-        self,
-        index: int,
-        local: range,
-        total: int,
-        root: Path,
-        map_size: int,
-        status: SynchronizedArray[int],
-        stop: Synchronized[int],
-        run_id: bytes,
-        remote: RemoteSender | None = None,
-        partition_by: str = "host",
-        orders: SynchronizedArray[int] | None = None,
-    ) -> None:
-        self.worker = index  #: this worker's partition (of ``total``)
-        self._by = partition_by
-        self.run_id = run_id
-        self.count = total
-        self._slot = index - local.start  #: its place in this node's status array
-        self._status = status
-        self._stop = stop
-        #: the coordinator's orders: [stop requested, reloads ordered] (read without its lock:
-        #: one word each, written by one process)
-        self._orders = orders.get_obj() if orders is not None else None
-        self._remote = remote  #: other nodes' partitions (cluster mode)
-        envs = {j: worker_dir(root, j) / "state" / INBOX_ENV for j in local if j != index}
-        self._mailbox = Mailbox(envs, map_size, run_id)
-        self._local = local
-
-    def route(self, origin: str) -> int:
-        """The owning worker (not remembered here: the frontier keeps a bounded cache of it)."""
-        return partition_of(origin, self.count, self._by)
-
-    def send(self, dest: int, batch: bytes) -> bool:
-        if dest in self._local or self._remote is None:
-            self._mailbox.send(dest, batch)
-            return True
-        return self._remote.send(dest, batch)
-
-    def held_up(self, batches: int) -> str:
-        return self._remote.held_up(batches) if self._remote is not None else ""
-
-    def publish(self, idle: bool, received: int) -> None:
-        base = self._slot * _FIELDS
-        with self._status.get_lock():
-            self._status[base] = int(idle)
-            self._status[base + 1] = self._mailbox.sent
-            self._status[base + 2] = received
-
-    def should_stop(self) -> bool:
-        return bool(self._stop.value)
-
-    def orders(self) -> tuple[bool, int]:
-        if self._orders is None:
-            return False, 0
-        return bool(self._orders[0]), int(self._orders[1])
-
-    def close(self) -> None:
-        self._mailbox.close()
-        if self._remote is not None:
-            self._remote.close()
-
-
-def _worker_settings(settings: CrawlSettings, root: Path, index: int) -> CrawlSettings:
-    """A worker's settings; in a cluster its progress snapshots (which feed the node's live
-    summary, ``cluster/view.py``) come at least every summary interval."""
-    s = settings
-    every = s.output.progress_interval_s
-    if s.cluster.redis_url:
-        often = summary_every(s.cluster.heartbeat_ttl_s)
-        every = min(every, often) if every > 0 else often
-    return msgspec.structs.replace(
-        s,
-        crawl=msgspec.structs.replace(s.crawl, output_dir=str(worker_dir(root, index))),
-        output=msgspec.structs.replace(
-            s.output, warc_prefix=f"{s.output.warc_prefix}-w{index}", progress_interval_s=every
-        ),
-        workers=msgspec.structs.replace(s.workers, processes=1),
-    )
-
-
-class _Remote:
-    """A command from the coordinator, answered through the pipe it came by."""
-
-    __slots__ = ("_conn", "_rid", "command")
-
-    def __init__(self, conn: Connection, rid: int, command: Command) -> None:
-        self._conn, self._rid, self.command = conn, rid, command
-
-    def answer(self, reply: dict[str, Any]) -> None:
-        with contextlib.suppress(OSError):  # the coordinator is gone
-            self._conn.send((self._rid, reply))
-
-
-class PipeCommands:
-    """A worker's command source: the coordinator's end of a pipe (engine.CommandSource)."""
-
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-        self.closed = False  #: the coordinator's end is gone (the fd would stay readable)
-
-    @property
-    def fileno(self) -> int:
-        return self._conn.fileno()
-
-    def take(self) -> Sequence[_Remote]:
-        out: list[_Remote] = []
-        try:
-            while self._conn.poll(0):
-                rid, command = self._conn.recv()
-                out.append(_Remote(self._conn, rid, command))
-        except (EOFError, OSError):
-            self.closed = True
-        return out
-
-
-def _worker_main(
-    raw: bytes,
-    index: int,
-    local: range,
-    total: int,
-    status: SynchronizedArray[int],
-    stop: Synchronized[int],
-    run_id: bytes,
-    conn: Connection | None = None,
-    config_path: str | None = None,
-    file_output_dir: str | None = None,
-    orders: SynchronizedArray[int] | None = None,
-    parent: int | None = None,
-    progress: Any = None,
-) -> None:
-    """Entry point of one worker process (``settings.crawl.output_dir``: the node's root).
-
-    The terminal's signals are ignored from its first instruction (``proctree.spawning``); it
-    dies with its coordinator; ``orders`` are the coordinator's signals passed on; ``progress``
-    (a queue) takes its progress snapshots for the coordinator's progress lines."""
-    die_with_parent(parent)
-    watch_parent()
-    ignore_terminal_signals()
-    if progress is not None:  # snapshots only: never wait at exit for one to be read
-        progress.cancel_join_thread()
-    settings = msgspec.msgpack.decode(raw, type=CrawlSettings)
-    root = Path(settings.crawl.output_dir)
-    remote = None
-    if settings.cluster.redis_url:
-        remote = RemoteSender(redis_of(settings), Keys(settings.cluster.key_prefix))
-    peers = Peers(
-        index, local, total, root, settings.frontier.lmdb_map_size_bytes, status, stop, run_id,
-        remote, settings.workers.partition_by, orders,
-    )  # fmt: skip
-    try:
-        report = Engine(
-            _worker_settings(settings, root, index),
-            peers=peers,
-            on_progress=(lambda p: progress.put({**p, "worker": index})) if progress else None,
-            commands=PipeCommands(conn) if conn is not None else None,
-            config_path=Path(config_path) if config_path else None,
-            reshape=lambda s: _worker_settings(s, root, index),
-            # a reload compares with the file as written ({node} not yet replaced)
-            loaded=msgspec.structs.replace(
-                settings,
-                crawl=msgspec.structs.replace(
-                    settings.crawl, output_dir=file_output_dir or settings.crawl.output_dir
-                ),
-            ),
-        ).run()
-    except ClusterError as exc:  # Redis gone for too long: this worker's state is committed
-        log.error("worker %d: %s", index, exc)
-        sys.exit(1)
-    except StateLocked as exc:  # a process of an earlier run still holds this worker's state
-        log.error("worker %d: %s", index, exc)
-        sys.exit(2)
-    finally:
-        peers.close()
-    if report.get("write_error") or report.get("stopped_for_low_space"):
-        sys.exit(1)  # the coordinator stops the others and lists this one as failed
 
 
 def _pin_worker_count(
@@ -884,139 +602,3 @@ class Coordinator:
         if self._cluster is not None:  # which node it waits for, how long (cluster/view.py)
             merged["waiting"] = self.cluster_view()["waiting"]
         self._on_progress(merged)
-
-
-_STATES = ("stopping", "running", "paused", "starting", "finished")
-
-
-def merge_progress(snaps: list[dict[str, Any]], elapsed_s: float) -> dict[str, Any]:
-    """One progress snapshot from the workers' latest ones: counts added, the bottleneck most
-    workers name."""
-    merged: dict[str, Any] = {"pages": 0, "queued": 0, "in_flight": 0, "hosts": 0}
-    for snap in snaps:
-        for key, value in snap.items():
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                merged[key] = merged.get(key, 0) + value
-    merged["elapsed_s"] = elapsed_s
-    merged["pages_per_s"] = merged["pages"] / elapsed_s if elapsed_s > 0 else 0.0
-    merged["paused_for_space"] = any(s.get("paused_for_space") for s in snaps)
-    named = Counter(str(s["bottleneck"]).partition(":")[0] for s in snaps if s.get("bottleneck"))
-    if named:
-        name, count = named.most_common(1)[0]
-        first = next(str(s["bottleneck"]) for s in snaps if str(s["bottleneck"]).startswith(name))
-        who = "all workers" if count == len(snaps) else f"{count} of {len(snaps)} workers"
-        detail = first.partition(":")[2].strip()
-        merged["bottleneck"] = first if len(snaps) == 1 else f"{name}: {who}, e.g. {detail}"
-
-    if any("items" in s for s in snaps):
-        merged["callback_ms"] = max(tuple(s["callback_ms"]) for s in snaps if "items" in s)
-        merged["pipeline_ms"] = max(tuple(s["pipeline_ms"]) for s in snaps if "items" in s)
-        merged["spider_share"] = max(float(s.get("spider_share", 0)) for s in snaps)
-    merged.pop("worker", None)
-    return merged
-
-
-def merge_status(snaps: list[dict[str, Any]]) -> dict[str, Any]:
-    """One status from the workers' snapshots: counters added, the most telling state."""
-    if not snaps:  # every key present all the same (the seam)
-        empty = empty_status("starting")
-        empty["bottleneck"] = {"name": "idle", "detail": "no worker has reported yet"}
-        return empty
-    merged: dict[str, Any] = {}
-    for snap in snaps:
-        for key, value in snap.items():
-            if key in ("history", "worker", "workers", "state", "bottleneck", "busiest_hosts",
-                       "failing_hosts", "cpu", "blocked_hosts", "host_delays", "paused"):
-                continue
-            merged[key] = _merge(merged.get(key), value)
-    states = [s.get("state", "running") for s in snaps]
-    merged["state"] = next((s for s in _STATES if s in states), states[0])
-    merged["paused"] = all(s.get("paused") for s in snaps)
-    merged["bottleneck"] = _merge_bottlenecks(snaps)
-    merged["blocked_hosts"] = snaps[0].get("blocked_hosts", [])
-    merged["host_delays"] = snaps[0].get("host_delays", {})
-    merged["cpu"] = _merge_cpu([s.get("cpu", {}) for s in snaps])
-    merged["elapsed_s"] = max(float(s.get("elapsed_s", 0.0)) for s in snaps)
-    for key in ("busiest_hosts", "failing_hosts"):
-        rows = [row for s in snaps for row in s.get(key, [])]
-        sort = "pages" if key == "busiest_hosts" else "failures"
-        merged[key] = sorted(rows, key=lambda r: -float(r.get(sort, 0)))[:10]
-    merged["history"] = []
-    merged["workers"] = [{k: v for k, v in s.items() if k != "history"} for s in snaps]
-    return merged
-
-
-def _merge_bottlenecks(snaps: list[dict[str, Any]]) -> dict[str, str]:
-    """The bottleneck most workers name (ties: the first in ``BOTTLENECKS`` order, draining
-    and paused before the rest), and what each of those workers says."""
-    named = [(int(s.get("worker", i)), s.get("bottleneck") or {}) for i, s in enumerate(snaps)]
-    counts = Counter(str(b.get("name", "idle")) for _w, b in named)
-    order: dict[str, int] = {n: i for i, n in enumerate(("draining", "paused", *BOTTLENECKS))}
-    name = min(counts, key=lambda n: (-counts[n], order.get(n, len(order))))
-    if "redis-full" in counts:  # a fault that stops the node unless fixed: whoever names it
-        name = "redis-full"
-    details = [(w, str(b.get("detail", ""))) for w, b in named if b.get("name") == name]
-    if len(snaps) == 1:
-        return {"name": name, "detail": details[0][1]}
-    who = "all workers" if len(details) == len(snaps) else f"{len(details)} of {len(snaps)} workers"
-    said = "; ".join(f"worker {w}: {d}" for w, d in details[:3])
-    return {"name": name, "detail": f"{who}: {said}" + ("; ..." if len(details) > 3 else "")}
-
-
-def _merge_cpu(cpus: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean loop busy fraction; each share weighted by its worker's busy time."""
-    busy = [float(c.get("loop_busy", 0.0)) for c in cpus]
-    total = sum(busy)
-    shares: dict[str, float] = {}
-    for c, b in zip(cpus, busy, strict=True):
-        for key, value in (c.get("shares") or {}).items():
-            shares[key] = shares.get(key, 0.0) + float(value) * (b / total if total else 0.0)
-    return {
-        "loop_busy": round(total / len(cpus), 4) if cpus else 0.0,
-        "shares": {k: round(v, 4) for k, v in shares.items()},
-    }
-
-
-def merge_reports(reports: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """One report from the workers' reports: counts added, dicts merged, rates recomputed."""
-    merged: dict[str, Any] = {}
-    for report in reports:
-        for key, value in report.items():
-            merged[key] = _merge(merged.get(key), value)
-    elapsed = max((float(r.get("elapsed_s", 0.0)) for r in reports), default=0.0)
-    merged["elapsed_s"] = elapsed
-    merged["pages_per_s"] = round(merged.get("fetched", 0) / elapsed, 3) if elapsed else 0.0
-    merged["complete"] = all(r.get("complete") for r in reports) and bool(reports)
-    merged["stopped_by_signal"] = any(r.get("stopped_by_signal") for r in reports)
-    merged["stopped_for_low_space"] = any(r.get("stopped_for_low_space") for r in reports)
-    merged["write_error"] = next((r["write_error"] for r in reports if r.get("write_error")), None)
-    # each worker's pages over time, on the coarsest bucket width of them all, summed
-    merged["rate_bucket_s"], merged["pages_over_time"] = merge_rate_buckets(
-        [(float(r.get("rate_bucket_s", 60.0)), r.get("pages_over_time", [])) for r in reports]
-    )
-    merged["runs"] = max((int(r.get("runs", 0)) for r in reports), default=0)  # side by side
-    for key, order in (("slowest_hosts", "mean_fetch_s"), ("failing_hosts", "failures")):
-        rows = [row for r in reports for row in r.get(key, [])]  # hosts are partitioned
-        merged[key] = sorted(rows, key=lambda row: -row.get(order, 0))[:10]
-    spider = merged.get("spider")
-    if isinstance(spider, dict):  # histograms merged bucket by bucket, quantiles read again
-        busy = sum(float(r.get("elapsed_s", 0.0)) for r in reports)  # the workers' loops
-        for key in ("callback", "pipelines"):
-            if isinstance(spider.get(key), dict):
-                spider[key] = LogHistogram.from_summary(spider[key]).summary(busy)
-    return merged
-
-
-def _merge(a: Any, b: Any) -> Any:
-    if a is None:
-        return b
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a and b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return a + b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return {k: _merge(a.get(k), b.get(k)) if k in a and k in b else a.get(k, b.get(k))
-                for k in {**a, **b}}  # fmt: skip
-    if isinstance(a, list) and isinstance(b, list):
-        return a + b
-    return a if a == b else [a, b] if not isinstance(a, list) else [*a, b]

@@ -1,0 +1,848 @@
+"""The loop: the one event loop of a crawl process, over the parts it is given (``engine/``).
+
+    next_ready -> submit -> poll -> write -> extract -> add / complete
+
+One thread, no sleeps: the loop waits in ``Fetcher.poll`` for socket activity or curl's timer,
+at most until the earliest snoozed host wakes. The crawl ends by itself exactly when the frontier
+has nothing queued or in flight (retries wait in the frontier as queued URLs).
+
+A tick: the coordinator's orders and the operator's commands (``steer.py``), the space guard
+(``space.py``), the frontier's ready tickets submitted, the peer exchange (``exchange.py``),
+the group commit when due (``commit.py``), one wait in ``poll``, each result handled
+(``_handle``: the frontier's ``complete`` in one place), a status sample (``observe.py``).
+
+Storage. A write that fails (``OSError``: the crawl log, the WARC writer, an LMDB commit as the
+frontier's ``StorageError``, the report) aborts the open group commit, so no page whose outputs
+were not written is marked done, and ends the run with one error message and the report of
+what was committed (``write_error`` set; exit status 1). The same command resumes once the
+cause is gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from itertools import groupby
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+
+from frontier_crawl.config import CrawlSettings
+from frontier_crawl.control.commands import Command
+from frontier_crawl.control.status import LoopTimes
+from frontier_crawl.engine.build import load_stats, open_parts
+from frontier_crawl.engine.commit import CommitGroup, Unsettled
+from frontier_crawl.engine.exchange import PeerExchange
+from frontier_crawl.engine.observe import Observer
+from frontier_crawl.engine.seams import CommandSource, FetcherLike, Layout, PeersLike
+from frontier_crawl.engine.space import SpaceGuard
+from frontier_crawl.engine.state import LoopState, quiet
+from frontier_crawl.engine.steer import Steering
+from frontier_crawl.fetch import ErrorKind, FetchRequest, FetchResult
+from frontier_crawl.frontier import Failure, Ticket
+from frontier_crawl.frontier.mailbox import Link
+from frontier_crawl.frontier.politeness import parse_retry_after, retry_delay
+from frontier_crawl.frontier.robots import MAX_ROBOTS_BYTES
+from frontier_crawl.output import (
+    ArchiveRecord,
+    LogEntry,
+    Outcome,
+    ProblemEntry,
+    Revisit,
+    config_warnings,
+    iso_time,
+    truncation_reason,
+    write_report,
+    write_report_html,
+)
+from frontier_crawl.parse import PageLinks, Parser
+from frontier_crawl.parse.charset import page_charset
+from frontier_crawl.parse.resolve import resolve_location
+from frontier_crawl.proctree import StateLock
+from frontier_crawl.safefs import make_dir
+from frontier_crawl.spider import Page, Problem, SpiderHost, Yielded
+from frontier_crawl.spider.api import ENVELOPE, request_headers
+from frontier_crawl.spider.host import CALLBACKS_BLOB
+
+log = logging.getLogger(__name__)
+
+#: RFC 9309 2.3.1.2: five redirect hops followed for robots.txt, each a request of its own
+#: through the frontier (scope) and the fetcher (address policy); a chain cut short there is
+#: "unavailable", as one longer than this is
+ROBOTS_REDIRECTS = 5
+#: the status robots_done is given for a robots.txt redirect chain not followed to its end
+#: (a refused hop has no status of its own): a 3xx, which RobotsCache reads as "unavailable"
+_CHAIN_CUT = 300
+MAX_WAIT_S = 1.0  # upper bound of one wait, so progress, checkpoints and signals stay timely
+#: in worker mode, how often the inbox is looked at (a peer's batch does not wake the curl wait)
+PEER_WAIT_S = 0.02
+
+
+#: what a yielded request is admitted with besides its URL (``Engine._run_spider``)
+_REQUEST_KEY = attrgetter("callback", "meta", "priority")
+_URL = attrgetter("url")
+#: a failed transfer's (no) links, for its errback
+_NO_LINKS = PageLinks((), False, "")
+#: the exception type at the start of a Problem's message ("KeyError: 'from'")
+_EXCEPTION_TYPE = re.compile(r"([A-Za-z_][\w.]*): ")
+
+
+#: errors that say the host (not this URL) is in trouble: the name does not resolve, the
+#: connection (TCP or TLS) cannot be made. A timeout or reset once connected is the URL's.
+_CONNECTION_ERRORS = frozenset({ErrorKind.DNS, ErrorKind.CONNECT, ErrorKind.TLS})
+#: statuses that speak for the whole host (and whose Retry-After holds it)
+_HOST_STATUSES = frozenset({429, 503})
+
+
+def _failure(r: FetchResult) -> Failure:
+    """How a result bears on its host's politeness (backoff, retirement): host-wide signals
+    (connection failures, 429, 503) or a failure of this URL only (timeouts, resets, other
+    5xx), which backs the host off only when several distinct URLs fail in a row."""
+    if r.error is not None:
+        if r.error in _CONNECTION_ERRORS:
+            return Failure.CONNECTION
+        return Failure.URL if r.error.transient else Failure.NONE
+    if r.status in _HOST_STATUSES:
+        return Failure.SERVER
+    return Failure.URL if r.status >= 500 else Failure.NONE
+
+
+def _answer_s(r: FetchResult) -> float:
+    """The fetch time the adaptive delay follows: that of a complete response. A transfer that
+    failed (timed out, cut, reset) says how long one URL hung, not how fast the host answers:
+    counting it would snooze the whole host for delay_factor x the timeout per attempt."""
+    return r.duration_s if r.error is None else 0.0
+
+
+class Engine:
+    """Wires frontier, fetcher, parser and outputs for one crawl process."""
+
+    def __init__(
+        self,
+        settings: CrawlSettings,
+        *,
+        fetcher: FetcherLike | None = None,
+        peers: PeersLike | None = None,
+        parser: Parser | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        config_path: Path | None = None,
+        commands: CommandSource | None = None,
+        reshape: Callable[[CrawlSettings], CrawlSettings] | None = None,
+        loaded: CrawlSettings | None = None,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``config_path``: the crawl.toml a reload (SIGHUP, the control API) reads again;
+        ``reshape`` turns what it loads into this process's settings (a worker's), ``loaded``
+        being the file's settings before that (what a reload is compared with). ``commands``:
+        operator commands from elsewhere (a worker's coordinator); without it, the engine
+        serves its own control API when ``[control] listen`` is set. ``wall_clock``: what
+        the frontier dates its robots.txt cache by (a test runs it ahead)."""
+        self._wall_clock = wall_clock
+        self.settings = settings
+        self._run = LoopState()  #: what the loop is doing (read by the status)
+        #: the spider (and [[extract]] rules), None without them: today's path, untouched.
+        #: Loaded first: a source that does not import is a ConfigError before anything else
+        self._spider = SpiderHost.load(settings)
+        self.layout = Layout(Path(settings.crawl.output_dir))
+        make_dir(self.layout.root)
+        #: one owner per state directory, before anything of it is read (StateLocked if not)
+        self._lock = StateLock.acquire(self.layout.state_dir)
+        try:
+            self._open(settings, fetcher, peers, parser)
+            self._steer = Steering(
+                settings,
+                frontier=self.frontier,
+                fetcher=self.fetcher,
+                group=self._group,
+                run=self._run,
+                observe=self._observe,
+                reconfigure=self._reconfigure,
+                root=self.layout.root,
+                commands=commands,
+                peers=peers,
+                config_path=config_path,
+                reshape=reshape,
+                loaded=loaded,
+            )
+        except BaseException:
+            self._lock.release()
+            raise
+        self._on_progress = on_progress
+
+    def _open(
+        self,
+        settings: CrawlSettings,
+        fetcher: FetcherLike | None,
+        peers: PeersLike | None,
+        parser: Parser | None,
+    ) -> None:
+        """Open the crawl's parts (``__init__``, once the state directory is this run's)."""
+        parts = open_parts(
+            settings,
+            self.layout,
+            lock_fd=self._lock.fileno,
+            with_feeds=self._spider is not None,
+            on_reject=self._rejected,
+            on_foreign=self._foreign,
+            wall_clock=self._wall_clock,
+            fetcher=fetcher,
+            peers=peers,
+            parser=parser,
+        )
+        self.frontier = parts.frontier
+        self.fetcher: FetcherLike = parts.fetcher
+        self.parser: Parser = parts.parser
+        outputs = parts.outputs
+        self._warc, self._log = outputs.archive, outputs.log
+        #: every output a commit depends on (protocol.py), in commit order
+        self._outputs = outputs.all
+        self._peers = peers
+        #: seconds each URL still being retried has held its host so far (Retry-After, backoff)
+        self._held: dict[bytes, float] = {}
+        self._started = time.monotonic()
+        # the status (control/status.py): accumulators the loop keeps, samples of them every
+        # SAMPLE_EVERY_S, and the latest published snapshot (read by other threads: replaced
+        # whole, never mutated once published)
+        self._times = LoopTimes()
+        self._group = CommitGroup(
+            self.frontier,
+            outputs.all,
+            archive=outputs.archive,
+            feeds=outputs.feeds,
+            stats=parts.stats,
+            elapsed_before=parts.elapsed_before,
+            repairs=list(parts.repairs),
+            interval_s=settings.frontier.commit_interval_s,
+            times=self._times,
+            waited=self._waited,
+            started=self._started,
+        )
+        #: a worker's outbox and inbox (none outside worker mode)
+        self._exchange: PeerExchange | None = None
+        if peers is not None:
+            self._exchange = PeerExchange(peers, self.frontier, self._group, self._run)
+        self._space = SpaceGuard(parts.space, self._run, settings.output)
+        self._write_error = ""  #: the failed write that ended the run, if one did
+        self._run.last_request = time.monotonic()
+        self._observe = Observer(
+            self.frontier,
+            self.fetcher,
+            self._group,
+            self._times,
+            self._run,
+            waited=self._waited,
+            peers=peers,
+            archive=self._warc,
+            with_spider=self._spider is not None,
+        )
+
+    # ----------------------------------------------------------------------------- the loop
+
+    def run(self) -> dict[str, Any]:
+        """Crawl until nothing is left (or a stop signal), then write and return the report.
+
+        A failed write (``OSError``) ends the run early: see the module docstring. Any other
+        exception aborts the open group commit and propagates."""
+        s, steer = self.settings, self._steer
+        previous = steer.install_signals()
+        self._group.stats.begin_run(time.time())  # the report's pages over time: when it ran
+        self._run.thread = threading.get_ident()
+        self._run.state = "running"
+        try:
+            steer.start_control()
+            steer.wake_on_commands()
+            if self._spider is not None:  # queued requests naming callbacks it has not:
+                self._spider.check_stored(  # ConfigError (exit 2) before anything is sent
+                    self.frontier.load_blob(CALLBACKS_BLOB), self.frontier.queued_callbacks
+                )
+                self._spider.open()  # spider.open, pipelines' open(spider): ConfigError if not
+            # in the first group: a seed's crawl-log line (a rejected one) is synced with it
+            self._group.open(time.monotonic())
+            if self._spider is not None:  # start_requests(), with their callbacks: before the
+                for (callback, meta, priority), run in groupby(  # seeds, so that they win
+                    self._spider.start_requests(), _REQUEST_KEY
+                ):
+                    self.frontier.add(list(map(_URL, run)), depth=0, now=time.monotonic(),
+                                      callback=callback, meta=meta, priority=priority)  # fmt: skip
+                if self._spider.names_changed:
+                    self.frontier.save_blob(CALLBACKS_BLOB, self._spider.names_blob())
+            self.frontier.add(s.crawl.seeds, depth=0, now=time.monotonic())
+            self._loop()
+        except OSError as exc:
+            self._failed(exc)
+        except BaseException:
+            self._abandon()
+            raise
+        finally:
+            steer.restore_signals(previous)
+            steer.stop_control()
+        try:
+            return self._finish()
+        finally:
+            self._lock.release()
+
+    def _loop(self) -> None:
+        try:
+            self._run_loop()
+        except BaseException as exc:
+            self._group.abort(exc)
+            raise
+        self._group.finish()
+
+    def _failed(self, exc: OSError) -> None:
+        """A write failed: say so once (the first failure is the cause; later ones follow)."""
+        log.debug("write failure", exc_info=exc)
+        if self._write_error:
+            return
+        self._write_error = str(exc)
+        log.error(
+            "stopping: a write failed (%s). Every page marked done so far is safe and the "
+            "crawl state is consistent: fix the cause (free space, the disk, the mount) and "
+            "run the same command to resume.",
+            exc,
+        )
+
+    def _abandon(self) -> None:
+        """Release everything without committing (the in-memory state may be ahead of LMDB)."""
+        with quiet():
+            self.fetcher.close()
+        if self._spider is not None:
+            self._spider.close()
+        for output in self._outputs:
+            with quiet():
+                output.discard()
+        with quiet():
+            self.frontier.close(checkpoint=False)
+        self._lock.release()
+
+    def _run_loop(self) -> None:
+        frontier, fetcher, group, run = self.frontier, self.fetcher, self._group, self._run
+        steer, space, exchange = self._steer, self._space, self._exchange
+        ckpt_every = self.settings.frontier.checkpoint_interval_s
+        progress_every = self.settings.output.progress_interval_s
+        next_ckpt = time.monotonic() + ckpt_every
+        next_progress = time.monotonic() + progress_every if progress_every else float("inf")
+        drain_deadline = float("inf")
+        while True:
+            now = time.monotonic()
+            if self._peers is not None:
+                steer.obey_coordinator()
+            if steer.commands is not None or steer.reload_requested:
+                steer.take(now)
+                now = time.monotonic()
+            paused = space.short(now) or run.paused
+            if run.stop_requested or run.halt:
+                if drain_deadline == float("inf"):
+                    drain_deadline = now + self.settings.crawl.stop_timeout_s
+                    if not run.halt:  # (a halt has said why it stops, and that it drains)
+                        log.warning("stop requested: draining %d transfers", fetcher.in_flight)
+                if fetcher.in_flight == 0 or now >= drain_deadline:
+                    return
+            submitted = 0
+            if not run.stopping and fetcher.free_slots and not paused:
+                if group.is_open and now >= group.commit_at:
+                    # before this tick's requests, not between their take and their send (in
+                    # poll): a commit's fdatasync there would delay one request to a host and
+                    # shorten the gap to the next, which the frontier spaced from the take
+                    group.commit()
+                    now = time.monotonic()
+                group.open(now)
+                t0 = time.perf_counter()
+                tickets = frontier.next_ready(now, fetcher.free_slots)
+                t1 = time.perf_counter()
+                for ticket in tickets:
+                    fetcher.submit(self._request(ticket))
+                submitted = len(tickets)
+                times = self._times
+                times.frontier += t1 - t0
+                if submitted:
+                    times.fetch += time.perf_counter() - t1
+                    times.requests += submitted
+                    run.last_request = now
+            idle = frontier.pending == 0 and fetcher.in_flight == 0
+            if not idle and frontier.blocked_queues and fetcher.in_flight == 0:
+                # all that is left is held by blocks: over, unless an operator can unblock
+                idle = frontier.pending == frontier.held_by_blocks and steer.commands is None
+            if exchange is not None:
+                if exchange.swap(now, idle):
+                    return
+            elif idle:
+                return
+            wait = self._wait_s(now)
+            if (
+                group.is_open
+                and not submitted  # then at the next tick's start (see above)
+                and (
+                    now >= group.commit_at
+                    or wait >= group.interval_s
+                    or (idle and exchange is not None and exchange.waiting)
+                )
+            ):
+                group.commit()  # one fdatasync per group, not per tick
+            t0, waited = time.perf_counter(), self._waited()
+            results = fetcher.poll(wait)
+            self._times.fetch += time.perf_counter() - t0 - (self._waited() - waited)
+            if results:
+                group.open(now)
+                for result in results:
+                    self._handle(result)
+            now = time.monotonic()
+            if now >= self._observe.next_sample:
+                self._observe.sample(now)
+            if now >= next_ckpt:
+                group.commit()
+                self._checkpoint()
+                next_ckpt = now + self.settings.frontier.checkpoint_interval_s
+            if now >= next_progress:
+                self._progress()
+                progress_every = self.settings.output.progress_interval_s
+                next_progress = now + progress_every if progress_every else float("inf")
+
+    def _foreign(self, dest: int, link: Link) -> None:
+        """A link to a host another worker owns: batched, sent before this tick commits."""
+        assert self._exchange is not None  # (only a worker's frontier has foreign links)
+        self._exchange.foreign(dest, link)
+
+    def _wait_s(self, now: float) -> float:
+        """How long poll may block: until the next host wakes, or work is ready now."""
+        if self._run.stop_requested or self._run.halt:
+            return 0.1
+        longest = MAX_WAIT_S if self._peers is None else PEER_WAIT_S
+        if self._run.low_space is not None or self._run.paused:  # only in-flight ones to wait for
+            return longest
+        if self.fetcher.free_slots and self.frontier.has_ready:
+            return 0.0
+        wake = self.frontier.next_wake()
+        if wake is None:
+            frontier = self.frontier
+            if self.fetcher.in_flight == 0 and frontier.pending > frontier.held_by_blocks:
+                raise RuntimeError(f"frontier stalled: {self.frontier.stats()}")
+            return longest
+        return min(longest, max(0.0, wake - now))
+
+    def _request(self, ticket: Ticket) -> FetchRequest:
+        if ticket.robots:  # RFC 9309: the first 500 KiB parsed, whatever the page cap (the
+            return FetchRequest(ticket.url, token=ticket, keep_bytes=MAX_ROBOTS_BYTES)  # rest
+        if ticket.meta[:1] == ENVELOPE:  # a spider's Request(headers=...) (is not read);
+            headers = request_headers(ticket.meta, ticket.url)
+            return FetchRequest(ticket.url, token=ticket, headers=headers)
+        return FetchRequest(ticket.url, token=ticket)  # redirects: _robots_hop
+
+    # ----------------------------------------------------------------------------- results
+
+    def _handle(self, r: FetchResult) -> None:
+        ticket = r.request.token
+        assert isinstance(ticket, Ticket)
+        f = self.settings.fetch
+        after = (
+            parse_retry_after(r.header("retry-after"), time.time())
+            if r.status in _HOST_STATUSES
+            else None
+        )
+        hold = min(after, f.max_retry_delay_s) if after is not None else 0.0
+        if ticket.robots:
+            self._robots_result(ticket, r, hold)
+            return
+        if r.error is ErrorKind.ADDRESS_REFUSED:  # never retried: the host is given up
+            self.frontier.complete(ticket, r.finished, 0.0, Failure.NONE, r.ip)
+            self._record(ticket, r, Outcome.ADDRESS_REFUSED)
+            self.frontier.retire(ticket.origin, Outcome.ADDRESS_REFUSED.value)
+            return
+        if self._should_retry(ticket, r, after):
+            return
+        archived = self._archive(r)  # a failure whose response had begun: as truncated
+        outcome, yielded = self._dispose(ticket, r)
+        t0 = time.perf_counter()
+        failure = _failure(r)
+        held = self.frontier.complete(
+            ticket, r.finished, _answer_s(r), failure, r.ip, mark_done=not archived,
+            hold_s=hold,
+        )  # fmt: skip
+        self._times.frontier += time.perf_counter() - t0
+        if failure is not Failure.NONE or held > 0:
+            self._observe.failed_at(ticket.origin, held)
+        self._record(ticket, r, outcome, archived, self._held.pop(ticket.key, 0.0) + held,
+                     yielded)  # fmt: skip
+
+    def _robots_result(self, ticket: Ticket, r: FetchResult, hold: float) -> None:
+        """A robots.txt fetch (or one hop of its redirect chain) came back.
+
+        RFC 9309 as applied here: a redirect is followed as a request of its own (scope, the
+        address policy) for up to ROBOTS_REDIRECTS hops; a chain cut short (more hops, a
+        target out of scope, a hop's address refused) is "unavailable": allow all (2.3.1.2
+        says a crawler that stops following MAY; the host's own server chose to send us
+        away, as a 404 would). Any other failure is "unreachable" (retried). The host's own
+        robots.txt address refused: the host is retired (address-refused)."""
+        frontier = self.frontier
+        t0 = time.perf_counter()
+        if r.error is ErrorKind.ADDRESS_REFUSED:
+            if ticket.hops:
+                frontier.robots_done(ticket, r.finished, _CHAIN_CUT, b"", 0.0, r.ip)
+            else:
+                frontier.robots_done(ticket, r.finished, 0, b"", 0.0, r.ip,
+                                     retire=Outcome.ADDRESS_REFUSED.value)  # fmt: skip
+        elif not self._robots_hop(ticket, r):
+            status = r.status if r.error is None else 0
+            frontier.robots_done(ticket, r.finished, status, r.body, r.duration_s, r.ip,
+                                 hold_s=hold)  # fmt: skip
+        self._times.frontier += time.perf_counter() - t0
+        group = self._group
+        group.needed = self._archive(r) or group.needed
+        self._record(ticket, r, Outcome.ROBOTS_TXT)
+
+    def _robots_hop(self, ticket: Ticket, r: FetchResult) -> bool:
+        """A robots.txt redirect: its target handed back to the frontier as the host's next
+        robots ticket, if it is within ROBOTS_REDIRECTS hops and in scope. False (the fetch
+        is finished with this answer) for anything else."""
+        if r.error is not None or not 300 <= r.status < 400 or r.not_modified is not None:
+            return False
+        location = r.header("location")
+        if not location or ticket.hops >= ROBOTS_REDIRECTS:
+            return False
+        target = resolve_location(r.url, location)
+        if target is not None and self.frontier.robots_redirect(ticket, target):
+            return True
+        log.info("robots.txt of %s redirects to %r, not followed (not an http(s) URL in "
+                 "scope): unavailable", ticket.origin, location)  # fmt: skip
+        return False
+
+    def _should_retry(self, ticket: Ticket, r: FetchResult, after: float | None) -> bool:
+        """Send a transient failure back to the frontier, if it has retries left.
+
+        ``after``: the response's Retry-After (429/503). One longer than fetch.max_retry_delay_s
+        is not waited out cap after cap: the URL is given up (its host is held for the cap).
+        """
+        f = self.settings.fetch
+        transient = r.error.transient if r.error is not None else r.status == 429 or r.status >= 500
+        if not transient or ticket.attempt >= f.retries:
+            return False
+        if after is not None and after > f.max_retry_delay_s:
+            return False
+        delay = retry_delay(ticket.attempt, f.retry_backoff_s, f.max_retry_delay_s, after)
+        t0 = time.perf_counter()
+        held = self.frontier.retry(
+            ticket, r.finished, delay, _answer_s(r), _failure(r), r.ip, hold_s=after or 0.0
+        )
+        self._times.frontier += time.perf_counter() - t0
+        self._observe.failed_at(ticket.origin, held)
+        if held > 0:
+            self._held[ticket.key] = self._held.get(ticket.key, 0.0) + held
+        return True
+
+    def _dispose(self, ticket: Ticket, r: FetchResult) -> tuple[Outcome, Yielded | None]:
+        """Feed a final result's links (or what its spider callback yields) or redirect target
+        back; return its outcome, and what the callback gave if the page went to one."""
+        spider = self._spider
+        if r.error is not None:
+            if spider is not None and ticket.meta[:1] == ENVELOPE:  # to its errback, if any
+                return Outcome.FAILED, self._run_spider(spider, ticket, r, _NO_LINKS, r.status,
+                                                        "", failure=r.error.value)  # fmt: skip
+            return Outcome.FAILED, None
+        if 300 <= r.status < 400 and r.header("location") and r.not_modified is None:
+            return self._redirect(ticket, r), None  # never to a callback: the target is
+        if 200 <= r.status < 300 or r.not_modified is not None:
+            t0 = time.perf_counter()
+            ctype = r.header("content-type") or ""
+            links = self.parser.parse(r.url, ctype, r.body)
+            t1 = time.perf_counter()
+            self._times.parse += t1 - t0
+            outcome = Outcome.FETCHED if r.not_modified is None else Outcome.NOT_MODIFIED
+            if spider is not None:  # with a spider, only what its callbacks yield is followed
+                status = r.status if r.not_modified is None else 200
+                return outcome, self._run_spider(spider, ticket, r, links, status, ctype)
+            if links.links:
+                self.frontier.add(
+                    links.links, depth=ticket.depth + 1, referrer=ticket.url, now=r.finished
+                )
+            self._times.frontier += time.perf_counter() - t1
+            return outcome, None
+        outcome = Outcome.HTTP_ERROR if r.status >= 400 else Outcome.REDIRECT
+        if spider is not None and spider.wants(r.status, ticket.callback):  # handle_status
+            ctype = r.header("content-type") or ""
+            links = self.parser.parse(r.url, ctype, r.body)
+            return outcome, self._run_spider(spider, ticket, r, links, r.status, ctype)
+        if spider is not None and ticket.meta[:1] == ENVELOPE:  # an HTTP error to its errback
+            return outcome, self._run_spider(spider, ticket, r, _NO_LINKS, r.status,
+                                             r.header("content-type") or "", failure="http")
+        return outcome, None
+
+    def _run_spider(
+        self, spider: SpiderHost, ticket: Ticket, r: FetchResult, parsed: PageLinks,
+        status: int, ctype: str, failure: str | None = None,
+    ) -> Yielded:  # fmt: skip
+        """Give the page to its request's callback; admit the requests it yields (through the
+        frontier like any link: canonical, in scope, unseen, robots, politeness, traps, each
+        with its callback, meta and priority), record its problems; return what it gave."""
+        t0 = time.perf_counter()
+        page = Page(  # positional (cheaper than keywords, once per page): the fields in order
+            r.url,
+            status,
+            r.headers,
+            r.body,
+            ctype.partition(";")[0].strip().lower(),  # content_type
+            # charset: the parser's choice if it parsed the page (None: lexbor's detection)
+            parsed.charset if parsed.tree is not None else page_charset(r.body, ctype),
+            self.frontier.in_scope_links(parsed.links) if parsed.links else [],
+            ticket.depth,
+            ticket.callback,
+            ticket.meta,
+            parsed.tree,  # the parser's document: Response.css does not parse again
+        )
+        t1 = time.perf_counter()
+        yielded = spider.run(page, failure)  # failure: the errback's (Request(errback=))
+        t2 = time.perf_counter()
+        times = self._times
+        times.frontier += t1 - t0  # the page's links, canonical and in scope
+        times.callbacks += t2 - t1  # callbacks, rules and pipelines
+        self._group.stats.spider_time(yielded.callback_s, yielded.pipeline_s)
+        if yielded.dropped:  # items a pipeline dropped (DropItem, or it returned None)
+            self._group.stats.count_dropped(yielded.dropped)
+        # one add per run of requests that share callback, meta and priority (groupby and
+        # attrgetter run in C: most pages yield one run)
+        add, depth = self.frontier.add, ticket.depth + 1
+        for (callback, meta, priority), run in groupby(yielded.requests, _REQUEST_KEY):
+            add(list(map(_URL, run)), depth=depth, referrer=ticket.url, now=r.finished,
+                callback=callback, meta=meta, priority=priority)  # fmt: skip
+        if spider.names_changed:  # a callback name new to the queue: saved with its requests
+            self.frontier.save_blob(CALLBACKS_BLOB, spider.names_blob())
+        times.frontier += time.perf_counter() - t2
+        for problem in yielded.problems:
+            self._problem(ticket, r, problem)
+        return yielded
+
+    def _problem(self, ticket: Ticket, r: FetchResult, problem: Problem) -> None:
+        """A spider's problem with a page: a crawl-log line of its own (the page's line says
+        how the page was fetched); its traceback in the log, once per code location."""
+        if problem.traceback is not None:
+            log.error("%s in %s (page %s): %s\n%s", problem.outcome, problem.where, r.url,
+                      problem.message, problem.traceback.rstrip())  # fmt: skip
+        kind = _EXCEPTION_TYPE.match(problem.message)
+        self._log.write(
+            ProblemEntry(
+                time=iso_time(time.time()),
+                url=r.url,
+                status=r.status,
+                outcome=problem.outcome,
+                error=kind.group(1) if kind is not None else None,
+                bytes=0,
+                duration_s=0.0,
+                depth=ticket.depth,
+                referrer=ticket.referrer,
+                content_type=r.content_type,
+                message=problem.message,
+                where=problem.where,
+            )
+        )
+
+    def _redirect(self, ticket: Ticket, r: FetchResult) -> Outcome:
+        if ticket.hops >= self.settings.fetch.max_redirects:
+            return Outcome.TOO_MANY_REDIRECTS
+        target = resolve_location(r.url, r.header("location") or "")
+        if target is None:
+            return Outcome.REDIRECT
+        self.frontier.add(  # a spider request's callback and meta go with it (to the target)
+            [target], depth=ticket.depth, referrer=ticket.url, hops=ticket.hops + 1,
+            now=r.finished, callback=ticket.callback, meta=ticket.meta, priority=ticket.priority,
+        )  # fmt: skip
+        return Outcome.REDIRECT
+
+    def _archive(self, r: FetchResult) -> int:
+        """Write ``r``'s WARC records, if it has any: the write's sequence number, else 0."""
+        if self._warc is None or r.status == 0:
+            return 0
+        t0 = time.perf_counter()
+        seen = r.not_modified
+        seq = self._warc.write(
+            ArchiveRecord(
+                url=r.url,
+                ip=r.ip,
+                fetched_at=r.started_at,
+                request_bytes=r.request_bytes,
+                header_bytes=r.header_bytes,
+                payload=r.raw_body,
+                truncated=(
+                    truncation_reason(r.error.value) if r.error is not None
+                    else "length" if r.cut else None
+                ),
+                revisit_of=Revisit(seen.url, seen.fetched_at) if seen is not None else None,
+            )
+        )
+        self._times.warc += time.perf_counter() - t0
+        return seq
+
+    def _record(
+        self,
+        ticket: Ticket,
+        r: FetchResult,
+        outcome: Outcome,
+        archived: int = 0,
+        held_s: float = 0.0,
+        yielded: Yielded | None = None,
+    ) -> None:
+        """The page's crawl-log line, and its counters (once its WARC write ``archived``, if
+        any, is settled: see ``commit.py``). ``held_s``: how long its responses held its
+        host beyond the politeness delay (Retry-After, backoff), over all its attempts."""
+        group = self._group
+        group.dirty = True
+        stats = group.stats
+        if held_s > 0:
+            stats.record_hold(ticket.url, held_s)
+        if not ticket.robots:  # the report's slowest and most failing hosts
+            failed = outcome is Outcome.FAILED or r.status >= 500
+            stats.record_host(ticket.origin, r.duration_s, failed)
+        error = r.error.value if r.error is not None else None
+        nbytes = len(r.body) if r.not_modified is None else 0  # a 304 brought no payload
+        counted = (outcome.value, r.status, error, nbytes)
+        items = yielded.items if yielded is not None else None
+        problems = (
+            tuple(p.outcome for p in yielded.problems)
+            if yielded is not None and yielded.problems
+            else ()
+        )
+        if archived:
+            group.unsettled.append(Unsettled(archived, ticket.key, counted, items, problems))
+        else:
+            group.count(counted, items, problems)
+        self._log.write(
+            LogEntry(
+                time=iso_time(time.time()),
+                url=ticket.url,
+                status=r.status,
+                outcome=outcome.value,
+                error=error,
+                bytes=nbytes,
+                duration_s=round(r.duration_s, 6),
+                depth=ticket.depth,
+                referrer=ticket.referrer,
+                content_type=r.content_type,
+                held_s=round(held_s, 3),
+            )
+        )
+
+    def _rejected(self, ticket: Ticket, reason: str) -> None:
+        """A URL the frontier refused or gave up on: it still gets its crawl-log line."""
+        group = self._group
+        group.dirty = True
+        group.stats.record(reason, 0, None, 0)
+        self._log.write(
+            LogEntry(
+                time=iso_time(time.time()),
+                url=ticket.url,
+                status=0,
+                outcome=reason,
+                error=None,
+                bytes=0,
+                duration_s=0.0,
+                depth=ticket.depth,
+                referrer=ticket.referrer,
+                content_type="",
+            )
+        )
+
+    # ----------------------------------------------------------------------------- operator
+
+    # ----------------------------------------------------------------------------- lifecycle
+
+    def _checkpoint(self) -> None:
+        self._log.flush()
+        self.frontier.checkpoint()
+
+    def _progress(self) -> None:
+        if self._on_progress is not None:
+            self._on_progress(self._observe.progress())
+
+    # ----------------------------------------------------------------------------- status
+
+    def apply(self, command: Command, now: float) -> dict[str, Any]:
+        """Apply one operator command (in the loop's thread): ``steer.py``."""
+        return self._steer.apply(command, now)
+
+    def _reconfigure(self, new: CrawlSettings, now: float) -> None:
+        """Reloaded settings (``steer.py``), applied to the parts that follow them."""
+        self.settings = new
+        self.frontier.reconfigure(new, now)
+        self._group.interval_s = new.frontier.commit_interval_s
+        reconfigure = getattr(self.fetcher, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(new.fetch, new.politeness)
+        self._space.reconfigure(new.output)
+
+    def request_stop(self) -> None:
+        """Stop as on a first SIGTERM (any thread): in-flight transfers drain, then the
+        report."""
+        self._run.stop_requested = max(1, self._run.stop_requested)
+
+    def status(self) -> dict[str, Any]:
+        """The crawl's status (``observe.py``; the shape of ``GET /api/status``): safe from any
+        thread; never mutate the dict returned."""
+        return self._observe.status()
+
+    def metrics(self) -> dict[str, Any]:
+        """Counters for ``control.metrics.render_metrics`` (as :meth:`status`)."""
+        return self._observe.metrics()
+
+    def progress(self) -> dict[str, Any]:
+        """A snapshot for progress displays (``observe.py``)."""
+        return self._observe.progress()
+
+    def _waited(self) -> float:
+        waited: float = getattr(self.fetcher, "waited_s", 0.0)  # a null fetcher never waits
+        return waited
+
+    def _finish(self) -> dict[str, Any]:
+        """Final commit, close the outputs, write the report. After a failed write, nothing
+        more is committed (the in-memory state may be ahead of LMDB): the report shows the
+        committed counters, and the outputs and frontier are released as they are."""
+        now = time.monotonic()
+        elapsed = self._group.elapsed_before + now - self._started
+        self._space.close(now)
+        self.fetcher.close()  # abandoned transfers stay queued in LMDB: fetched on resume
+        if self._spider is not None:
+            self._spider.close()  # pipelines' close(spider); never raises
+        if not self._write_error:
+            try:
+                self._group.dirty = True
+                with self.frontier.batch():
+                    self._group.sync()
+            except OSError as exc:
+                self._failed(exc)
+        failed = bool(self._write_error)
+        for output in self._outputs:
+            try:
+                if failed:  # what they buffer belongs to pages not committed: fetched again
+                    output.discard()
+                else:  # after the final commit: nothing of a committed page is left to hand
+                    output.close()  # over (the WARC's records are in its .open file)
+            except OSError as exc:
+                self._failed(exc)
+        if failed:
+            # what LMDB holds: exact on resume
+            self._group.stats, elapsed, _repairs = load_stats(self.frontier)
+        report = self._group.stats.report(elapsed, self.frontier.seen_stats())
+        report["frontier"] = self.frontier.stats()
+        report["complete"] = self.frontier.pending == 0 and not self._run.halt and not failed
+        report["stopped_by_signal"] = bool(self._run.stop_requested)
+        report["stopped_for_low_space"] = self._run.halt == "low-disk-space"
+        report["disk_space_pauses"] = self._space.pauses
+        report["disk_space_paused_s"] = round(self._space.paused_s, 3)
+        report["warnings"] = config_warnings(self.settings) + self._group.repairs
+        report["output_dir"] = str(self.layout.root)
+        report["warc_files"] = [str(p) for p in self._warc.paths] if self._warc else []
+        self._run.state = "finished"
+        with quiet():  # the last status: finished, with the final counters
+            self._observe.sample(time.monotonic(), force=True)
+        try:
+            self.frontier.close(checkpoint=not failed)
+        except OSError as exc:
+            self._failed(exc)
+        report["write_error"] = self._write_error or None
+        try:
+            write_report(self.layout.report, report)
+            write_report_html(self.layout.report_html, report)
+        except OSError as exc:
+            self._failed(OSError(exc.errno, f"writing {self.layout.report}: {exc}"))
+            report["write_error"] = self._write_error
+        return report

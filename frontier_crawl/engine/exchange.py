@@ -1,0 +1,101 @@
+"""The peer exchange, a worker's side of the ``PeersLike`` seam (``workers.Peers``): links to
+hosts another worker owns are batched in an outbox, written into the group commit's
+transaction with the pages that found them, and delivered after it commits (never inside a
+transaction, so two workers delivering to each other cannot deadlock); the other workers'
+batches are ingested from the durable inbox."""
+
+from __future__ import annotations
+
+import time
+
+from frontier_crawl.engine.commit import CommitGroup
+from frontier_crawl.engine.seams import PeersLike
+from frontier_crawl.engine.state import LoopState
+from frontier_crawl.frontier import Frontier
+from frontier_crawl.frontier.mailbox import Link
+
+#: a batch the transport cannot take now (a full Redis) is tried again this much later; it
+#: waits in the durable outbox meanwhile, and the crawl of this worker's own hosts goes on
+DELIVER_RETRY_S = 0.5
+
+
+class PeerExchange:
+    """One worker's outbox and inbox, committed with its group commit."""
+
+    def __init__(
+        self, peers: PeersLike, frontier: Frontier, group: CommitGroup, run: LoopState
+    ) -> None:
+        self.peers = peers
+        self._frontier = frontier
+        self._group = group
+        self._run = run
+        self._outbox: dict[int, list[Link]] = {}
+        self._received = 0  #: link batches ingested from other workers (this run)
+        self._undelivered = True  # an earlier run may have left outbox batches
+        self._deliver_at = 0.0  #: when a batch the transport could not take is tried again
+        group.before_commit.append(self._stage)
+        group.after_commit.append(self._deliver_committed)
+
+    @property
+    def waiting(self) -> bool:
+        """Links of ours not yet handed over (in the outbox, or committed, not delivered)."""
+        return self._undelivered or bool(self._outbox)
+
+    def foreign(self, dest: int, link: Link) -> None:
+        """A link to a host another worker owns: batched, sent after this group commits."""
+        self._outbox.setdefault(dest, []).append(link)
+        self._group.dirty = True
+
+    def swap(self, now: float, idle: bool) -> bool:
+        """Once a tick: deliver and ingest link batches, publish this worker's state; True
+        once the coordinator says the crawl is over."""
+        peers, frontier, group = self.peers, self._frontier, self._group
+        if self._run.held_up and not group.is_open:  # (else the group's commit tries again)
+            self._deliver()
+        with frontier.batch():
+            ingested, counted = frontier.ingest_inbox(now, peers.run_id)
+            if ingested:
+                group.dirty = True
+                group.sync()
+        self._received += counted
+        # idle only with no link of ours left to hand over: none in the in-memory outbox
+        # (waiting for the group commit) and none committed but not yet delivered
+        idle = idle and ingested == 0 and not self.waiting
+        peers.publish(idle, self._received)
+        return peers.should_stop()
+
+    def _stage(self) -> None:
+        """Before a commit: the outbox's batches into its transaction (delivered after it)."""
+        if self._outbox:
+            for dest, links in self._outbox.items():
+                self._frontier.queue_outgoing(dest, links)
+            self._outbox.clear()
+            self._undelivered = True
+
+    def _deliver_committed(self) -> None:
+        if self._undelivered:
+            self._deliver()
+
+    def _deliver(self) -> None:
+        """Move committed outbox batches into their owners' inboxes. Those the transport
+        cannot take now stay in the outbox, tried again DELIVER_RETRY_S later."""
+        now = time.monotonic()
+        if now < self._deliver_at:
+            return
+        frontier = self._frontier
+        while True:
+            pending = frontier.outgoing()
+            sent = []
+            for key, dest, batch in pending:
+                if not self.peers.send(dest, batch):
+                    break
+                sent.append(key)
+            frontier.delivered(sent)  # one commit for them all
+            if len(sent) < len(pending):
+                self._run.held_up = len(pending) - len(sent)
+                self._deliver_at = now + DELIVER_RETRY_S
+                return
+            if len(pending) < 256:
+                break
+        self._undelivered = False
+        self._run.held_up = 0

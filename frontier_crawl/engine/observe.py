@@ -1,0 +1,318 @@
+"""Observing the crawl, read-only: the status (``control/status.py``; ``GET /api/status``),
+the metrics (``control/metrics.py``) and the progress line, from the loop's timings
+(``LoopTimes``), its state (``LoopState``) and the counters of the commit group.
+
+The loop takes a sample of its accumulators every SAMPLE_EVERY_S (``sample``); a status is
+built from the samples only while someone asked for one lately (STATUS_WANTED_S) and is
+published whole (other threads read the last one published; never mutated once published).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any
+
+from frontier_crawl.control.status import (
+    SAMPLE_EVERY_S,
+    CrawlState,
+    HostHold,
+    LoopTimes,
+    Recorder,
+    Sample,
+    Signals,
+    classify,
+    empty_status,
+)
+from frontier_crawl.engine.commit import CommitGroup
+from frontier_crawl.engine.seams import FetcherLike, PeersLike
+from frontier_crawl.engine.state import LoopState
+from frontier_crawl.fetch import FETCH_TIME_BUCKETS
+from frontier_crawl.frontier import Frontier, HostSignals
+from frontier_crawl.output import WarcWriter
+
+#: a status is built (hosts scanned for the busiest ones...) only while someone asked for one
+#: in the last this many seconds (``Observer.status``); samples are taken regardless
+STATUS_WANTED_S = 10.0
+#: the busiest hosts are found by a scan of every host: at most this often, and at most 1% of
+#: the time (the next scan waits 100 times as long as the last took: with a million hosts)
+BUSIEST_EVERY_S = 5.0
+BUSIEST_SHARE = 0.01
+#: failing hosts remembered for the status (the least failing dropped past this many)
+MAX_FAILING_HOSTS = 1000
+
+
+class Observer:
+    """Status, metrics and progress of one crawl process, from the parts it is given."""
+
+    def __init__(
+        self,
+        frontier: Frontier,
+        fetcher: FetcherLike,
+        group: CommitGroup,
+        times: LoopTimes,
+        run: LoopState,
+        *,
+        waited: Callable[[], float],
+        peers: PeersLike | None = None,
+        archive: WarcWriter | None = None,
+        with_spider: bool = False,
+    ) -> None:
+        """``waited``: the fetcher's seconds spent waiting so far; ``peers``: the other
+        workers (this worker's label, why batches are held up); ``archive``: the WARC writer
+        (its files' bytes); ``with_spider``: the progress line shows the spider's share."""
+        self.frontier = frontier
+        self.fetcher = fetcher
+        self._group = group
+        self._times = times
+        self._run = run
+        self._waited = waited
+        self._peers = peers
+        self._archive = archive
+        self._with_spider = with_spider
+        self._recorder = Recorder()
+        self.next_sample = 0.0  #: when the loop takes the next sample
+        self._status_wanted = float("-inf")
+        self._status_at = float("-inf")
+        self._status: dict[str, Any] | None = None
+        self._metrics: dict[str, Any] | None = None
+        self._busiest: list[dict[str, Any]] = []
+        self._busiest_at = float("-inf")
+        #: origin -> [failures, seconds held] (failed fetches and the holds they caused)
+        self._failing: dict[str, list[float]] = {}
+
+    def fresh_status(self) -> dict[str, Any]:
+        """``status()`` for the API (HTTP thread): the loop publishes only while someone asks,
+        so after a quiet spell (or at the first request) wait, briefly, for a snapshot taken
+        after this request came, rather than answer with an old or empty one."""
+        asked = time.monotonic()
+        snapshot = self.status()
+        deadline = asked + 3 * SAMPLE_EVERY_S
+        while (self._status is None or self._status_at < asked - SAMPLE_EVERY_S) and (
+            self._run.state != "finished" and time.monotonic() < deadline
+        ):
+            time.sleep(0.01)
+            snapshot = self.status()
+        return snapshot
+
+    def metrics_text(self) -> bytes:
+        """Prometheus text from the latest published metrics snapshot (any thread)."""
+        from frontier_crawl.control.metrics import render_metrics
+
+        self.fresh_status()  # published together with the metrics
+        return render_metrics([self.metrics()])
+
+    def progress(self) -> dict[str, Any]:
+        """A snapshot for progress displays (``bottleneck``: the status's, as one line)."""
+        elapsed = time.monotonic() - self._group.started
+        pages = self._group.stats.pages
+        bottleneck = self.status()["bottleneck"]
+        return {
+            "elapsed_s": elapsed,
+            "pages": pages,
+            "pages_per_s": pages / elapsed if elapsed > 0 else 0.0,
+            "in_flight": self.fetcher.in_flight,
+            "paused_for_space": self._run.low_space is not None,
+            "bottleneck": f"{bottleneck['name']}: {bottleneck['detail']}",
+            **self.frontier.stats(),
+            **self._spider_progress(elapsed),
+        }
+
+    def _spider_progress(self, elapsed: float) -> dict[str, Any]:
+        """With a spider: items so far, and time per page in callbacks and pipelines (median
+        and p99 in ms over the whole crawl) and their share of the crawl's time."""
+        if not self._with_spider:
+            return {}
+        cb, pl = self._group.stats.callback_time, self._group.stats.pipeline_time
+        total = self._group.elapsed_before + elapsed
+        return {
+            "items": self._group.stats.items,
+            "callback_ms": (cb.quantile(0.5) * 1e3, cb.quantile(0.99) * 1e3),
+            "pipeline_ms": (pl.quantile(0.5) * 1e3, pl.quantile(0.99) * 1e3),
+            "spider_share": (cb.total_s + pl.total_s) / total if total > 0 else 0.0,
+        }
+
+    def status(self) -> dict[str, Any]:
+        """The crawl's status (``control/status.py``; the shape of ``GET /api/status``).
+
+        Safe from any thread: another thread gets the snapshot the loop published last (at
+        most SAMPLE_EVERY_S old while someone keeps asking; the first call only starts the
+        publishing and gets the one before, or an empty status). The loop's own thread (a
+        progress callback) gets a fresh one. Never mutate the dict returned."""
+        self._status_wanted = time.monotonic()
+        if threading.get_ident() == self._run.thread and self._run.state != "finished":
+            snapshot = self._status
+            if snapshot is None or self._status_wanted - self._status_at >= SAMPLE_EVERY_S:
+                self.sample(self._status_wanted, force=True)
+        return self._status or empty_status(self._run.state)
+
+    def metrics(self) -> dict[str, Any]:
+        """Counters for ``control.metrics.render_metrics`` (published with the status; same
+        rules as :meth:`status`)."""
+        self.status()
+        return self._metrics or {"worker": str(self._worker_label), "status": self.status()}
+
+    @property
+    def _worker_label(self) -> int:
+        return self._peers.worker if self._peers is not None else 0
+
+    def failed_at(self, origin: str, held: float) -> None:
+        """Count a failed fetch of ``origin`` (and the hold it caused) for ``failing_hosts``."""
+        failing = self._failing
+        entry = failing.get(origin)
+        if entry is None:
+            if len(failing) >= MAX_FAILING_HOSTS:
+                for key in sorted(failing, key=lambda k: failing[k][0])[: MAX_FAILING_HOSTS // 2]:
+                    del failing[key]
+            entry = failing[origin] = [0.0, 0.0]
+        entry[0] += 1
+        entry[1] += max(0.0, held)
+
+    def sample(self, now: float, force: bool = False) -> None:
+        """Take a sample of the accumulators; publish a status if someone asked lately."""
+        self.next_sample = now + SAMPLE_EVERY_S
+        t, f = self._times, self.fetcher
+        sample = Sample(
+            t=now, wall=time.time(), pages=self._group.stats.pages, waited=self._waited(),
+            parse=t.parse, callbacks=t.callbacks, warc=t.warc, frontier=t.frontier,
+            fetch=t.fetch, dns=getattr(f, "dns_s", 0.0), transfer=getattr(f, "transfer_s", 0.0),
+            admitted=self.frontier.admitted,
+        )  # fmt: skip
+        self._recorder.add(sample)
+        if force or now - self._status_wanted < STATUS_WANTED_S:
+            self._build_status(now, sample)
+
+    def _crawl_state(self) -> CrawlState:
+        if self._run.state != "running":
+            return self._run.state
+        if self._run.stopping:
+            return "stopping"
+        return "paused" if self._run.paused else "running"
+
+    def _signals(self, now: float, window_busy: float, shares: dict[str, float],
+                 dns_share: float) -> tuple[Signals, HostSignals]:  # fmt: skip
+        hs = self.frontier.host_signals(now)
+        holds: tuple[HostHold, ...] = ()
+        if hs.next_due is not None:
+            origin_, reason, wait = hs.next_due
+            holds = (HostHold(origin_, reason, wait),)
+        elif hs.robots:
+            holds = (HostHold("", "robots", 0.0),)
+        elif hs.blocked and hs.blocked >= hs.total:
+            holds = (HostHold("", "blocked", 0.0),)
+        fetcher, run = self.fetcher, self._run
+        sig = Signals(
+            state=self._crawl_state(),
+            stop_requested=self._run.stopping,
+            paused=self._run.paused,
+            low_space=self._run.low_space is not None,
+            held_up=self._peers.held_up(run.held_up) if run.held_up and self._peers else "",
+            in_flight=fetcher.in_flight,
+            # the configured number (in flight + free is more while a lowered one drains)
+            concurrency=getattr(fetcher, "concurrency", fetcher.in_flight + fetcher.free_slots),
+            queued=self.frontier.queued,
+            hosts_total=hs.total,
+            hosts_ready=hs.ready,
+            hosts_waiting=hs.waiting,
+            hosts_backoff=hs.backoff,
+            hosts_robots=hs.robots,
+            hosts_blocked=hs.blocked,
+            loop_busy=window_busy,
+            shares=shares,
+            dns_share=dns_share,
+            since_request_s=now - self._run.last_request,
+            holds=holds,
+            worst_backoff=tuple(HostHold(o, r, w) for o, r, w in hs.worst),
+        )
+        return sig, hs
+
+    def _build_status(self, now: float, sample: Sample) -> None:
+        """Build the status and metrics snapshots and publish them (replaced whole)."""
+        window = self._recorder.window(sample)
+        sig, hs = self._signals(now, window.loop_busy, window.shares, window.dns_share)
+        frontier = self.frontier
+        if now >= self._busiest_at:
+            t0 = time.perf_counter()
+            self._busiest = [
+                {"host": h, "pages": started, "queued": queued}
+                for h, started, queued in frontier.busiest(10)
+            ]
+            spent = time.perf_counter() - t0
+            self._busiest_at = now + max(BUSIEST_EVERY_S, spent / BUSIEST_SHARE)
+        failing = sorted(self._failing.items(), key=lambda kv: kv[1][0], reverse=True)[:10]
+        queued, hot = frontier.queued, frontier.hot_total
+        status: dict[str, Any] = {
+            "state": sig.state,
+            "bottleneck": classify(sig).as_dict(),
+            "elapsed_s": round(self._group.elapsed_before + now - self._group.started, 3),
+            "pages": sample.pages,
+            "pages_per_s": round(window.pages_per_s, 3),
+            "queued": queued,
+            "queued_memory": min(hot, queued),
+            "queued_disk": max(0, queued - hot),
+            "in_flight": sig.in_flight,
+            "concurrency": sig.concurrency,
+            "hosts": {
+                "total": hs.total,
+                "ready": hs.ready,
+                "waiting": hs.waiting,
+                "backoff": hs.backoff,
+                "robots": hs.robots,
+                "blocked": hs.blocked,
+            },
+            "outcomes": dict(self._group.stats.outcomes),
+            "busiest_hosts": self._busiest,
+            "failing_hosts": [
+                {"host": h, "failures": int(n), "held_s": round(held, 3)}
+                for h, (n, held) in failing
+            ],
+            "cpu": {
+                "loop_busy": round(window.loop_busy, 4),
+                "shares": {k: round(v, 4) for k, v in window.shares.items()},
+            },
+            "history": [list(point) for point in self._recorder.history],
+            "paused": self._run.paused,
+            "blocked_hosts": frontier.blocked_hosts,
+            "host_delays": frontier.host_delays,
+            "workers": [],
+        }
+        self._status, self._status_at = status, now
+        self._metrics = self._metrics_snapshot(status, window.admitted_per_s, hs.retired)
+
+    def _metrics_snapshot(
+        self, status: dict[str, Any], admitted_per_s: float, retired: int
+    ) -> dict[str, Any]:
+        """The counters ``render_metrics`` turns into Prometheus metrics (worker's label)."""
+        f, t, seen = self.fetcher, self._times, self.frontier.seen_stats()
+        warc_bytes = 0
+        if self._archive is not None:
+            for path in self._archive.paths:
+                with suppress(OSError):  # renamed from .open meanwhile: counted next time
+                    warc_bytes += path.stat().st_size
+        return {
+            "worker": str(self._worker_label),
+            "status": status,
+            "bytes": self._group.stats.bytes,
+            "fetch_time_buckets": list(FETCH_TIME_BUCKETS),
+            "fetch_time_counts": list(getattr(f, "fetch_times", [])),
+            "fetch_time_sum": getattr(f, "transfer_s", 0.0),
+            "requests": t.requests,
+            "admitted": self.frontier.admitted,
+            "admitted_per_s": admitted_per_s,
+            "hosts_retired": retired,
+            "bloom_fill": float(seen.get("bloom_fill", 0.0)),
+            "bloom_count": int(seen.get("count", 0)),
+            "bloom_capacity": int(seen.get("capacity", 0)),
+            "bloom_false_positives": float(seen.get("estimated_false_positives", 0.0)),
+            "warc_bytes": warc_bytes,
+            "commit_s": t.commit,
+            "commits": t.commits,
+            "callback_s": t.callbacks,
+            "parse_s": t.parse,
+            "warc_s": t.warc,
+            "frontier_s": t.frontier,
+            "fetch_s": t.fetch,
+            "dns_s": getattr(f, "dns_s", 0.0),
+        }
