@@ -232,6 +232,35 @@ def test_the_owner_drains_a_full_redis(tmp_path: Path, redis_server: RedisServer
     assert got == [b"one", b"two", b"three"]
 
 
+@pytest.mark.timeout(30)
+def test_a_read_whose_reply_was_lost_is_read_again(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Redis ran an XREADGROUP of the owner's and the reply never came back (Redis killed, or
+    the connection cut, after it ran; redis-py may even send the command again, which reads
+    new entries only): the entries it read are pending for the owner, delivered to no one.
+    The owner reads its pending entries again once it finds nothing new, so they are
+    delivered, acknowledged and deleted; before, they stayed in the stream and the crawl
+    could never end (test_kill_9_of_redis: node 0 did not end, although it had reconnected)."""
+    node = _node(tmp_path, redis_server.url, nodes=1, node=0)
+    node.join({"identity": 1})
+    got: list[bytes] = []
+    try:
+        assert node.pump(lambda _p, batch: got.append(batch)) == 0  # its pending ones: none
+        add_batches(node.redis, node.keys, {0: [b"lost reply"]})
+        client = redis_server.client()
+        # what Redis did for the owner's read whose reply was lost
+        assert client.xreadgroup("owner", "owner", {"t:p:0": ">"})
+        wait_until("the entry read again and delivered",
+                   lambda: node.pump(lambda _p, batch: got.append(batch)) or got, 10,
+                   every_s=0.05)  # fmt: skip
+        assert client.xlen("t:p:0") == 0
+        assert client.xpending("t:p:0", "owner")["pending"] == 0
+    finally:
+        node.leave()
+    assert got == [b"lost reply"]
+
+
 def gave_up_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if "gave up after" in line]
 
