@@ -15,6 +15,8 @@ from warcio.archiveiterator import ArchiveIterator
 
 from frontier_crawl.demo.server import DemoServer
 from frontier_crawl.demo.site import Site, SiteSpec
+from frontier_crawl.frontier.mailbox import owner_of
+from frontier_crawl.frontier.urls import origin
 
 
 def toml_value(value: Any) -> str:
@@ -76,12 +78,28 @@ def e2e_site() -> Iterator[tuple[Site, DemoServer]]:
         yield site, server
 
 
-def served_pages(server: DemoServer, since: int = 0) -> Counter[str]:
-    """Pages (not robots.txt) the server answered with 200 since log entry ``since``, counted."""
+def spread_server(site: Site, partitions: int) -> Iterator[tuple[Site, DemoServer]]:
+    """``site`` served on a port that gives each of ``partitions`` worker processes some
+    hosts: a host's owner hashes its origin, port included, so a random port can leave a
+    worker none (1 port in 15 for 5 hosts and 2 workers), and that worker's outputs empty."""
+    for _ in range(20):
+        with DemoServer(site) as server:
+            origins = {origin(url) for url in site.seeds(server.port)}
+            if {owner_of(o, partitions) for o in origins} == set(range(partitions)):
+                yield site, server
+                return
+    pytest.fail(f"20 ports in a row left one of {partitions} partitions without hosts")
+
+
+def served_pages(server: DemoServer, since: int = 0, wait_s: float = 1.0) -> Counter[str]:
+    """Pages (not robots.txt) the server answered with 200 since log entry ``since``, counted.
+
+    ``wait_s``: as ``DemoServer.log``'s (up to 1 s for the requests in flight to be logged:
+    a crawl that has ended is all there); 0 while the crawl runs, polled by a wait."""
     port = server.port
     return Counter(
         f"http://{e.host}:{port}{e.path}"
-        for e in server.log()[since:]
+        for e in server.log(wait_s)[since:]
         if e.status == 200 and e.path != "/robots.txt"
     )
 

@@ -7,12 +7,12 @@ import http.client
 import json
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from frontier_crawl.demo.server import DemoServer, RequestLogEntry
+from tests.waiting import wait_until
 
 #: a crawl subprocess has up to this long to bind its API (2 cores, six parallel sessions)
 START_S = 30.0
@@ -104,17 +104,6 @@ def ctl(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "frontier_crawl.cli", "ctl", "--config", str(cfg), *args],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-
-
-def wait_until(what: str, check: Any, timeout_s: float = 30.0, every_s: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(every_s)
 
 
 def pages_of(server: DemoServer, host: str, since: float = 0.0,

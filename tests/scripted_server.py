@@ -5,12 +5,19 @@ must never reach, on another address than the seeds'); it refuses any address ou
 127.0.0.0/8, so no test can make it, or send the crawler, beyond the machine.
 
 Its request log uses the demo server's ``RequestLogEntry`` (with ``responding``, the instant just
-before the first response byte), so the same politeness checks apply.
+before the first response byte), so the same politeness checks apply. A request's ``started`` is
+the kernel's receive time of its first byte (``SO_TIMESTAMPNS``), not the moment a server thread
+got to read it: the crawler under test often runs in this process, and while it holds the GIL
+(or a CPU-hungry neighbour holds the core) the server's threads read late, some later than
+others, which made two request starts look closer than the crawler sent them (0.002 to 0.015 s
+apart against a 0.05 s delay, on a loaded machine).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import socket
+import struct
 import sys
 import threading
 import time
@@ -45,12 +52,36 @@ def page(*links: str) -> Answer:
 
 NOT_FOUND = Answer(404, b"not found")
 
+#: Linux's SO_TIMESTAMPNS (asm-generic and x86; the socket module does not name it): each
+#: received segment is stamped with CLOCK_REALTIME when it arrived, given by recvmsg
+_SO_TIMESTAMPNS = 35
+_TIMESPEC = struct.Struct("@qq")
+
+
+def arrival(sock: socket.socket) -> float | None:
+    """When the next unread byte on ``sock`` arrived (waiting for one), on the
+    ``time.monotonic()`` clock; None at the end of the stream or without a kernel stamp."""
+    try:
+        data, ancillary, _, _ = sock.recvmsg(1, socket.CMSG_SPACE(_TIMESPEC.size), socket.MSG_PEEK)
+    except OSError:
+        return None
+    wall, mono = time.time(), time.monotonic()
+    for level, kind, blob in ancillary:
+        if data and level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
+            sec, nsec = _TIMESPEC.unpack(blob[: _TIMESPEC.size])
+            if sec:  # 0: a segment that was not stamped
+                return min(sec + nsec / 1e9 - wall + mono, mono)
+    return None
+
 
 class _Server(ThreadingHTTPServer):
     def server_bind(self) -> None:
         """HTTPServer's, without ``socket.getfqdn``: for an address that /etc/hosts does not
         name (127.0.0.2) that is a reverse DNS query, a packet off the machine."""
         TCPServer.server_bind(self)
+        # stamped from the first segment on, even one queued before its connection is
+        # accepted (the accepted sockets inherit the option)
+        self.socket.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
         host, port = self.server_address[:2]
         self.server_name, self.server_port = str(host), int(port)
 
@@ -105,9 +136,17 @@ class ScriptedServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            #: unbuffered: each request's bytes stay in the socket until it is read, so the
+            #: kernel's stamp of its first byte is there to peek at (``arrival``)
+            rbufsize = 0
+            _arrived: float | None = None
+
+            def handle_one_request(self) -> None:
+                self._arrived = arrival(self.connection)
+                super().handle_one_request()
 
             def do_GET(self) -> None:
-                started = time.monotonic()
+                started = self._arrived if self._arrived is not None else time.monotonic()
                 host = (self.headers.get("Host") or "").split(":")[0].lower()
                 with server._lock:
                     server._counts[(host, self.path)] += 1

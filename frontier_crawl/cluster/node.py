@@ -13,7 +13,10 @@ the entry (XDEL then XACK, not in a MULTI: both are allowed when Redis is at ``m
 commands inside a MULTI are not, and the owners must always drain, which frees the memory).
 A kill before the XACK leaves the entry pending: after the restart it is read again
 (XREADGROUP from id 0 under the same consumer name) and, its id being in the ledger (or its
-fields already deleted), acknowledged without being delivered twice.
+fields already deleted), acknowledged without being delivered twice. So is an entry whose read
+lost its reply (Redis killed, or the connection cut, after it ran the XREADGROUP): pending for
+this node and delivered to no one, it is read again once the node finds nothing new
+(``PENDING_RECHECK_S``).
 Redis holds nothing once acknowledged: its memory is the batches in flight (never trimmed by
 MAXLEN, which in Redis 7.0 deletes entries whether acknowledged or not).
 
@@ -83,6 +86,11 @@ LEDGER_PRUNE_EVERY_S = 3600.0
 #: apart up to ~80 partitions; 100 nodes of 8 processes: every 4 s; 1024 of 64: every 270 s).
 #: Measured under load: 2 ms a read for 3 nodes of 2 processes, 240 ms for 100 of 8
 VIEW_COMMANDS_PER_S = 250
+#: how often an owner that finds nothing new reads its pending entries again: entries of a
+#: read whose reply was lost (Redis killed or the connection cut after it ran the command;
+#: redis-py may also resend it, which reads new entries only) are pending for the owner and
+#: delivered to no one, and the crawl cannot end while they are in the stream
+PENDING_RECHECK_S = 1.0
 LAPSE_POLL_S = 0.25  #: how often a node waiting for an old membership to lapse looks again
 #: a TTL read this much above what the last one leaves now: the holder renewed it (its
 #: heartbeat adds a third of the TTL or more)
@@ -194,6 +202,7 @@ class ClusterNode:
         #: they are done, then b">" (new entries)
         self._cursor: dict[str, bytes] = {keys.stream(p): b"0" for p in self.partitions}
         self._next_prune = time.monotonic()
+        self._next_recheck = time.monotonic() + PENDING_RECHECK_S
         self._block_ms = 0
         self.pumped = 0  #: batches written into this node's inboxes (this run)
         self.duplicates = 0  #: entries acknowledged without delivery (id already in the ledger)
@@ -377,7 +386,10 @@ class ClusterNode:
         something else than a node) is acknowledged, dropped and counted (``rejected``)."""
         assert self._ledger is not None
         self._block_ms = int(wait_s * 1000)
+        reading_new = all(c == b">" for c in self._cursor.values())
         reply: Any = self.redis.call("reading the node's streams", self._read)
+        if reading_new and not any(entries for _, entries in reply or []):
+            self._recheck_pending()
         moved = 0
         for raw_stream, entries in reply or []:
             stream = raw_stream.decode() if isinstance(raw_stream, bytes) else str(raw_stream)
@@ -416,6 +428,14 @@ class ClusterNode:
             self.redis.call("acknowledging batches", partial(self._ack, stream=stream, ids=ids))
         self._prune()
         return moved
+
+    def _recheck_pending(self) -> None:
+        """Nothing new: read this node's pending entries again next time, every
+        PENDING_RECHECK_S at most (normally there are none: one more read, then new ones)."""
+        now = time.monotonic()
+        if now >= self._next_recheck:
+            self._next_recheck = now + PENDING_RECHECK_S
+            self._cursor = dict.fromkeys(self._cursor, b"0")
 
     def _read(self, client: redis.Redis) -> Any:
         streams: Any = self._cursor

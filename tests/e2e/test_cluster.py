@@ -26,6 +26,7 @@ from frontier_crawl.frontier.mailbox import decode_links, owner_of
 from frontier_crawl.frontier.urls import origin
 from tests.conftest import crawl_config, served_pages, warc_response_uris
 from tests.redis_server import PASSWORD, RedisServer, reserved_port
+from tests.waiting import wait_until
 
 #: min_delay_s 1.0 -> 0.02 (as conftest.crawl_config: hundreds of pages per host would take
 #: minutes at 1 s), delay_factor 0.0 (the adaptive delay off, so the log check knows the delay)
@@ -148,6 +149,13 @@ def check_crawl(
     return fetched
 
 
+def quarter_served(server: DemoServer, since: int, expected: set[str], nodes: list[Node]) -> None:
+    """Wait until a quarter of the site has been served (every node still running)."""
+    wait_until("a quarter of the site served",
+               lambda: len(served_pages(server, since, wait_s=0.0)) >= len(expected) // 4, 40,
+               alive=[n.proc for n in nodes if n.proc])  # fmt: skip
+
+
 def assert_no_secret(tmp_path: Path) -> None:
     for path in tmp_path.glob("node-*.log"):
         text = path.read_text()
@@ -203,11 +211,15 @@ def test_before_every_node_joined_and_refusals(
     client = redis_server.client()
     expected = site.expected_pages(server.port)
     mine = {u for u in expected if owner_of(origin(u), 2) == 0}
-    deadline = time.monotonic() + 40
-    while set(served_pages(server, since)) != mine or client.xlen("frontier-crawl:p:1") == 0:
-        assert time.monotonic() < deadline, (len(served_pages(server, since)), len(mine))
-        assert first.proc is not None and first.proc.poll() is None, first.output()[-2000:]
-        time.sleep(0.2)
+    assert first.proc is not None
+    wait_until(
+        "node 0's hosts crawled and links for node 1 waiting in Redis",
+        lambda: set(served_pages(server, since, wait_s=0.0)) == mine
+        and client.xlen("frontier-crawl:p:1") > 0,
+        40, alive=first.proc,
+        detail=lambda: f"{len(served_pages(server, since))} of {len(mine)}; "
+        + first.output()[-2000:],
+    )  # fmt: skip
     time.sleep(1.0)  # node 0 idle, node 1 absent: the crawl must not end
     assert first.proc is not None and first.proc.poll() is None
     assert set(served_pages(server, since)) == mine  # nothing of node 1's hosts
@@ -273,10 +285,9 @@ def test_kill_9_of_one_node(
     nodes = [Node(cfg, n).start() for n in range(NODES)]
     expected = site.expected_pages(server.port)
     of_1 = {u for u in expected if owner_of(origin(u), NODES) == 1}
-    deadline = time.monotonic() + 40
-    while not 0 < len(set(served_pages(server, since)) & of_1) < len(of_1) // 2:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until("node 1 part-way through its hosts",
+               lambda: 0 < len(set(served_pages(server, since, wait_s=0.0)) & of_1)
+               < len(of_1) // 2, 40, alive=[n.proc for n in nodes if n.proc])  # fmt: skip
     nodes[1].kill_9()
     during = len(server.log())
     time.sleep(2.0)
@@ -307,10 +318,7 @@ def test_kill_9_of_redis(
     )
     nodes = [Node(cfg, n).start() for n in range(NODES)]
     expected = site.expected_pages(server.port)
-    deadline = time.monotonic() + 40
-    while len(served_pages(server, since)) < len(expected) // 4:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    quarter_served(server, since, expected, nodes)
     redis_server.kill()
     time.sleep(2.0)
     redis_server.start()
@@ -437,10 +445,7 @@ def test_redis_full_mid_crawl(
     )
     nodes = [Node(cfg, n).start() for n in range(NODES)]
     expected = site.expected_pages(server.port)
-    deadline = time.monotonic() + 40
-    while len(served_pages(server, since)) < len(expected) // 4:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    quarter_served(server, since, expected, nodes)
     client = redis_server.client()
     client.config_set("maxmemory", 1)  # below what Redis uses: every denyoom write refused
     time.sleep(2.0)
@@ -467,10 +472,7 @@ def test_sigterm_stops_one_node_gracefully(
     )
     nodes = [Node(cfg, n).start() for n in range(2)]
     expected = site.expected_pages(server.port)
-    deadline = time.monotonic() + 40
-    while len(served_pages(server, since)) < len(expected) // 4:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    quarter_served(server, since, expected, nodes)
     assert nodes[0].proc is not None
     nodes[0].proc.send_signal(signal.SIGTERM)  # the coordinator forwards it to its workers
     assert nodes[0].wait(30) == 0, nodes[0].output()[-2000:]

@@ -36,6 +36,7 @@ from tests.e2e.test_cluster import (
     site_server,
 )
 from tests.redis_server import RedisServer
+from tests.waiting import wait_until
 
 __all__ = ["site_server"]  # the module-scoped fixture, shared with test_cluster.py
 
@@ -93,15 +94,12 @@ def test_restart_at_once_while_the_killed_node_is_a_zombie(
     pid = int(reaper.stdout.readline())
     expected = site.expected_pages(server.port)
     of_1 = {u for u in expected if owner_of(origin(u), 2) == 1}
-    deadline = time.monotonic() + 40
-    while not 0 < len(set(served_pages(server, since)) & of_1) < len(of_1) // 2:
-        assert time.monotonic() < deadline, log_1.read_text()[-2000:]
-        time.sleep(0.02)
+    wait_until("node 1 part-way through its hosts",
+               lambda: 0 < len(set(served_pages(server, since, wait_s=0.0)) & of_1)
+               < len(of_1) // 2, 40, detail=lambda: log_1.read_text()[-2000:])  # fmt: skip
     os.killpg(pid, signal.SIGKILL)  # the node and its workers (its process group)
-    deadline = time.monotonic() + 10
-    while proc_state(pid) != "Z":
-        assert time.monotonic() < deadline, proc_state(pid)
-        time.sleep(0.005)
+    wait_until("the killed node a zombie", lambda: proc_state(pid) == "Z", 10, every_s=0.005,
+               detail=lambda: proc_state(pid))  # fmt: skip
     killed_at = time.monotonic()
     second = Node(cfg, 1).start()
     assert time.monotonic() - killed_at < 0.1  # as Restart= does it (RestartSec=100ms)
@@ -234,6 +232,35 @@ def test_the_owner_drains_a_full_redis(tmp_path: Path, redis_server: RedisServer
     assert got == [b"one", b"two", b"three"]
 
 
+@pytest.mark.timeout(30)
+def test_a_read_whose_reply_was_lost_is_read_again(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Redis ran an XREADGROUP of the owner's and the reply never came back (Redis killed, or
+    the connection cut, after it ran; redis-py may even send the command again, which reads
+    new entries only): the entries it read are pending for the owner, delivered to no one.
+    The owner reads its pending entries again once it finds nothing new, so they are
+    delivered, acknowledged and deleted; before, they stayed in the stream and the crawl
+    could never end (test_kill_9_of_redis: node 0 did not end, although it had reconnected)."""
+    node = _node(tmp_path, redis_server.url, nodes=1, node=0)
+    node.join({"identity": 1})
+    got: list[bytes] = []
+    try:
+        assert node.pump(lambda _p, batch: got.append(batch)) == 0  # its pending ones: none
+        add_batches(node.redis, node.keys, {0: [b"lost reply"]})
+        client = redis_server.client()
+        # what Redis did for the owner's read whose reply was lost
+        assert client.xreadgroup("owner", "owner", {"t:p:0": ">"})
+        wait_until("the entry read again and delivered",
+                   lambda: node.pump(lambda _p, batch: got.append(batch)) or got, 10,
+                   every_s=0.05)  # fmt: skip
+        assert client.xlen("t:p:0") == 0
+        assert client.xpending("t:p:0", "owner")["pending"] == 0
+    finally:
+        node.leave()
+    assert got == [b"lost reply"]
+
+
 def gave_up_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if "gave up after" in line]
 
@@ -258,23 +285,26 @@ def test_redis_full_for_good(
     try:
         api = Api(tmp_path / "out-0")
         expected = site.expected_pages(server.port)
-        deadline = time.monotonic() + 40
-        while len(served_pages(server, since)) < len(expected) // 4:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until("a quarter of the site served",
+                   lambda: len(served_pages(server, since, wait_s=0.0)) >= len(expected) // 4,
+                   40, alive=[n.proc for n in nodes if n.proc])  # fmt: skip
         client = redis_server.client()
         client.config_set("maxmemory", 1)  # below what Redis uses: every denyoom write refused
         full_at = time.monotonic()
         seen: list[dict[str, str]] = []
-        while nodes[0].proc is not None and nodes[0].proc.poll() is None:
+
+        def said_or_stopping() -> bool:
+            """Whether node 0's status names the bottleneck redis-full, or the node stops."""
+            if nodes[0].proc is None or nodes[0].proc.poll() is not None:
+                return True
             try:
                 seen.append(api.status()["bottleneck"])
             except OSError:
-                break  # the node is stopping
-            if seen[-1]["name"] == "redis-full":
-                break
-            assert time.monotonic() < full_at + 30.0, seen[-5:]
-            time.sleep(0.1)
+                return True  # the node is stopping
+            return seen[-1]["name"] == "redis-full"
+
+        wait_until("node 0's status to say redis-full", said_or_stopping, 30, every_s=0.1,
+                   detail=lambda: seen[-5:])  # fmt: skip
         codes = [node.wait(40) for node in nodes]
         took = time.monotonic() - full_at
     finally:
@@ -321,15 +351,10 @@ def test_redis_full_once_every_node_is_quiet(
     nodes = [Node(cfg, n).start() for n in range(2)]
     client = redis_server.client()
     try:
-        deadline = time.monotonic() + 40
-        while not served_pages(server, since):
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_until("a page served", lambda: served_pages(server, since, wait_s=0.0), 40)
         client.config_set("maxmemory", 1)  # below what Redis uses: every denyoom write refused
-        deadline = time.monotonic() + 60
-        while set(served_pages(server, since)) != of_1:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until("every page of node 1 served",
+                   lambda: set(served_pages(server, since, wait_s=0.0)) == of_1, 60)  # fmt: skip
         done_at = time.monotonic()
         codes = [node.wait(30) for node in nodes]
         took = time.monotonic() - done_at

@@ -8,7 +8,6 @@ fields its request's meta carried from the page that found it."""
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +30,7 @@ from tests.e2e.test_cluster import (
 )
 from tests.e2e.test_items_crash import SPIDER, tag
 from tests.redis_server import RedisServer
+from tests.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -66,10 +66,9 @@ def test_spider_on_three_nodes_items_exactly_once_across_a_node_kill_9(
     nodes = [Node(cfg, n).start() for n in range(NODES)]
     expected = site.expected_pages(server.port)
     of_1 = {u for u in expected if owner_of(origin(u), NODES) == 1}
-    deadline = time.monotonic() + 60
-    while not 0 < len(set(served_pages(server, since)) & of_1) < len(of_1) // 2:
-        assert time.monotonic() < deadline, "node 1 never got going"
-        time.sleep(0.05)
+    wait_until("node 1 part-way through its hosts",
+               lambda: 0 < len(set(served_pages(server, since, wait_s=0.0)) & of_1)
+               < len(of_1) // 2, 60, alive=[n.proc for n in nodes if n.proc])  # fmt: skip
     nodes[1].kill_9()
     nodes[1].start()
     codes = [node.wait(100) for node in nodes]

@@ -29,8 +29,9 @@ from frontier_crawl.demo.server import DemoServer, RequestLogEntry
 from frontier_crawl.demo.site import Site, SiteSpec
 from frontier_crawl.engine import Engine
 from tests.conftest import crawl_config, served_pages
-from tests.control_client import Api, ctl, finish, pages_of, start_crawl, wait_until
+from tests.control_client import Api, ctl, finish, pages_of, start_crawl
 from tests.scripted_server import NOT_FOUND, Answer, ScriptedServer, crawl_settings, page
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 

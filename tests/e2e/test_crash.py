@@ -26,6 +26,7 @@ from tests.conftest import (
     served_pages,
     warc_response_uris,
 )
+from tests.waiting import wait_until
 
 HOSTS = 3
 COMMIT_S = 0.05
@@ -129,11 +130,10 @@ def kill_when_open_warc_holds(cfg: Path, target: int, then_s: float) -> None:
     old = {p.name for p in (out / "warc").glob("*.open")}
     proc = start(cfg)
     try:
-        deadline = time.monotonic() + 30
-        while open_warc_bytes(out, old) < target and proc.poll() is None:
-            assert time.monotonic() < deadline, f"open WARC file still under {target} after 30 s"
-            time.sleep(0.005)
-        time.sleep(then_s)
+        wait_until(f"the open WARC file past {target} bytes (or the crawl ended)",
+                   lambda: open_warc_bytes(out, old) >= target or proc.poll() is not None,
+                   every_s=0.005)  # fmt: skip
+        time.sleep(then_s)  # the kill's moment: then_s after that size (not a wait for anything)
     finally:
         proc.send_signal(signal.SIGKILL)
         _, err = proc.communicate(timeout=10)
@@ -221,10 +221,7 @@ def test_sigterm_stops_gracefully_and_resume_completes(
     proc = start(cfg)
     # SIGTERM once it is crawling (its handlers are installed by then), not after a fixed
     # sleep: under load the interpreter can still be importing after a second
-    deadline = time.monotonic() + 30
-    while len(server.log()) - since < 5:
-        assert time.monotonic() < deadline and proc.poll() is None, "the crawl never started"
-        time.sleep(0.02)
+    wait_until("the crawl fetching", lambda: len(server.log(wait_s=0.0)) - since >= 5, alive=proc)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
@@ -237,12 +234,10 @@ def test_sigterm_stops_gracefully_and_resume_completes(
     resumed = len(server.log())
     proc = start(cfg)
     # once it crawls again (its handlers are installed by then) with its WARC writer running
-    deadline = time.monotonic() + 30
-    while not (len(server.log(wait_s=0.0)) > resumed and (children := children_of(proc.pid))):
-        assert time.monotonic() < deadline and proc.poll() is None, (
-            "the resumed crawl never fetched with its WARC writer running"
-        )
-        time.sleep(0.02)
+    children = wait_until(
+        "the resumed crawl fetching with its WARC writer running",
+        lambda: len(server.log(wait_s=0.0)) > resumed and children_of(proc.pid), alive=proc
+    )  # fmt: skip
     # SIGINT then SIGTERM at once: two different signals never merge into one delivery (two
     # SIGTERMs sent together can), and 50 ms apart the graceful stop of a fast page sometimes
     # finished first (exit 0, seen in CI)
@@ -252,10 +247,7 @@ def test_sigterm_stops_gracefully_and_resume_completes(
     # 143: the handler's immediate exit; -15: still starting up, before handlers were installed
     assert proc.returncode in (128 + signal.SIGTERM, -signal.SIGTERM), err.decode()[-2000:]
     # the WARC writer dies with the crawler, so none is left writing beside the next run
-    deadline = time.monotonic() + 5
-    while any(running(c) for c in children) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(running(c) for c in children), "a child outlived the crawler"
+    wait_until("the crawler's children gone", lambda: not any(running(c) for c in children), 5)
     finish(cfg)
     check_complete(site, server, since, tmp_path / "out", extra=refetch_bound(1, 0.05))
 

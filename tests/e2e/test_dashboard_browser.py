@@ -35,6 +35,7 @@ from frontier_crawl.demo.server import DemoServer
 from frontier_crawl.demo.site import Site, SiteSpec
 from tests.conftest import crawl_config
 from tests.control_client import read_api_files
+from tests.waiting import wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 if not Path(CHROMIUM).exists():
@@ -94,14 +95,6 @@ class Api:
         return self.call("GET", "/api/status")
 
 
-def wait_for(what: str, check: Any, timeout_s: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (value := check()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return value
-
-
 def _int(text: str) -> int:
     return int(text.replace(",", ""))
 
@@ -126,7 +119,7 @@ def test_dashboard_during_a_crawl_then_report_html_from_disk(
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     try:
         api = Api(out)
-        wait_for("pages fetched", lambda: api.status()["pages"] >= 10)
+        wait_until("pages fetched", lambda: api.status()["pages"] >= 10)
         with playwright_sync.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
                                          headless=True)  # fmt: skip
@@ -156,7 +149,7 @@ def _wait_for_a_poll_after(page: Any, replies: list[Any], since: float) -> None:
         updated = page.get_attribute("body", "data-updated")
         return bool(asked) and updated is not None and int(updated) >= min(asked)
 
-    wait_for("a status polled and drawn after the one read", drawn, 15)
+    wait_until("a status polled and drawn after the one read", drawn, 15)
 
 
 def _chart_points(page: Any) -> int:
@@ -181,7 +174,7 @@ def _check_dashboard(browser: Any, api: Api, server: DemoServer, tmp_path: Path)
             if m.type in ("error", "warning") else None)  # fmt: skip
     page.goto(f"http://{api.address}/?token={api.token}")
     # polled from here, not with wait_for_function: the page's CSP forbids the eval it uses
-    wait_for("the first status drawn", lambda: page.get_attribute("body", "data-pages"), 15)
+    wait_until("the first status drawn", lambda: page.get_attribute("body", "data-pages"), 15)
     assert "token" not in page.url, page.url  # moved out of the address bar at once
 
     # what it shows: what /api/status answered it (its own last replies), and numbers within
@@ -229,12 +222,12 @@ def _check_dashboard(browser: Any, api: Api, server: DemoServer, tmp_path: Path)
     for state in LEGEND:
         assert f"{state} {status['hosts'][state]:,}" in shown["legend"], (state, shown)
     assert "ready" in shown["legend"] and "waiting" in shown["legend"]
-    wait_for("the chart's line", lambda: _chart_points(page) >= 2, 15)
+    wait_until("the chart's line", lambda: _chart_points(page) >= 2, 15)
     page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
 
     # pause: the status says so, and the web server sees no request while it holds
     page.click("#pause")
-    wait_for("the dashboard showing paused", lambda: page.text_content("#state") == "paused", 10)
+    wait_until("the dashboard showing paused", lambda: page.text_content("#state") == "paused", 10)
     paused_at = time.monotonic()
     status = api.status()
     assert status["paused"] is True and status["state"] == "paused"
@@ -246,11 +239,11 @@ def _check_dashboard(browser: Any, api: Api, server: DemoServer, tmp_path: Path)
 
     # resume: requests again
     page.click("#resume")
-    wait_for("the dashboard showing running",
+    wait_until("the dashboard showing running",
              lambda: page.text_content("#state") == "running", 10)
     resumed_at = time.monotonic()
     assert api.status()["paused"] is False
-    wait_for("a request after resume",
+    wait_until("a request after resume",
              lambda: [e for e in server.log(wait_s=0.0) if e.started > resumed_at], 10)
     # every request the page made went to the control listener
     assert requests and all(u.startswith(f"http://{api.address}/") for u in requests), requests
@@ -328,7 +321,7 @@ def test_dashboard_of_worker_processes(tmp_path: Path, web: tuple[Site, DemoServ
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     try:
         api = Api(out)
-        wait_for("both workers reporting",
+        wait_until("both workers reporting",
                  lambda: len(api.status()["workers"]) == 2 and api.status()["pages"] >= 10)
         with playwright_sync.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
@@ -339,7 +332,7 @@ def test_dashboard_of_worker_processes(tmp_path: Path, web: tuple[Site, DemoServ
                 page.on("response", lambda r: replies.append(r)
                         if r.url.endswith("/api/status") else None)  # fmt: skip
                 page.goto(f"http://{api.address}/?token={api.token}")
-                wait_for("the first status drawn",
+                wait_until("the first status drawn",
                          lambda: page.get_attribute("body", "data-pages"), 15)
                 before = api.status()
                 _wait_for_a_poll_after(page, replies, time.time())
@@ -350,7 +343,7 @@ def test_dashboard_of_worker_processes(tmp_path: Path, web: tuple[Site, DemoServ
                 assert page.is_visible("#workers-panel") and len(rows) == 1 + 2  # head + 2
                 assert _int(page.text_content("#hosts-total") or "") == 3
                 # the chart: drawn from the page's own polls (the merged status has no history)
-                wait_for("the chart's line", lambda: _chart_points(page) >= 2, 15)
+                wait_until("the chart's line", lambda: _chart_points(page) >= 2, 15)
                 page.screenshot(path=str(tmp_path / "dashboard-workers.png"), full_page=True)
                 _keep_screenshots(tmp_path)
             finally:

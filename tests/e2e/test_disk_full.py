@@ -23,6 +23,7 @@ import pytest
 from frontier_crawl.demo.server import DemoServer
 from frontier_crawl.demo.site import Site, SiteSpec
 from tests.conftest import crawl_config, served_pages, warc_response_uris
+from tests.waiting import wait_until
 
 MIB = 1 << 20
 #: 3 hosts x 100 pages of ~24 KB: about 7 MB of HTML, 2.3 MB of WARC, 1 MB of state
@@ -155,13 +156,11 @@ class _Lines:
         self._thread.start()
 
     def wait_for(self, text: str, timeout_s: float) -> str:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for line in list(self.lines):
-                if text in line:
-                    return line
-            time.sleep(0.05)
-        raise AssertionError(f"no {text!r} in {self.lines}")
+        found: str = wait_until(
+            f"{text!r} on stderr", lambda: next((x for x in list(self.lines) if text in x), ""),
+            timeout_s, detail=lambda: self.lines,
+        )  # fmt: skip
+        return found
 
     def join(self) -> None:
         self._thread.join(10)

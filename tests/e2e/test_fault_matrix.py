@@ -34,6 +34,7 @@ from frontier_crawl.output.warc import _BATCH_RECORDS
 from tests.conftest import render_toml, running, served_pages, warc_response_uris
 from tests.e2e.test_crash import warcio_check
 from tests.redis_server import RedisServer
+from tests.waiting import wait_until
 
 HOSTS = 8
 #: thousands of pages of 20 KB on several hosts (about 40 MB)
@@ -153,30 +154,18 @@ class Crawl:
         return self.log.read_text(errors="replace")
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 def gone(pids: set[int], timeout: float = 5.0) -> None:
     """Every process of ``pids`` ends within ``timeout`` (a SIGKILL from the kernel is fast)."""
-    deadline = time.monotonic() + timeout
-    while any(running(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    left = [p for p in pids if running(p)]
-    assert not left, f"processes of the crawl outlived it: {left}"
+    wait_until("the crawl's processes gone", lambda: not any(running(p) for p in pids), timeout,
+               detail=lambda: f"outlived it: {[p for p in pids if running(p)]}")  # fmt: skip
 
 
 def crawling(crawl: Crawl, server: DemoServer, since: int, site: Site, share: float) -> None:
     """Wait until ``share`` of the site has been served to this crawl."""
     want = int(len(site.expected_pages(server.port)) * share)
-    wait_for(
-        lambda: len(served_pages(server, since)) >= want or crawl.proc.poll() is not None,  # type: ignore[union-attr]
-        f"{want} pages fetched",
-    )
-    assert crawl.proc is not None and crawl.proc.poll() is None, crawl.output()[-3000:]
+    assert crawl.proc is not None
+    wait_until(f"{want} pages fetched", lambda: len(served_pages(server, since)) >= want,
+               alive=crawl.proc, detail=lambda: crawl.output()[-3000:])  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------ events

@@ -39,6 +39,8 @@ MB = 1 << 20
 # hand in bench/fault_site.py.
 CONNECT_TIMEOUT_S = 1.0
 TIMEOUT_S = 4.0
+#: a connect cut sooner than this was cut by connect_timeout_s, not timeout_s
+CONNECT_BOUND_S = (CONNECT_TIMEOUT_S + TIMEOUT_S) / 2
 LOW_SPEED_TIME_S = 2
 LOW_SPEED_BYTES_S = 100
 RETRIES = 1
@@ -310,7 +312,11 @@ def test_connect_that_never_completes_ends_at_the_connect_timeout(crawl: Crawl) 
         assert (line["outcome"], line["error"], line["status"]) == (
             "robots-txt", "connect-error", 0
         )  # fmt: skip
-        assert line["duration_s"] < CONNECT_TIMEOUT_S + 0.5
+        # cut by the connect timeout: not before it (the connect hung, it was not refused),
+        # and sooner than the transfer timeout could have; the loop may notice the timer late
+        # on a loaded machine (1.74 s was seen against the 1.5 s this allowed before), but a
+        # cut by timeout_s is 4 s at the earliest
+        assert CONNECT_TIMEOUT_S - 0.05 <= line["duration_s"] < CONNECT_BOUND_S, line
     # its page is never requested and still gets its line: the host was given up on
     assert crawl.line(url)["outcome"] in ("robots-unavailable", "host-unreachable")
     assert url not in crawl.submitted

@@ -15,7 +15,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,8 @@ import pytest
 
 from frontier_crawl.demo.server import DemoServer
 from frontier_crawl.demo.site import Site, SiteSpec
-from tests.conftest import crawl_config
+from tests.conftest import crawl_config, spread_server
+from tests.waiting import wait_until
 
 HOSTS = 5
 SPEC = SiteSpec(hosts=HOSTS, pages=1600, crawl_delay_s=None, seed=23, page_bytes=20_000,
@@ -70,9 +70,8 @@ def tag(url: str) -> str:
 
 @pytest.fixture(scope="module")
 def site_server() -> Iterator[tuple[Site, DemoServer]]:
-    site = Site(SPEC)
-    with DemoServer(site) as server:
-        yield site, server
+    """On a port that gives both workers hosts (else one's feeds are empty: no CSV header)."""
+    yield from spread_server(Site(SPEC), 2)
 
 
 def config(tmp_path: Path, site: Site, port: int, processes: int) -> Path:
@@ -108,24 +107,28 @@ def cli(cfg: Path) -> list[str]:
     return [sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg)]
 
 
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def kill_when_feed_passes(cfg: Path, dirs: list[Path], target: int) -> None:
     """Start the crawl; SIGKILL its process group (the crawl, its workers and WARC writers)
     once its JSON Lines feeds pass ``target`` bytes."""
     proc = subprocess.Popen(cli(cfg), start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)  # fmt: skip
-    deadline = time.monotonic() + 60
-    while feed_bytes(dirs) < target and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
+    wait_until(f"the feeds past {target} bytes (or the crawl ended)",
+               lambda: feed_bytes(dirs) >= target or proc.poll() is not None, 60,
+               every_s=0.005)  # fmt: skip
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL, f"ended before the kill: {err.decode()[-3000:]}"
-    for _ in range(500):  # the group's last members (WARC writers) die with their parents
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.01)
+    wait_until("the group's last members (WARC writers) gone", lambda: not group_alive(proc.pid),
+               5)  # fmt: skip
 
 
 def read_jsonl(dirs: list[Path]) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ import pytest
 from frontier_crawl.demo.server import DemoServer
 from frontier_crawl.demo.site import Site
 from tests.conftest import crawl_config
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 GAP_S = 2.0  #: time between the two runs, which the series must not count as running time
@@ -49,10 +50,8 @@ def test_pages_over_time_cover_both_runs_and_only_running_time(
     cfg = crawl_config(tmp_path, site, server.port, politeness=politeness)
     out = tmp_path / "out"
     first = subprocess.Popen(_cli(cfg), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while _lines(out / "crawl.jsonl") < 60:
-        assert first.poll() is None and time.monotonic() < deadline, "the first run ended early"
-        time.sleep(0.05)
+    wait_until("60 lines in crawl.jsonl", lambda: _lines(out / "crawl.jsonl") >= 60, 60,
+               alive=first)  # fmt: skip
     first.send_signal(signal.SIGTERM)
     _, err = first.communicate(timeout=60)
     assert first.returncode == 0, err.decode()

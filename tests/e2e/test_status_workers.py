@@ -19,10 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from frontier_crawl.control.status import BOTTLENECKS, STATUS_KEYS
 from frontier_crawl.demo.server import DemoServer
 from frontier_crawl.demo.site import Site, SiteSpec
-from frontier_crawl.frontier.mailbox import owner_of
-from frontier_crawl.frontier.urls import origin
-from tests.conftest import crawl_config
-from tests.control_client import Api, finish, start_crawl, wait_until
+from tests.conftest import crawl_config, spread_server
+from tests.control_client import Api, finish, start_crawl
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -31,14 +30,9 @@ pytestmark = pytest.mark.timeout(120)
 def web() -> Iterator[tuple[Site, DemoServer]]:
     """4 hosts, 400 pages of >= 20 KB, on a port that gives both workers hosts (the owner
     hashes the origin, port included: with 4 hosts, 1 port in 8 leaves a worker none)."""
-    site = Site(SiteSpec(hosts=4, pages=400, crawl_delay_s=None, seed=17, page_bytes=20_000))
-    for _ in range(20):
-        with DemoServer(site) as server:
-            origins = {origin(url) for url in site.expected_pages(server.port)}
-            if {owner_of(o, 2) for o in origins} == {0, 1}:
-                yield site, server
-                return
-    pytest.fail("20 ports in a row left a worker without hosts")
+    yield from spread_server(
+        Site(SiteSpec(hosts=4, pages=400, crawl_delay_s=None, seed=17, page_bytes=20_000)), 2
+    )
 
 
 def test_one_api_for_two_workers(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import time
+
 from frontier_crawl.fetch import Fetcher, FetchRequest, FetchResult
 
 __all__ = ["RecordingFetcher"]
 
 
 class RecordingFetcher:
-    """Delegates to ``fetcher``; ``submitted`` lists every URL the engine asked for."""
+    """Delegates to ``fetcher``; ``submitted`` lists every URL the engine asked for, and
+    ``started`` when (``time.monotonic()``, as it was handed to the fetcher)."""
 
     def __init__(self, fetcher: Fetcher) -> None:
         self.inner = fetcher
         self.submitted: list[str] = []
+        self.started: list[float] = []
 
     @property
     def free_slots(self) -> int:
@@ -24,6 +28,7 @@ class RecordingFetcher:
 
     def submit(self, req: FetchRequest) -> None:
         self.submitted.append(req.url)
+        self.started.append(time.monotonic())
         self.inner.submit(req)
 
     def poll(self, timeout_s: float) -> list[FetchResult]:

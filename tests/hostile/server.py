@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from tests.waiting import wait_until
+
 __all__ = ["Blackhole", "Exchange", "Handler", "Hit", "RawHttpServer", "Request"]
 
 _MAX_HEAD = 64 * 1024
@@ -328,12 +330,11 @@ class Blackhole:
             filler.setblocking(False)
             filler.connect_ex(("127.0.0.1", self.port))
             self._fillers.append(filler)
-        deadline = time.monotonic() + 5.0  # the fillers' handshakes fill the accept queue
-        while not self._queue_full():
-            if time.monotonic() > deadline:
-                self.close()
-                raise RuntimeError("the blackhole's accept queue did not fill in 5 s")
-            time.sleep(0.005)
+        try:  # the fillers' handshakes fill the accept queue
+            wait_until("the blackhole's accept queue full", self._queue_full, 5.0, every_s=0.005)
+        except AssertionError:
+            self.close()
+            raise
 
     def _queue_full(self) -> bool:
         """Whether the listener's accept queue is full: more handshaken connections waiting than

@@ -24,8 +24,8 @@ from tests.net.test_control_server import (
     head,
     responses,
     status_of,
-    wait_until,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 

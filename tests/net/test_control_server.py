@@ -25,6 +25,7 @@ import pytest
 
 from frontier_crawl.control.commands import Command
 from frontier_crawl.control.server import ADDR_FILE, TOKEN_FILE, ControlServer
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -110,14 +111,6 @@ def responses(raw: bytes, methods: list[str] | None = None) -> Replies:
 def status_of(server: ControlServer, data: bytes) -> int:
     (reply,) = responses(exchange(server, data))
     return reply[0]
-
-
-def wait_until(what: str, check: Any, timeout_s: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (value := check()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return value
 
 
 # -- connections: a cap, a normal backlog, a deadline per request --------------------------------

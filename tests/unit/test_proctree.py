@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from frontier_crawl.proctree import LOCK_NAME, StateLock, StateLocked, alive, child_argv
+from tests.waiting import wait_until
 
 #: a process that takes the lock on argv[1], says so, then waits (optionally with a child that
 #: inherits the lock's descriptor and outlives it by argv[2] seconds)
@@ -65,10 +66,7 @@ def test_the_lock_dies_with_its_holder_even_unreaped(tmp_path: Path) -> None:
     """kill -9, the holder left a zombie (not reaped): the lock is free at once."""
     holder = hold(tmp_path / "state")
     os.kill(holder.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while state_of(holder.pid) != "Z":
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_until("the holder a zombie", lambda: state_of(holder.pid) == "Z", 10)
     os.kill(holder.pid, 0)  # a zombie: kill(pid, 0) still succeeds
     assert not alive(holder.pid)
     lock = StateLock.acquire(tmp_path / "state", wait_s=5)
@@ -140,11 +138,8 @@ def test_children_ignore_the_terminals_signals(tmp_path: Path) -> None:
     )
     child = subprocess.Popen(child_argv([sys.executable, "-c", code]))
     try:
-        deadline = time.monotonic() + 20
-        while not marker.exists():
-            assert child.poll() is None, "the child did not start with the signals ignored"
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_until("the child started with the signals ignored", marker.exists, 20,
+                   alive=child)  # fmt: skip
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             child.send_signal(sig)
         with pytest.raises(subprocess.TimeoutExpired):
