@@ -8,10 +8,10 @@ from frontier_crawl.frontier.frontier import (
     Failure,
     Frontier,
     HostSignals,
-    HostState,
     StateMismatch,
     Ticket,
 )
+from frontier_crawl.frontier.hosts import HostState
 from frontier_crawl.frontier.store import StorageError
 
 __all__ = [

@@ -14,9 +14,10 @@ Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
   deque runs dry (``loaded_upto`` remembers where the in-memory prefix ends). A host with nothing
   queued keeps no deque and no parsed robots.txt, so an idle host costs ~280 bytes (its
   HostQueue is 216, its origin string and dict entry the rest).
-* A host is in exactly one :class:`HostState`. READY hosts wait in a FIFO, SNOOZED hosts in a heap
-  ordered by wake time, BUSY hosts (all connections used, or robots.txt in flight) in neither, so
-  a waiting host never holds a fetch slot. :meth:`Frontier._settle` is the one transition.
+* A host is in exactly one :class:`HostState` (``hosts.py``). READY hosts wait in a FIFO, SNOOZED
+  hosts in a heap ordered by wake time, BUSY hosts (all connections used, or robots.txt in
+  flight) in neither, so a waiting host never holds a fetch slot. :meth:`HostQueues.move` is
+  the one transition, :meth:`HostQueues.settle` places a host by its facts.
 * Politeness is a wake time per host (and per IP group with ``per_ip``). The delay
   (``delay_for(...)``: min_delay_s, the adaptive delay, Crawl-delay) is a rate: two request starts
   to one host are never closer than it, however many connections are open (each start moves
@@ -68,6 +69,7 @@ import lmdb
 import msgspec
 
 from frontier_crawl.frontier.damage import DamagedState
+from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState, IpGroup
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Link, decode_links, encode_links
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for, host_backoff
 from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, RobotsCache, Rules, product_token
@@ -144,17 +146,6 @@ class StateMismatch(ValueError):
     """The output directory holds a crawl this configuration cannot continue."""
 
 
-class HostState(Enum):
-    """Where a host queue is in the scheduler."""
-
-    EMPTY = "empty"  #: nothing queued (requests may still be in flight)
-    READY = "ready"  #: queued work, politeness slot open: in the ready FIFO
-    SNOOZED = "snoozed"  #: queued work, waiting for its wake time: in the heap
-    BUSY = "busy"  #: queued work, every connection in use (or robots.txt in flight)
-    BLOCKED = "blocked"  #: queued work held by an operator's block (``block``): in neither
-    RETIRED = "retired"  #: given up; URLs recorded as failed, new ones refused
-
-
 @dataclass(slots=True, frozen=True)
 class HostSignals:
     """Hosts by state for the status (``Frontier.host_signals``)."""
@@ -203,66 +194,6 @@ class Ticket(msgspec.Struct, frozen=True, gc=False):
     callback: str = ""  #: the spider callback its response goes to ("": the default)
     meta: bytes = b""  #: the request's meta (msgpack; b"": none)
     priority: int = 0  #: the request's priority (stored with the URL; not yet used)
-
-
-@dataclass(slots=True, eq=False)
-class IpGroup:
-    """Hosts sharing one IP address share its politeness budget (``per_ip``)."""
-
-    next_at: float = 0.0
-    in_flight: int = 0  #: every in-flight request of its hosts (counted from when they join)
-    waiting: list[HostQueue] | None = None  #: hosts parked while every connection is in use
-
-
-@dataclass(slots=True, eq=False)
-class HostQueue:
-    """Per-host scheduling facts. Small on purpose: there may be millions of hosts."""
-
-    origin: str
-    hid: int = -1  #: the store's host id (-1 until the host's first URL is queued)
-    state: HostState = HostState.EMPTY
-    hot: deque[tuple[bytes, QueueEntry]] | None = None  #: None when nothing is in memory
-    unloaded: int = 0  #: entries in LMDB after ``loaded_upto`` and not in ``hot``
-    loaded_upto: bytes | None = None
-    in_flight: int = 0
-    next_at: float = 0.0  #: monotonic time before which no request may start
-    wake_at: float = 0.0  #: when SNOOZED: the wake time of its heap entry
-    last_start: float = 0.0  #: when the latest request to the host started
-    delay_s: float = 0.0  #: politeness delay from the latest response (spaces request starts)
-    starts: int = 0  #: requests started to the host (this run)
-    took_retry: bool = False  #: the latest request taken was a retry
-    #: URLs waiting for their retry: (due, seq, key, entry, starts), a heap by due time. One is
-    #: taken once due, once ``starts`` requests have started to the host (another URL went
-    #: first) and when the latest one taken was not a retry, so retries take at most every
-    #: other request of a host that has other URLs queued; or when nothing else is queued.
-    #: None when empty.
-    retries: list[tuple[float, int, bytes, QueueEntry, int]] | None = None
-    rules: Rules | None = None  #: robots.txt rules, None while unknown (or dropped when idle)
-    #: a robots.txt fetch the host waits for (its rules unknown) is in flight; a refresh, which
-    #: the host does not wait for, is not flagged here but counted in ``in_flight``
-    robots_in_flight: bool = False
-    robots_attempts: int = 0  #: robots.txt fetches in a row that found it unreachable
-    errors: int = 0  #: consecutive 429/5xx/connection failures
-    conn_errors: int = 0  #: consecutive DNS/connection failures
-    failing: set[bytes] | None = None  #: distinct URLs failed in a row (Failure.URL)
-    admitted: int = 0  #: URLs admitted, all runs (for max_pages_per_host)
-    group: IpGroup | None = None
-    retired: str = ""  #: why the host was retired (the outcome of its URLs)
-
-    @property
-    def queued(self) -> int:
-        return (
-            (len(self.hot) if self.hot else 0)
-            + self.unloaded
-            + (len(self.retries) if self.retries else 0)
-        )
-
-    def due(self) -> float:
-        """When the host may issue its next request, queued work permitting: its politeness
-        time, or later when all it has left are retries not yet due."""
-        if self.hot or self.unloaded or not self.retries:
-            return self.next_at
-        return max(self.next_at, self.retries[0][0])
 
 
 class Frontier:
@@ -323,7 +254,6 @@ class Frontier:
         self._limits = limits
         self._max_pages = max_pages
         self._policy = policy
-        self._cph = connections_per_host
         self._obey_robots = obey_robots
         self._robots_retry_s = robots_retry_s
         self._robots_ttl_s = min(robots_ttl_s, MAX_ROBOTS_TTL_S)
@@ -375,12 +305,10 @@ class Frontier:
         self._inbox = inbox
         self._robots = robots
         self._txn: lmdb.Transaction[bytes] | None = None
-        self._hosts: dict[str, HostQueue] = {}
-        self._ready: deque[HostQueue] = deque()
-        self._snoozed: list[tuple[float, int, HostQueue]] = []
-        self._heap_seq = 0
-        #: hosts in each state, kept by every transition (the status counts without a scan)
-        self._state_counts: dict[HostState, int] = dict.fromkeys(HostState, 0)
+        #: the host queues, where each waits, and how many are in each state (``hosts.py``)
+        self._queues = HostQueues(connections_per_host)
+        self._hosts: dict[str, HostQueue] = self._queues.hosts  #: origin -> queue (read only)
+        self._heap_seq = 0  #: tie-breaker of the hosts' retry heaps
         #: hosts whose latest response held them beyond their politeness delay: origin ->
         #: (host, "retry-after" or "backoff"); pruned once they are due (``host_signals``)
         self._holding: dict[str, tuple[HostQueue, str]] = {}
@@ -397,9 +325,6 @@ class Frontier:
         self.refilled = 0  #: URLs read back from LMDB into memory
         self.peak_hot = 0
         self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
-        #: host names blocked by the operator (``block``), and their hosts holding queued work
-        self._blocked: set[str] = set()
-        self._parked: dict[str, HostQueue] = {}
         #: host name -> (delay, policy) set by the operator (``set_host_delay``)
         self._host_delays: dict[str, tuple[float, DelayPolicy]] = {}
         try:
@@ -742,7 +667,7 @@ class Frontier:
             host.unloaded += 1
             self.spilled += 1
         if host.state in (HostState.EMPTY, HostState.BUSY):
-            self._settle(host, now)
+            self._queues.settle(host, now)
         return True
 
     def _host_id_of(self, host_key: str) -> int:
@@ -751,13 +676,11 @@ class Frontier:
         return host.hid if host is not None else -1
 
     def _new_host(self, host_key: str) -> HostQueue:
-        host = HostQueue(host_key)
-        self._state_counts[HostState.EMPTY] += 1
+        host = self._queues.add(HostQueue(host_key))
         if self._per_ip:
             ip = self._known_ips.get(host_of(host_key))
             if ip is not None:
                 host.group = self._groups.setdefault(ip, IpGroup())
-        self._hosts[host_key] = host
         return host
 
     def _stored_admitted(self, txn: lmdb.Transaction[bytes], host_key: str) -> int:
@@ -827,74 +750,29 @@ class Frontier:
 
     # ----------------------------------------------------------------------------- scheduling
 
-    def _settle(self, host: HostQueue, now: float) -> None:
-        """The one state transition: place a host where its facts say it belongs."""
-        if host.state is HostState.RETIRED:
-            return
-        if host.robots_in_flight or host.in_flight >= self._cph:
-            new = HostState.BUSY
-        elif host.queued == 0:
-            new = HostState.EMPTY
-            if host.in_flight == 0:
-                host.rules = None  # idle: keep no parsed robots.txt (re-read from the disk cache)
-        else:
-            wake = host.due()
-            new = HostState.READY if wake <= now else HostState.SNOOZED
-            if self._blocked and host_of(host.origin) in self._blocked:
-                new = HostState.BLOCKED
-                self._parked[host.origin] = host
-        if host.state is HostState.BLOCKED and new is not HostState.BLOCKED:
-            self._parked.pop(host.origin, None)
-        if new is not host.state:
-            counts = self._state_counts
-            counts[host.state] -= 1
-            counts[new] += 1
-        if new is HostState.READY and host.state is not HostState.READY:
-            self._ready.append(host)
-        elif new is HostState.SNOOZED:
-            host.wake_at = wake
-            self._heap_seq += 1
-            heapq.heappush(self._snoozed, (wake, self._heap_seq, host))
-        host.state = new
-
-    def _wake(self, now: float) -> None:
-        heap = self._snoozed
-        while heap and heap[0][0] <= now:
-            wake, _, host = heapq.heappop(heap)
-            if host.state is HostState.SNOOZED and wake == host.wake_at:
-                self._settle(host, now)
-
     def next_wake(self) -> float | None:
         """Monotonic time at which a snoozed host becomes due (None if no host is snoozed)."""
-        heap = self._snoozed
-        while heap:
-            wake, _, host = heap[0]
-            if host.state is HostState.SNOOZED and wake == host.wake_at:
-                return wake
-            heapq.heappop(heap)  # stale entry
-        return None
+        host = self._queues.first_snoozed()
+        return host.wake_at if host is not None else None
 
     @property
     def has_ready(self) -> bool:
         """Is any host ready right now (as of the last next_ready call), or a robots.txt
         redirect hop waiting to be handed out?"""
-        return bool(self._ready) or bool(self._robots_hops)
+        return self._queues.has_ready or bool(self._robots_hops)
 
     def next_ready(self, now: float, limit: int) -> list[Ticket]:
         """Up to ``limit`` tickets from hosts whose politeness slot is open at ``now``."""
-        self._wake(now)
+        queues = self._queues
+        queues.wake(now)
         out: list[Ticket] = []
         hops = self._robots_hops
         while hops and len(out) < limit:  # the rest of a robots.txt fetch: in flight already
             out.append(hops.popleft())
-        ready = self._ready
-        while ready and len(out) < limit:
-            host = ready.popleft()
-            if host.state is not HostState.READY:
-                continue  # stale: it moved on since it was queued here
-            host.state = HostState.BUSY  # out of the FIFO; _settle puts it back where it belongs
-            self._state_counts[HostState.READY] -= 1
-            self._state_counts[HostState.BUSY] += 1
+        while len(out) < limit:
+            host = queues.take_ready()  # BUSY now; settled again below
+            if host is None:
+                break
             if host.group is not None and self._group_holds(host, now):
                 continue
             ticket = self._take(host, now)
@@ -911,7 +789,7 @@ class Frontier:
                     host.next_at = max(host.next_at, now + self._spacing(host))
                     if group is not None:
                         group.next_at = max(group.next_at, host.next_at)
-            self._settle(host, now)
+            self._queues.settle(host, now)
         return out
 
     def _spacing(self, host: HostQueue) -> float:
@@ -936,14 +814,14 @@ class Frontier:
         """Per-IP politeness: park or snooze a host whose IP group is busy or not yet due."""
         group = host.group
         assert group is not None
-        if group.in_flight >= self._cph:
+        if group.in_flight >= self._queues.connections_per_host:
             if group.waiting is None:
                 group.waiting = []
             group.waiting.append(host)  # BUSY until a request to this IP completes
             return True
         if group.next_at > now:
             host.next_at = max(host.next_at, group.next_at)
-            self._settle(host, now)
+            self._queues.settle(host, now)
             return True
         return False
 
@@ -1265,7 +1143,7 @@ class Frontier:
             host.in_flight -= 1
         self.in_flight -= 1
         host.delay_s = delay
-        after_end = ticket is None or self._cph == 1
+        after_end = ticket is None or self._queues.connections_per_host == 1
         polite = max(host.next_at, (now if after_end else host.last_start) + delay)
         host.next_at = max(polite, now + backoff, now + hold)
         group = host.group
@@ -1275,7 +1153,7 @@ class Frontier:
             waiting, group.waiting = group.waiting, None
             for other in waiting or ():
                 if other.state is HostState.BUSY:
-                    self._settle(other, now)
+                    self._queues.settle(other, now)
         elif self._per_ip and ip:
             # joins its IP's group now: the requests it still has in flight count there from now
             # on (they are subtracted when they end), this one never was
@@ -1283,7 +1161,7 @@ class Frontier:
             host.group.in_flight += host.in_flight + host.robots_in_flight
             host.group.next_at = max(host.group.next_at, host.next_at)
         if host.state is not HostState.READY:
-            self._settle(host, now)
+            self._queues.settle(host, now)
         held = host.next_at - polite
         if held > 0:
             self._holding[host.origin] = (host, "retry-after" if hold > backoff else "backoff")
@@ -1293,9 +1171,7 @@ class Frontier:
 
     def _retire(self, host: HostQueue, reason: str) -> None:
         """Give up on a host: every queued URL is recorded as failed with ``reason``."""
-        self._state_counts[host.state] -= 1
-        self._state_counts[HostState.RETIRED] += 1
-        host.state = HostState.RETIRED
+        self._queues.move(host, HostState.RETIRED)
         host.retired = reason
         self._holding.pop(host.origin, None)
         with self.batch(), self._write() as txn:
@@ -1334,7 +1210,7 @@ class Frontier:
     @property
     def blocked_hosts(self) -> list[str]:
         """Host names the operator blocked (``block``), sorted."""
-        return sorted(self._blocked)
+        return sorted(self._queues.blocked)
 
     @property
     def host_delays(self) -> dict[str, float]:
@@ -1344,12 +1220,12 @@ class Frontier:
     @property
     def held_by_blocks(self) -> int:
         """URLs queued for blocked hosts (not handed out until unblocked)."""
-        return sum(host.queued for host in self._parked.values())
+        return sum(host.queued for host in self._queues.parked.values())
 
     @property
     def blocked_queues(self) -> int:
         """Hosts with queued work held by a block."""
-        return len(self._parked)
+        return len(self._queues.parked)
 
     def _matching(self, name: str) -> list[HostQueue]:
         """Every known host (origin) whose host name is ``name``: O(hosts), for commands."""
@@ -1359,29 +1235,27 @@ class Frontier:
         """Hand out no more URLs of host name ``name`` (every scheme and port) until
         :meth:`unblock`: its queued and newly admitted URLs are kept (in LMDB, as always),
         requests in flight finish. Durable with the open transaction. Returns the URLs held."""
-        self._blocked.add(name)
+        self._queues.blocked.add(name)
         self._save_control()
         held = 0
         for host in self._matching(name):
             if host.state in (HostState.READY, HostState.SNOOZED):
-                self._state_counts[host.state] -= 1
-                self._state_counts[HostState.BLOCKED] += 1
-                host.state = HostState.BLOCKED  # its FIFO or heap entry is stale from now on
-                self._parked[host.origin] = host
+                self._queues.move(host, HostState.BLOCKED)  # its FIFO or heap entry is stale
             held += host.queued
         return held
 
     def unblock(self, name: str, now: float) -> int:
         """Undo :meth:`block`; the host's URLs are handed out again. Returns how many are
         queued (0 and no change if ``name`` was not blocked)."""
-        if name not in self._blocked:
+        blocked = self._queues.blocked
+        if name not in blocked:
             return 0
-        self._blocked.discard(name)
+        blocked.discard(name)
         self._save_control()
         released = 0
-        for host in [h for h in self._parked.values() if host_of(h.origin) == name]:
+        for host in [h for h in self._queues.parked.values() if host_of(h.origin) == name]:
             released += host.queued
-            self._settle(host, now)
+            self._queues.settle(host, now)
         return released
 
     def set_host_delay(self, name: str, delay_s: float | None, now: float) -> int:
@@ -1419,10 +1293,7 @@ class Frontier:
         if host.state is HostState.SNOOZED or (
             host.state is HostState.READY and host.next_at > now
         ):
-            self._state_counts[host.state] -= 1
-            self._state_counts[HostState.EMPTY] += 1
-            host.state = HostState.EMPTY  # its FIFO or heap entry is stale from now on
-            self._settle(host, now)
+            self._queues.settle(host, now)  # snoozed anew: its FIFO or heap entry is stale
 
     def reconfigure(self, s: CrawlSettings, now: float) -> None:
         """Apply a reloaded config's tunables: politeness delays and limits, connections per
@@ -1440,7 +1311,7 @@ class Frontier:
         self._limits = Limits.from_settings(s.crawl)
         self._max_pages = s.crawl.max_pages
         policy, self._policy = self._policy, DelayPolicy.from_settings(p)
-        self._cph = p.connections_per_host
+        self._queues.connections_per_host = p.connections_per_host
         self._obey_robots = p.obey_robots
         self._robots_retry_s = p.robots_retry_s
         self._robots_attempts = p.robots_attempts
@@ -1456,7 +1327,7 @@ class Frontier:
 
     def _save_control(self) -> None:
         with self._write() as txn:
-            txn.put(_BLOCKED_KEY, json.dumps(sorted(self._blocked)).encode(), db=self._blobs)
+            txn.put(_BLOCKED_KEY, json.dumps(sorted(self._queues.blocked)).encode(), db=self._blobs)
             delays = {name: delay for name, (delay, _p) in self._host_delays.items()}
             txn.put(_HOST_DELAYS_KEY, json.dumps(delays, sort_keys=True).encode(), db=self._blobs)
 
@@ -1467,11 +1338,11 @@ class Frontier:
         try:
             names = json.loads(bytes(blocked)) if blocked is not None else []
             saved = json.loads(bytes(delays)) if delays is not None else {}
-            self._blocked = {str(n) for n in names}
+            self._queues.blocked = {str(n) for n in names}
             pairs = {str(k): float(v) for k, v in saved.items()}
         except (ValueError, TypeError, AttributeError) as exc:
             log.warning("unreadable operator blocks or host delays, ignored: %r", exc)
-            self._blocked, pairs = set(), {}
+            self._queues.blocked, pairs = set(), {}
         for name, delay in pairs.items():
             self._host_delays[name] = (delay, DelayPolicy(delay, delay, 0.0,
                 self._policy.max_crawl_delay_s, self._policy.backoff_s,
@@ -1501,14 +1372,14 @@ class Frontier:
             "peak_hot": self.peak_hot,
             "spilled": self.spilled,
             "refilled": self.refilled,
-            "blocked_hosts": len(self._blocked),
+            "blocked_hosts": len(self._queues.blocked),
             "held_by_blocks": self.held_by_blocks,
         }
 
     def host_signals(self, now: float, worst: int = 5) -> HostSignals:
         """Hosts by state, the worst held ones and the next one due, for the status: O(held
         hosts), no scan of all hosts (the counts are kept by every transition)."""
-        counts = self._state_counts
+        counts = {state: self._queues.count(state) for state in HostState}
         holding = self._holding
         for origin_, (host, _reason) in list(holding.items()):
             if host.next_at <= now or host.state is HostState.RETIRED:
@@ -1538,7 +1409,9 @@ class Frontier:
         """The snoozed host due first: (origin, why it waits, seconds until it is due)."""
         if self.next_wake() is None:
             return None
-        wake, _, host = self._snoozed[0]
+        host = self._queues.first_snoozed()
+        assert host is not None
+        wake = host.wake_at
         held = self._holding.get(host.origin)
         if held is not None:
             reason = held[1]
@@ -1657,7 +1530,7 @@ class Frontier:
             host.hid = hid
             host.unloaded = count
             self.queued += count
-            self._settle(host, 0.0)
+            self._queues.settle(host, 0.0)
         self.resumed = self.queued
         if counts:
             log.info("resumed: %d URLs queued over %d hosts", self.queued, len(counts))
