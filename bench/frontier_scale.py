@@ -50,7 +50,7 @@ from typing import Any
 
 import lmdb
 
-from frontier_crawl.frontier import Frontier
+from frontier_crawl.frontier import Completion, Frontier
 
 try:
     from frontier_crawl.frontier.store import release_mapped_pages
@@ -376,7 +376,7 @@ def drain_phase(frontier: Frontier, args: argparse.Namespace) -> None:
         now = mono()
         tickets = frontier.next_ready(now, args.drain_batch)
         for ticket in tickets:
-            frontier.complete(ticket, now)
+            frontier.complete(ticket, Completion(now, 200))  # as the engine completes a page
         t1 = clock()
         if group.maybe_commit(force=not frontier.pending or not tickets):
             commit_s += clock() - t1

@@ -3,9 +3,9 @@
 Never imports ``frontier_crawl.fetch``; the engine maps fetch results to frontier calls.
 """
 
+from frontier_crawl.frontier.completion import Completion, Failure, Settled
 from frontier_crawl.frontier.damage import DamagedState
 from frontier_crawl.frontier.frontier import (
-    Failure,
     Frontier,
     HostSignals,
     StateMismatch,
@@ -15,11 +15,13 @@ from frontier_crawl.frontier.hosts import HostState
 from frontier_crawl.frontier.store import StorageError
 
 __all__ = [
+    "Completion",
     "DamagedState",
     "Failure",
     "Frontier",
     "HostSignals",
     "HostState",
+    "Settled",
     "StateMismatch",
     "StorageError",
     "Ticket",

@@ -60,7 +60,6 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from enum import Enum
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -68,6 +67,18 @@ from typing import TYPE_CHECKING
 import lmdb
 import msgspec
 
+from frontier_crawl.frontier.completion import (
+    HOST_STATUSES,
+    Completion,
+    Failure,
+    RetryPolicy,
+    Settled,
+    answer_s,
+    failure_of,
+    hold_for,
+    retry_after_s,
+    retry_in,
+)
 from frontier_crawl.frontier.damage import DamagedState
 from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState, IpGroup
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Link, decode_links, encode_links
@@ -139,6 +150,7 @@ ROBOTS_UNAVAILABLE = "robots-unavailable"
 HOST_UNREACHABLE = "host-unreachable"
 
 _ALLOW_ALL = Rules("", None)
+_DEFAULT_RETRIES = RetryPolicy()  #: fetch.retries, retry_backoff_s, max_retry_delay_s defaults
 _NO_REQUEST = ("", b"", 0)  #: a link's callback, meta and priority when it has none
 
 
@@ -162,17 +174,6 @@ class HostSignals:
     #: the snoozed host due first: (origin, "delay", "crawl-delay", "retry", "retry-after" or
     #: "backoff", seconds until due); None if none is snoozed
     next_due: tuple[str, str, float] | None
-
-
-class Failure(Enum):
-    """How a fetch went wrong, as far as the host's politeness is concerned."""
-
-    NONE = 0  #: a response the host meant (2xx, 3xx, 4xx but 429)
-    SERVER = 1  #: 429 or 503: the host is struggling; back off
-    CONNECTION = 2  #: DNS, connect (refused, reset, timed out), TLS: back off, and retire after
-    #: max_host_errors in a row
-    URL = 3  #: this URL failed (timeout, reset mid-transfer, other 5xx): the host backs off only
-    #: once ``host_error_urls`` distinct URLs fail in a row
 
 
 class Ticket(msgspec.Struct, frozen=True, gc=False):
@@ -230,10 +231,13 @@ class Frontier:
         robots_token: str = "",
         robots_stale_s: float = 0.0,
         wall_clock: Callable[[], float] = time.time,
+        retry_policy: RetryPolicy = _DEFAULT_RETRIES,
     ) -> None:
         """``robots_token`` names our group in robots.txt (default: ``user_agent``'s product
         token); ``robots_ttl_s`` is capped at 24 hours (RFC 9309 2.4); ``wall_clock`` dates
-        the robots.txt cache (whose copies outlive a run)."""
+        the robots.txt cache (whose copies outlive a run) and reads Retry-After dates;
+        ``retry_policy``: retries and Retry-After holds (``fetch``: retries, retry_backoff_s,
+        max_retry_delay_s)."""
         make_dir(state_dir, private=True)
         self._state_dir = state_dir
         self._snapshot_failing = False  #: the last checkpoint had no room for the snapshot
@@ -254,6 +258,8 @@ class Frontier:
         self._limits = limits
         self._max_pages = max_pages
         self._policy = policy
+        self._retry_policy = retry_policy
+        self._wall_clock = wall_clock
         self._obey_robots = obey_robots
         self._robots_retry_s = robots_retry_s
         self._robots_ttl_s = min(robots_ttl_s, MAX_ROBOTS_TTL_S)
@@ -380,6 +386,7 @@ class Frontier:
             worker=worker,
             on_foreign=on_foreign,
             wall_clock=wall_clock,
+            retry_policy=RetryPolicy.from_settings(s.fetch),
         )
 
     # ----------------------------------------------------------------------------- transactions
@@ -930,7 +937,44 @@ class Frontier:
 
     # ----------------------------------------------------------------------------- completion
 
-    def complete(
+    def complete(self, ticket: Ticket, outcome: Completion, *, mark_done: bool = True) -> Settled:
+        """A page ticket's fetch came back with ``outcome`` (its facts): the frontier decides.
+
+        A transient failure with retries left (``completion.retry_in``) goes back into its
+        host's retry heap (:meth:`retry`); anything else is finished (:meth:`finish`). A
+        429/503's Retry-After holds the host (capped at fetch.max_retry_delay_s; a longer one
+        is not retried). Connection failures, 429/503 and runs of failing URLs back the host
+        off (``_delay_after``). ``mark_done``: as for :meth:`finish` (a retry is never done).
+        """
+        policy = self._retry_policy
+        after = (
+            retry_after_s(outcome.status, outcome.retry_after, self._wall_clock())
+            if outcome.status in HOST_STATUSES
+            else None
+        )
+        failure = failure_of(outcome)
+        delay = retry_in(outcome, ticket.attempt, after, policy)
+        if delay is not None:
+            held = self.retry(ticket, outcome.finished, delay, answer_s(outcome), failure,
+                              outcome.ip, hold_s=after or 0.0)  # fmt: skip
+            return Settled(True, held, failure is not Failure.NONE)
+        held = self.finish(ticket, outcome.finished, answer_s(outcome), failure, outcome.ip,
+                           mark_done=mark_done, hold_s=hold_for(after, policy))  # fmt: skip
+        return Settled(False, held, failure is not Failure.NONE)
+
+    def will_retry(self, ticket: Ticket, outcome: Completion) -> bool:
+        """Would :meth:`complete` retry this ticket (nothing changes)? The engine asks first
+        when a final result needs work (archiving, links) before it is completed."""
+        if outcome.error is None and outcome.status < 500 and outcome.status != 429:
+            return False  # the common case: no retry, no Retry-After to read
+        after = (
+            retry_after_s(outcome.status, outcome.retry_after, self._wall_clock())
+            if outcome.status in HOST_STATUSES
+            else None
+        )
+        return retry_in(outcome, ticket.attempt, after, self._retry_policy) is not None
+
+    def finish(
         self,
         ticket: Ticket,
         now: float,
@@ -941,7 +985,9 @@ class Frontier:
         mark_done: bool = True,
         hold_s: float = 0.0,
     ) -> float:
-        """A page ticket is finished for good (fetched, or failed for the last time).
+        """A page ticket is finished for good (fetched, or failed for the last time): the
+        mechanism under :meth:`complete`, which decides ``failure`` and ``hold_s`` from a
+        result's facts.
 
         ``mark_done=False``: the host is released now, but the URL's entry stays unfinished
         until :meth:`mark_done` is given its ``ticket.key`` (the engine does that once the
@@ -978,11 +1024,12 @@ class Frontier:
         *,
         hold_s: float = 0.0,
     ) -> float:
-        """Fetch this ticket again, no earlier than ``delay_s`` from now.
+        """Fetch this ticket again, no earlier than ``delay_s`` from now (the mechanism under
+        :meth:`complete`, which decides the delay from a result's facts).
 
         The URL waits in its host's retry heap for its own time, and then until another of the
         host's queued URLs has started, so the healthy ones go on at the host's usual pace; the
-        host itself is held only by host-wide trouble (see :meth:`complete`, whose return value
+        host itself is held only by host-wide trouble (see :meth:`finish`, whose return value
         this returns too).
         """
         host = self._hosts[ticket.origin]
@@ -1072,11 +1119,12 @@ class Frontier:
         fetch_s: float = 0.0,
         ip: str = "",
         *,
-        hold_s: float = 0.0,
+        retry_after: str | None = None,
         retire: str = "",
     ) -> None:
-        """Record a robots.txt fetch (``status`` 0: no response; ``hold_s``: a 429/503
-        Retry-After, already capped): new rules, or, robots.txt being unreachable, the copy at
+        """Record a robots.txt fetch (``status`` 0: no response; ``retry_after``: the
+        response's Retry-After header, which holds the host after a 429/503, capped at
+        fetch.max_retry_delay_s): new rules, or, robots.txt being unreachable, the copy at
         hand while it is usable (robots_stale_s), else a retry later, or the host retired.
 
         The fetch was either the host's first (nothing else was issued meanwhile) or a refresh
@@ -1084,6 +1132,11 @@ class Frontier:
         ``retire``: the host is given up at once with this reason (its address is refused).
         """
         host = self._hosts[ticket.origin]
+        hold = (
+            hold_for(retry_after_s(status, retry_after, self._wall_clock()), self._retry_policy)
+            if retry_after and status in HOST_STATUSES
+            else 0.0
+        )
         refresh = not host.robots_in_flight
         host.robots_in_flight = False
         self.robots_waiting -= not refresh
@@ -1103,7 +1156,7 @@ class Frontier:
             delay, retry = delay_for(fetch_s, rules.crawl_delay_s, self._policy), 0.0
         else:
             host.robots_attempts += 1
-            retry = max(self._robots_retry_s * 2 ** (host.robots_attempts - 1), hold_s)
+            retry = max(self._robots_retry_s * 2 ** (host.robots_attempts - 1), hold)
             if fallback is not None and fallback.usable_until > now:
                 # RFC 9309 2.4: crawl on with the copy fetched earlier, fetch again later
                 fallback.refresh_at = now + retry
@@ -1112,7 +1165,7 @@ class Frontier:
                     log.warning("robots.txt of %s unreachable: using the copy fetched %.0f s "
                                 "ago", host.origin, age)  # fmt: skip
                 host.rules = fallback
-                delay, retry = delay_for(fetch_s, fallback.crawl_delay_s, self._policy), hold_s
+                delay, retry = delay_for(fetch_s, fallback.crawl_delay_s, self._policy), hold
             else:
                 host.rules = None  # no usable copy: nothing is fetched until robots.txt answers
                 if host.robots_attempts >= self._robots_attempts:
@@ -1311,6 +1364,7 @@ class Frontier:
         self._limits = Limits.from_settings(s.crawl)
         self._max_pages = s.crawl.max_pages
         policy, self._policy = self._policy, DelayPolicy.from_settings(p)
+        self._retry_policy = RetryPolicy.from_settings(s.fetch)
         self._queues.connections_per_host = p.connections_per_host
         self._obey_robots = p.obey_robots
         self._robots_retry_s = p.robots_retry_s

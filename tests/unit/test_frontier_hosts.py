@@ -142,7 +142,7 @@ def test_frontier_counts_equal_a_recount_through_a_crawl(seed: int) -> None:
                     elif rng.random() < 0.3:
                         f.retry(t, now, 1.0, 0.1, rng.choice(list(Failure)))
                     else:
-                        f.complete(t, now, 0.1, rng.choice(list(Failure)),
+                        f.finish(t, now, 0.1, rng.choice(list(Failure)),
                                    hold_s=rng.choice((0.0, 3.0)))  # fmt: skip
                 elif op == 8:
                     name = rng.choice(("a.test", "b.test"))

@@ -66,7 +66,7 @@ def test_callback_and_meta_survive_memory_spill_retry_and_restart(tmp_path: Path
     assert [(t.url, t.callback, t.meta, t.priority) for t in tickets] == [
         (f"{A}/plain", "", b"", 0)
     ]
-    f.complete(tickets[0], 1.0)
+    f.finish(tickets[0], 1.0)
     t = f.next_ready(2.0, 10)[0]
     assert (t.callback, t.meta, t.priority) == ("parse_page", META, 2)
     f.retry(t, 2.0, 0.0)  # a retry keeps them
@@ -77,7 +77,7 @@ def test_callback_and_meta_survive_memory_spill_retry_and_restart(tmp_path: Path
     while f.pending:
         for ticket in f.next_ready(now, 10):
             seen[ticket.url] = (ticket.callback, ticket.meta, ticket.priority, ticket.attempt)
-            f.complete(ticket, now)
+            f.finish(ticket, now)
         now += 1.0
     assert set(seen) == {f"{A}/p{i}" for i in range(5)}
     assert all(v[:3] == ("parse_page", META, 2) for v in seen.values())
