@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
-import inspect
 import os
 import random
 import shutil
@@ -110,16 +109,13 @@ def make_frontier(
         from frontier_crawl.frontier.store import open_env
 
         module.open_env = functools.partial(open_env, sync=False)  # type: ignore[assignment]
-    params = inspect.signature(Frontier).parameters
-    if "policy" in params:
-        from frontier_crawl.frontier.politeness import DelayPolicy
+    from frontier_crawl.frontier.options import FrontierOptions
+    from frontier_crawl.frontier.politeness import DelayPolicy
+    from frontier_crawl.frontier.traps import Limits
 
-        options["policy"] = DelayPolicy(min_delay_s=0.0, max_delay_s=0.0, backoff_s=0.0)
-    if "limits" in params:
-        from frontier_crawl.frontier.traps import Limits
-
-        options["limits"] = Limits(max_depth=1_000)
-    return Frontier(state, **{k: v for k, v in options.items() if k in params})
+    options["policy"] = DelayPolicy(min_delay_s=0.0, max_delay_s=0.0, backoff_s=0.0)
+    options["limits"] = Limits(max_depth=1_000)
+    return Frontier(state, FrontierOptions(**options))
 
 
 class Pages:

@@ -57,9 +57,9 @@ import re
 import struct
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -81,7 +81,13 @@ from frontier_crawl.frontier.completion import (
 )
 from frontier_crawl.frontier.damage import DamagedState
 from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState, IpGroup
+from frontier_crawl.frontier.identity import LAYOUT_VERSION as LAYOUT_VERSION  # (re-exported)
+from frontier_crawl.frontier.identity import (
+    StateMismatch,
+    check_identity,
+)
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Link, decode_links, encode_links
+from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for, host_backoff
 from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, RobotsCache, Rules, product_token
 from frontier_crawl.frontier.scope import check_scope, domain_allowed, domain_table
@@ -96,7 +102,7 @@ from frontier_crawl.frontier.store import (
 )
 from frontier_crawl.frontier.traps import MAX_HOST_PAGES, Limits, trap_reason
 from frontier_crawl.frontier.urls import canonicalize, host_of, origin, url_digest
-from frontier_crawl.safefs import make_dir, open_regular, replace_file
+from frontier_crawl.safefs import make_dir
 
 if TYPE_CHECKING:
     from frontier_crawl.config import CrawlSettings
@@ -108,9 +114,6 @@ _NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
 
 NORMAL_PRIO = 1
 REFILL_BATCH = 512
-#: links remembered as settled (see Frontier.add): about 150 bytes each with their strings
-#: (a link string is usually shared with the parser's output, so often less)
-SETTLED_LINKS = 32_768
 #: links whose canonical in-scope form is remembered for spiders' pages (in_scope_links)
 SCOPED_LINKS = 32_768
 OWNERS_MAX = 16_384  #: origins whose scope and owner are remembered
@@ -121,16 +124,6 @@ _ADMITTED_PREFIX = b"admitted:"  #: blobs: + origin -> its admitted URLs, with m
 #: host name -> delay (seconds). Written in the transaction open when they are applied.
 _BLOCKED_KEY = b"control:blocked"
 _HOST_DELAYS_KEY = b"control:host-delays"
-#: 2: url_digest = blake2b(host) + blake2b(url); compact queue values
-#: 3: a worker's inbox in its own environment, state/inbox.lmdb (frontier/mailbox.py)
-#: 4: queue blocks under host ids with done masks (store.py); seen keyed by host hash with
-#:    URL-hash dups, seen_recent in chunks (seen.py)
-#: 5: queue entries and worker link batches carry a spider request's callback, meta and
-#:    priority (store.py, mailbox.py)
-LAYOUT_VERSION = 5
-#: older layouts this version continues in place (their data reads as this layout's)
-UPGRADABLE_LAYOUTS = frozenset({4})
-
 FRONTIER_ENV = "frontier.lmdb"  #: the frontier's LMDB environment, in the state directory
 #: what a damaged frontier environment, set aside, means for the crawl
 _FRESH_FRONTIER = (
@@ -150,12 +143,8 @@ ROBOTS_UNAVAILABLE = "robots-unavailable"
 HOST_UNREACHABLE = "host-unreachable"
 
 _ALLOW_ALL = Rules("", None)
-_DEFAULT_RETRIES = RetryPolicy()  #: fetch.retries, retry_backoff_s, max_retry_delay_s defaults
+_NO_HOOKS = FrontierHooks()
 _NO_REQUEST = ("", b"", 0)  #: a link's callback, meta and priority when it has none
-
-
-class StateMismatch(ValueError):
-    """The output directory holds a crawl this configuration cannot continue."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -201,49 +190,18 @@ class Frontier:
     """Admission (scope, dedup, traps), per-host queues in LMDB, and politeness scheduling."""
 
     def __init__(
-        self,
-        state_dir: Path,
-        *,
-        allow_domains: Iterable[str],
-        exclude: Iterable[str],
-        limits: Limits,
-        max_pages: int,
-        policy: DelayPolicy,
-        connections_per_host: int,
-        obey_robots: bool,
-        user_agent: str,
-        robots_ttl_s: float,
-        robots_retry_s: float,
-        robots_attempts: int,
-        max_host_errors: int,
-        memory_urls: int,
-        seen_capacity: int,
-        seen_error_rate: float,
-        map_size: int,
-        per_ip: bool = False,
-        host_error_urls: int = 3,
-        known_ips: Mapping[str, str] | None = None,
-        on_reject: Callable[[Ticket, str], None] | None = None,
-        route: Callable[[str], int] | None = None,
-        worker: int = 0,
-        on_foreign: Callable[[int, Link], None] | None = None,
-        settled_links: int = SETTLED_LINKS,
-        robots_token: str = "",
-        robots_stale_s: float = 0.0,
-        wall_clock: Callable[[], float] = time.time,
-        retry_policy: RetryPolicy = _DEFAULT_RETRIES,
+        self, state_dir: Path, options: FrontierOptions, hooks: FrontierHooks = _NO_HOOKS
     ) -> None:
-        """``robots_token`` names our group in robots.txt (default: ``user_agent``'s product
-        token); ``robots_ttl_s`` is capped at 24 hours (RFC 9309 2.4); ``wall_clock`` dates
-        the robots.txt cache (whose copies outlive a run) and reads Retry-After dates;
-        ``retry_policy``: retries and Retry-After holds (``fetch``: retries, retry_backoff_s,
-        max_retry_delay_s)."""
+        """A frontier over ``state_dir`` (created if need be), resumed from what an earlier
+        run left there. ``options``: the tunables (``FrontierOptions.from_settings``);
+        ``hooks``: the collaborators (rejected URLs, worker routing, the wall clock)."""
+        o = options
         make_dir(state_dir, private=True)
         self._state_dir = state_dir
         self._snapshot_failing = False  #: the last checkpoint had no room for the snapshot
-        self._check_identity(seen_capacity, seen_error_rate)
+        check_identity(state_dir, o.seen_capacity, o.seen_error_rate)
         #: allowed domain -> whether the domain itself is allowed (False: "*." subdomains only)
-        self._domain_set = domain_table(allow_domains)
+        self._domain_set = domain_table(o.allow_domains)
         #: origin -> owning worker or OUT_OF_SCOPE (bounded; see _owner_of)
         self._owners: dict[str, int] = {}
         #: links settled by committed transactions, two generations (see add)
@@ -252,37 +210,37 @@ class Frontier:
         self._scoped: dict[str, str] = {}
         self._scoped_old: dict[str, str] = {}
         self._settled_old: set[str] = set()
-        self._settled_half = settled_links // 2  #: 0: no settled-link set
+        self._settled_half = o.settled_links // 2  #: 0: no settled-link set
         self._settling: list[str] = []  #: settled by the open transaction, not yet committed
-        self._exclude = re.compile("|".join(f"(?:{p})" for p in exclude)) if exclude else None
-        self._limits = limits
-        self._max_pages = max_pages
-        self._policy = policy
-        self._retry_policy = retry_policy
-        self._wall_clock = wall_clock
-        self._obey_robots = obey_robots
-        self._robots_retry_s = robots_retry_s
-        self._robots_ttl_s = min(robots_ttl_s, MAX_ROBOTS_TTL_S)
-        self._robots_stale_s = robots_stale_s
+        self._exclude = re.compile("|".join(f"(?:{p})" for p in o.exclude)) if o.exclude else None
+        self._limits = o.limits
+        self._max_pages = o.max_pages
+        self._policy = o.policy
+        self._retry_policy = o.retry_policy
+        self._wall_clock = hooks.wall_clock
+        self._obey_robots = o.obey_robots
+        self._robots_retry_s = o.robots_retry_s
+        self._robots_ttl_s = min(o.robots_ttl_s, MAX_ROBOTS_TTL_S)
+        self._robots_stale_s = o.robots_stale_s
         #: hosts whose robots.txt is being fetched with only an out-of-date copy at hand: that
         #: copy, used if the fetch finds robots.txt unreachable (robots_done)
         self._stale: dict[str, Rules] = {}
-        self._robots_attempts = robots_attempts
-        self._max_host_errors = max_host_errors
-        self._host_error_urls = host_error_urls
-        self._memory_urls = memory_urls
-        self._per_ip = per_ip
-        self._known_ips = dict(known_ips or {})
+        self._robots_attempts = o.robots_attempts
+        self._max_host_errors = o.max_host_errors
+        self._host_error_urls = o.host_error_urls
+        self._memory_urls = o.memory_urls
+        self._per_ip = o.per_ip
+        self._known_ips = dict(o.known_ips)
         self._groups: dict[str, IpGroup] = {}
-        self._on_reject = on_reject or (lambda _t, _r: None)
-        self._route = route  #: origin -> owning worker, None when this process owns every host
-        self._worker = worker
-        self._on_foreign = on_foreign or (lambda _w, _l: None)
+        self._on_reject = hooks.on_reject
+        self._route = hooks.route  #: origin -> owning worker, None: this process owns every host
+        self._worker = hooks.worker
+        self._on_foreign = hooks.on_foreign
         env_path = self._env_path = state_dir / FRONTIER_ENV
-        self._env: lmdb.Environment = open_checked_env(env_path, map_size, _FRESH_FRONTIER)
+        self._env: lmdb.Environment = open_checked_env(env_path, o.map_size, _FRESH_FRONTIER)
         try:
             self._store = QueueStore(self._env, self._host_id_of)
-            self._seen = SeenSet(self._env, seen_capacity, seen_error_rate)
+            self._seen = SeenSet(self._env, o.seen_capacity, o.seen_error_rate)
             self._blobs = self._env.open_db(b"blobs")
             self._outbox = self._env.open_db(b"outbox")
         except lmdb.Error as exc:
@@ -294,13 +252,13 @@ class Frontier:
             ) from exc
         inbox = None
         try:
-            inbox = Inbox(state_dir / INBOX_ENV, map_size) if route is not None else None
+            inbox = Inbox(state_dir / INBOX_ENV, o.map_size) if hooks.route is not None else None
             robots = RobotsCache(
                 state_dir / "robots",
-                robots_token or product_token(user_agent),
+                o.robots_token or product_token(o.user_agent),
                 self._robots_ttl_s,
-                robots_stale_s,
-                wall_clock,
+                o.robots_stale_s,
+                hooks.wall_clock,
             )
         except DamagedState:
             if inbox is not None:
@@ -312,7 +270,7 @@ class Frontier:
         self._robots = robots
         self._txn: lmdb.Transaction[bytes] | None = None
         #: the host queues, where each waits, and how many are in each state (``hosts.py``)
-        self._queues = HostQueues(connections_per_host)
+        self._queues = HostQueues(o.connections_per_host)
         self._hosts: dict[str, HostQueue] = self._queues.hosts  #: origin -> queue (read only)
         self._heap_seq = 0  #: tie-breaker of the hosts' retry heaps
         #: hosts whose latest response held them beyond their politeness delay: origin ->
@@ -351,43 +309,14 @@ class Frontier:
         on_foreign: Callable[[int, Link], None] | None = None,
         wall_clock: Callable[[], float] = time.time,
     ) -> Frontier:
-        """Build a frontier from the crawl settings (the only place that reads them)."""
-        domains = check_scope(s)  # ConfigError if an entry cannot match or a seed is outside
-        known_ips = {}
-        for entry in s.fetch.resolve:  # "host:port:addr", as curl --resolve
-            host, _port, addr = entry.split(":", 2)
-            known_ips[host.lower()] = addr.strip("[]")
-        p = s.politeness
-        return cls(
-            state_dir,
-            allow_domains=domains,
-            exclude=s.scope.exclude,
-            limits=Limits.from_settings(s.crawl),
-            max_pages=s.crawl.max_pages,
-            policy=DelayPolicy.from_settings(p),
-            connections_per_host=p.connections_per_host,
-            obey_robots=p.obey_robots,
-            user_agent=p.user_agent,
-            robots_token=p.product_token,
-            robots_ttl_s=p.robots_ttl_s,
-            robots_stale_s=p.robots_stale_s,
-            robots_retry_s=p.robots_retry_s,
-            robots_attempts=p.robots_attempts,
-            max_host_errors=p.max_host_errors,
-            memory_urls=s.frontier.memory_urls,
-            seen_capacity=s.frontier.seen_capacity,
-            seen_error_rate=s.frontier.seen_error_rate,
-            map_size=s.frontier.lmdb_map_size_bytes,
-            per_ip=p.per_ip,
-            host_error_urls=p.host_error_urls,
-            known_ips=known_ips,
-            on_reject=on_reject,
-            route=route,
-            worker=worker,
-            on_foreign=on_foreign,
-            wall_clock=wall_clock,
-            retry_policy=RetryPolicy.from_settings(s.fetch),
-        )
+        """Build a frontier from the crawl settings (``FrontierOptions.from_settings`` is the
+        only place that reads them)."""
+        hooks = FrontierHooks(route=route, worker=worker, wall_clock=wall_clock)
+        if on_reject is not None:
+            hooks = replace(hooks, on_reject=on_reject)
+        if on_foreign is not None:
+            hooks = replace(hooks, on_foreign=on_foreign)
+        return cls(state_dir, FrontierOptions.from_settings(s), hooks)
 
     # ----------------------------------------------------------------------------- transactions
 
@@ -1491,69 +1420,6 @@ class Frontier:
     def seen_stats(self) -> dict[str, float | int]:
         """The seen-set's counters (Bloom filter size, estimated false positives...)."""
         return self._seen.stats()
-
-    def _check_identity(self, seen_capacity: int, seen_error_rate: float) -> None:
-        """Refuse to continue a crawl whose identity the configuration would change."""
-        path = self._state_dir / "identity.json"
-        mine = {
-            "layout_version": LAYOUT_VERSION,
-            "seen_capacity": seen_capacity,
-            "seen_error_rate": seen_error_rate,
-        }
-        if not path.exists():
-            replace_file(path, json.dumps(mine, indent=1).encode())
-            return
-        try:
-            with open_regular(path) as f:  # a link, a FIFO: damaged, never followed
-                theirs = json.loads(f.read())
-            if not isinstance(theirs, dict):
-                raise ValueError(f"a JSON {type(theirs).__name__}, not an object")
-        except (OSError, ValueError) as exc:
-            # damage, not a mismatch: written again from this configuration. Safe for the
-            # seen-set sizing, the only settings it pins besides the layout: the Bloom
-            # snapshot records its own capacity and error rate, and a snapshot of other
-            # sizing is refused and rebuilt from the exact LMDB seen-set (SeenSet.load_snapshot)
-            raise DamagedState(
-                path,
-                f"unreadable crawl identity ({exc})",
-                "It is written again from this configuration; the Bloom filter is rebuilt from "
-                "the exact seen-set if its sizing differs, so nothing is lost. Only the layout "
-                f"version could not be checked (this program writes version {LAYOUT_VERSION}).",
-            ) from None
-        older = theirs.get("layout_version")
-        if older in UPGRADABLE_LAYOUTS and {**theirs, "layout_version": LAYOUT_VERSION} == mine:
-            # layout 4 is layout 5 without callbacks: its queue entries and batches read as
-            # entries for the default callback, so the crawl continues; the identity says 5 now
-            replace_file(path, json.dumps(mine, indent=1).encode())
-            log.warning("%s: crawl state of layout version %s continued as version %d (its "
-                        "queued URLs go to the spider's default callback, parse, with empty "
-                        "meta); frontier-crawl versions before layout %d cannot read it any "
-                        "more", path, older, LAYOUT_VERSION, LAYOUT_VERSION)  # fmt: skip
-            return
-        if isinstance(older, int) and older != LAYOUT_VERSION:
-            raise StateMismatch(
-                f"{self._state_dir.parent} holds a crawl of state layout version {older}, which "
-                f"this frontier-crawl (layout {LAYOUT_VERSION}) cannot continue"
-                + (" (it was written by a newer version: continue it with that version)"
-                   if older > LAYOUT_VERSION else
-                   f" (layouts {sorted(UPGRADABLE_LAYOUTS)} are continued in place; older ones "
-                   "are not: finish the crawl with the version that started it)")
-                + ", or set crawl.output_dir to a new directory to start a new crawl."
-            )  # fmt: skip
-        changed = [
-            f"{key}: {theirs.get(key)!r} in the existing crawl, {value!r} now"
-            for key, value in mine.items()
-            if theirs.get(key) != value
-        ]
-        if changed:
-            keys = {"seen_capacity": "frontier.seen_capacity",
-                    "seen_error_rate": "frontier.seen_error_rate"}  # fmt: skip
-            names = ", ".join(keys.get(c.split(":")[0], c.split(":")[0]) for c in changed)
-            raise StateMismatch(
-                f"{self._state_dir.parent} holds a crawl that cannot continue with this "
-                f"configuration ({'; '.join(changed)}). Restore {names} to the crawl's values "
-                "to resume it, or set crawl.output_dir to a new directory to start a new crawl."
-            )
 
     def _resume(self) -> None:
         """Rebuild in-memory state from LMDB left by an earlier run of this crawl."""

@@ -10,11 +10,15 @@ from typing import Any
 import pytest
 
 from frontier_crawl.frontier import Failure, Frontier, HostState, StateMismatch, Ticket
+from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions
 from frontier_crawl.frontier.politeness import DelayPolicy
 from frontier_crawl.frontier.traps import Limits
 
 A = "http://a.test"
 B = "http://b.test"
+
+
+HOOKS = ("wall_clock", "route", "worker", "on_foreign")  #: make's keywords that are hooks
 
 
 def make(tmp_path: Path, **overrides: Any) -> tuple[Frontier, list[tuple[str, str]]]:
@@ -47,7 +51,11 @@ def make(tmp_path: Path, **overrides: Any) -> tuple[Frontier, list[tuple[str, st
         "map_size": 1 << 26,
     }
     options.update(overrides)
-    f = Frontier(tmp_path / "state", on_reject=lambda t, r: rejected.append((t.url, r)), **options)
+    hooks = FrontierHooks(
+        on_reject=lambda t, r: rejected.append((t.url, r)),
+        **{k: options.pop(k) for k in HOOKS if k in options},
+    )
+    f = Frontier(tmp_path / "state", FrontierOptions(**options), hooks)
     return f, rejected
 
 
