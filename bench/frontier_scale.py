@@ -84,14 +84,11 @@ def rss_line() -> str:
 def make_frontier(
     state: Path, urls: int, memory_urls: int, error_rate: float, no_sync: bool = False
 ) -> Frontier:
-    """The frontier as the unit tests build it; follows Frontier's signature as it evolves
-    (the delay policy and trap limits became objects), passing only the options it takes."""
+    """The frontier as the unit tests build it (``FrontierOptions``)."""
     options: dict[str, Any] = {
         "allow_domains": [],
         "exclude": [],
-        "max_depth": 1_000,
         "max_pages": 0,
-        "min_delay_s": 0.0,
         "connections_per_host": 1,
         "obey_robots": False,
         "user_agent": "bench",

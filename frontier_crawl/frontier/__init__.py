@@ -8,9 +8,8 @@ from frontier_crawl.frontier.damage import DamagedState
 from frontier_crawl.frontier.frontier import (
     Frontier,
     HostSignals,
-    Ticket,
 )
-from frontier_crawl.frontier.hosts import HostState
+from frontier_crawl.frontier.hosts import HostState, Ticket
 from frontier_crawl.frontier.identity import StateMismatch
 from frontier_crawl.frontier.store import StorageError
 

@@ -53,20 +53,19 @@ import heapq
 import json
 import logging
 import os
-import re
 import struct
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import lmdb
 import msgspec
 
+from frontier_crawl.frontier.admission import Admission
 from frontier_crawl.frontier.completion import (
     HOST_STATUSES,
     Completion,
@@ -80,7 +79,7 @@ from frontier_crawl.frontier.completion import (
     retry_in,
 )
 from frontier_crawl.frontier.damage import DamagedState
-from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState, IpGroup
+from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState, IpGroup, Ticket
 from frontier_crawl.frontier.identity import LAYOUT_VERSION as LAYOUT_VERSION  # (re-exported)
 from frontier_crawl.frontier.identity import (
     StateMismatch,
@@ -90,7 +89,7 @@ from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Link, decode_links
 from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for, host_backoff
 from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, RobotsCache, Rules, product_token
-from frontier_crawl.frontier.scope import check_scope, domain_allowed, domain_table
+from frontier_crawl.frontier.scope import check_scope
 from frontier_crawl.frontier.seen import SeenSet
 from frontier_crawl.frontier.store import (
     QueueEntry,
@@ -100,8 +99,8 @@ from frontier_crawl.frontier.store import (
     storage_error,
     storage_errors,
 )
-from frontier_crawl.frontier.traps import MAX_HOST_PAGES, Limits, trap_reason
-from frontier_crawl.frontier.urls import canonicalize, host_of, origin, url_digest
+from frontier_crawl.frontier.traps import Limits
+from frontier_crawl.frontier.urls import canonicalize, host_of
 from frontier_crawl.safefs import make_dir
 
 if TYPE_CHECKING:
@@ -114,10 +113,6 @@ _NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
 
 NORMAL_PRIO = 1
 REFILL_BATCH = 512
-#: links whose canonical in-scope form is remembered for spiders' pages (in_scope_links)
-SCOPED_LINKS = 32_768
-OWNERS_MAX = 16_384  #: origins whose scope and owner are remembered
-OUT_OF_SCOPE = -1  #: owner of an origin outside the allowed domains
 _ADMITTED_KEY = b"admitted"  #: blobs: URLs admitted by the crawl, all runs (u64)
 _ADMITTED_PREFIX = b"admitted:"  #: blobs: + origin -> its admitted URLs, with max_pages_per_host
 #: blobs: the operator's crawl-state commands (control API), JSON: blocked host names, and
@@ -144,7 +139,6 @@ HOST_UNREACHABLE = "host-unreachable"
 
 _ALLOW_ALL = Rules("", None)
 _NO_HOOKS = FrontierHooks()
-_NO_REQUEST = ("", b"", 0)  #: a link's callback, meta and priority when it has none
 
 
 @dataclass(slots=True, frozen=True)
@@ -165,27 +159,6 @@ class HostSignals:
     next_due: tuple[str, str, float] | None
 
 
-class Ticket(msgspec.Struct, frozen=True, gc=False):
-    """One URL handed out for fetching; give it back with complete/retry/robots_done.
-
-    A frozen msgspec Struct rather than a frozen dataclass: one is built per URL handed out,
-    and a frozen dataclass's ``__init__`` (``object.__setattr__`` per field) costs ~2 us where
-    this costs ~0.1 us. ``gc=False``: it holds only str, bytes, int, bool and None.
-    """
-
-    key: bytes  #: queue entry key, ``store.py`` (b"" for robots.txt tickets and rejected URLs)
-    origin: str
-    url: str
-    depth: int
-    hops: int = 0
-    attempt: int = 0
-    referrer: str | None = None
-    robots: bool = False
-    callback: str = ""  #: the spider callback its response goes to ("": the default)
-    meta: bytes = b""  #: the request's meta (msgpack; b"": none)
-    priority: int = 0  #: the request's priority (stored with the URL; not yet used)
-
-
 class Frontier:
     """Admission (scope, dedup, traps), per-host queues in LMDB, and politeness scheduling."""
 
@@ -200,21 +173,6 @@ class Frontier:
         self._state_dir = state_dir
         self._snapshot_failing = False  #: the last checkpoint had no room for the snapshot
         check_identity(state_dir, o.seen_capacity, o.seen_error_rate)
-        #: allowed domain -> whether the domain itself is allowed (False: "*." subdomains only)
-        self._domain_set = domain_table(o.allow_domains)
-        #: origin -> owning worker or OUT_OF_SCOPE (bounded; see _owner_of)
-        self._owners: dict[str, int] = {}
-        #: links settled by committed transactions, two generations (see add)
-        self._settled: set[str] = set()
-        #: link -> its canonical form if in scope, "" if not (in_scope_links), two generations
-        self._scoped: dict[str, str] = {}
-        self._scoped_old: dict[str, str] = {}
-        self._settled_old: set[str] = set()
-        self._settled_half = o.settled_links // 2  #: 0: no settled-link set
-        self._settling: list[str] = []  #: settled by the open transaction, not yet committed
-        self._exclude = re.compile("|".join(f"(?:{p})" for p in o.exclude)) if o.exclude else None
-        self._limits = o.limits
-        self._max_pages = o.max_pages
         self._policy = o.policy
         self._retry_policy = o.retry_policy
         self._wall_clock = hooks.wall_clock
@@ -233,9 +191,6 @@ class Frontier:
         self._known_ips = dict(o.known_ips)
         self._groups: dict[str, IpGroup] = {}
         self._on_reject = hooks.on_reject
-        self._route = hooks.route  #: origin -> owning worker, None: this process owns every host
-        self._worker = hooks.worker
-        self._on_foreign = hooks.on_foreign
         env_path = self._env_path = state_dir / FRONTIER_ENV
         self._env: lmdb.Environment = open_checked_env(env_path, o.map_size, _FRESH_FRONTIER)
         try:
@@ -273,6 +228,22 @@ class Frontier:
         self._queues = HostQueues(o.connections_per_host)
         self._hosts: dict[str, HostQueue] = self._queues.hosts  #: origin -> queue (read only)
         self._heap_seq = 0  #: tie-breaker of the hosts' retry heaps
+        #: scope, ownership, dedup and traps: which links become queued URLs
+        self._admission = Admission(
+            allow_domains=o.allow_domains,
+            exclude=o.exclude,
+            limits=o.limits,
+            max_pages=o.max_pages,
+            settled_links=o.settled_links,
+            route=hooks.route,
+            worker=hooks.worker,
+            seen=self._seen,
+            hosts=self._hosts,
+            enqueue=self._enqueue,
+            stored_admitted=self._stored_admitted,
+            on_reject=hooks.on_reject,
+            on_foreign=hooks.on_foreign,
+        )
         #: hosts whose latest response held them beyond their politeness delay: origin ->
         #: (host, "retry-after" or "backoff"); pruned once they are due (``host_signals``)
         self._holding: dict[str, tuple[HostQueue, str]] = {}
@@ -358,7 +329,7 @@ class Frontier:
                 self._seen.flush(txn)
                 self._flush_counts(txn)
         except BaseException:
-            self._settling.clear()
+            self._admission.aborted()
             self._counted.clear()
             self._store.aborted()
             self._seen.aborted()
@@ -366,7 +337,7 @@ class Frontier:
                 self._inbox.release()  # their links were not committed: take them again
             raise
         self._store.committed()
-        self._settle_links()
+        self._admission.committed()
         if self._inbox is not None:
             self._inbox.ack()
 
@@ -386,69 +357,12 @@ class Frontier:
 
     def in_scope(self, url: str) -> bool:
         """Is a canonical URL inside the allowed domains and not excluded?"""
-        if self._domain_set and not self._domain_allowed(host_of(url)):
-            return False
-        return self._exclude is None or self._exclude.search(url) is None
+        return self._admission.in_scope(url)
 
     def in_scope_links(self, links: Sequence[str]) -> list[str]:
-        """The canonical forms of ``links`` that are crawlable and in scope (allowed domains,
-        not excluded), deduplicated, in order: the page's links a spider's callback sees.
-        Nothing is admitted or recorded (the seen-set, robots.txt and the trap limits are for
-        :meth:`add`, when the callback yields them). A link's answer is a pure function of the
-        link and the configuration, so the recent ones are remembered (bounded, two
-        generations): a page's links that were seen before cost a C-level dict lookup each."""
-        found: list[str | None] = list(map(self._scoped.get, links))
-        if None in found:  # the links not remembered, found by C-level scans
-            i = found.index(None)
-            while True:
-                found[i] = self._scope_one(links[i])
-                try:
-                    i = found.index(None, i + 1)
-                except ValueError:
-                    break
-        out = dict.fromkeys(found)
-        out.pop("", None)
-        return list(out)  # type: ignore[arg-type]  # None no longer in it
-
-    def _scope_one(self, raw: str) -> str:
-        """A link's canonical form if in scope, else "" (remembered: in_scope_links)."""
-        url = self._scoped_old.get(raw)
-        if url is None:
-            url = canonicalize(raw) or ""
-            if url:
-                host_key = origin(url)
-                owner = self._owners.get(host_key)
-                if owner is None:
-                    owner = self._owner_of(host_key)
-                if owner == OUT_OF_SCOPE or (
-                    self._exclude is not None and self._exclude.search(url)
-                ):
-                    url = ""
-        if len(self._scoped) >= SCOPED_LINKS // 2:
-            self._scoped_old, self._scoped = self._scoped, {}
-        self._scoped[raw] = url
-        return url
-
-    def _domain_allowed(self, host: str) -> bool:
-        """Is ``host`` one of the allowed domains or a subdomain of one (scope.domain_allowed)?"""
-        return domain_allowed(self._domain_set, host)
-
-    def _owner_of(self, host_key: str) -> int:
-        """The worker that admits URLs of origin ``host_key``; ``OUT_OF_SCOPE`` when its host is
-        outside the allowed domains. Remembered per origin (bounded): both answers are fixed
-        for the life of the frontier."""
-        if self._domain_set and not self._domain_allowed(host_of(host_key)):
-            owner = OUT_OF_SCOPE
-        elif self._route is None:
-            owner = self._worker
-        else:
-            owner = self._route(host_key)
-        owners = self._owners
-        if len(owners) >= OWNERS_MAX:
-            for key in list(islice(owners, len(owners) // 2)):  # the older half
-                del owners[key]
-        owners[host_key] = owner
-        return owner
+        """The canonical, in-scope forms of a page's links, deduplicated, in order (what a
+        spider's callback sees; nothing is admitted: ``Admission.in_scope_links``)."""
+        return self._admission.in_scope_links(links)
 
     def add(
         self,
@@ -501,74 +415,10 @@ class Frontier:
         now: float,
         request: tuple[str, bytes, int] | None = None,
     ) -> int:
-        """:meth:`add` inside the transaction ``txn``; ``request``: (callback, meta, priority)
-        if any is set."""
-        added = 0
-        limits = self._limits
-        max_pages = self._max_pages
-        exclude = self._exclude
-        owners = self._owners
-        worker = self._worker
-        settling = self._settling
-        young, old = self._settled, self._settled_old  # swapped only after a commit
-        for raw in urls:
-            if (raw in young or raw in old) and not (
-                max_pages and self.admitted + added >= max_pages
-            ):
-                continue
-            url = canonicalize(raw)
-            if url is None:
-                settling.append(raw)
-                continue
-            host_key = origin(url)
-            owner = owners.get(host_key)
-            if owner is None:
-                owner = self._owner_of(host_key)
-            if owner == OUT_OF_SCOPE or (exclude is not None and exclude.search(url)):
-                settling.append(raw)
-                continue
-            if owner != worker:
-                self._on_foreign(owner, (url, depth, referrer, hops, *(request or _NO_REQUEST)))
-                settling.append(raw)
-                continue
-            if max_pages and self.admitted + added >= max_pages:
-                break
-            settling.append(raw)
-            if not self._seen.add_new(txn, url_digest(url)):
-                continue
-            reason = trap_reason(url, depth, limits)
-            if reason is None and limits.max_pages_per_host:
-                queue = self._hosts.get(host_key)
-                admitted = (
-                    queue.admitted if queue is not None else self._stored_admitted(txn, host_key)
-                )
-                if admitted >= limits.max_pages_per_host:
-                    reason = MAX_HOST_PAGES
-            if reason is not None:
-                self._on_reject(Ticket(b"", host_key, url, depth, hops, 0, referrer), reason)
-                continue
-            if request is None:
-                entry = QueueEntry(url=url, depth=depth, hops=hops, referrer=referrer)
-            else:
-                entry = QueueEntry(url, depth, hops, 0, referrer, *request)
-            added += self._enqueue(txn, host_key, entry, now)
+        """:meth:`add` inside the transaction ``txn`` (``Admission.admit``)."""
+        added = self._admission.admit(txn, urls, depth, referrer, hops, now, request, self.admitted)
         self.admitted += added
         return added
-
-    def _settle_links(self) -> None:
-        """After a commit: remember the links its transaction settled (see :meth:`add`)."""
-        settling = self._settling
-        if not settling:
-            return
-        if not self._settled_half:
-            settling.clear()
-            return
-        young = self._settled
-        young.update(settling)
-        settling.clear()
-        if len(young) >= self._settled_half:  # age the generations
-            self._settled_old = young
-            self._settled = set()
 
     def _enqueue(
         self, txn: lmdb.Transaction[bytes], host_key: str, entry: QueueEntry, now: float
@@ -577,7 +427,7 @@ class Frontier:
         host = self._hosts.get(host_key)
         if host is None:
             host = self._new_host(host_key)
-            if self._limits.max_pages_per_host:
+            if self._admission.limits.max_pages_per_host:
                 host.admitted = self._stored_admitted(txn, host_key)
         elif host.state is HostState.RETIRED:
             self._on_reject(
@@ -591,7 +441,7 @@ class Frontier:
         key = self._store.add(txn, host.hid, host_key, NORMAL_PRIO, entry, hot)
         self.queued += 1
         host.admitted += 1
-        if self._limits.max_pages_per_host:
+        if self._admission.limits.max_pages_per_host:
             self._counted[host_key] = host
         if hot:
             if host.hot is None:
@@ -1026,7 +876,7 @@ class Frontier:
         (nothing changes: the caller finishes the fetch with :meth:`robots_done`). The
         ``exclude`` patterns are not applied: they select pages, and robots.txt is none."""
         url = canonicalize(target)
-        if url is None or (self._domain_set and not self._domain_allowed(host_of(url))):
+        if url is None or not self._admission.domain_allowed(host_of(url)):
             return False
         self._robots_hops.append(Ticket(b"", ticket.origin, url, 0, ticket.hops + 1, robots=True))
         return True
@@ -1284,14 +1134,8 @@ class Frontier:
         are refused before this is called (``engine.reload``). A changed scope applies to
         links found from now on (links remembered as settled are forgotten)."""
         p = s.politeness
-        domains = check_scope(s)
-        self._domain_set = domain_table(domains)
-        self._owners.clear()
-        self._settled, self._settled_old = set(), set()
-        exclude = s.scope.exclude
-        self._exclude = re.compile("|".join(f"(?:{x})" for x in exclude)) if exclude else None
-        self._limits = Limits.from_settings(s.crawl)
-        self._max_pages = s.crawl.max_pages
+        self._admission.reconfigure(check_scope(s), s.scope.exclude,
+                                    Limits.from_settings(s.crawl), s.crawl.max_pages)  # fmt: skip
         policy, self._policy = self._policy, DelayPolicy.from_settings(p)
         self._retry_policy = RetryPolicy.from_settings(s.fetch)
         self._queues.connections_per_host = p.connections_per_host
@@ -1437,7 +1281,7 @@ class Frontier:
             self.admitted = int.from_bytes(raw, "big") if raw is not None else 0
             admitted = {
                 key: self._stored_admitted(txn, key)
-                for key in (counts if self._limits.max_pages_per_host else ())
+                for key in (counts if self._admission.limits.max_pages_per_host else ())
             }
             self._load_control(txn)
         if seen_count and not self._seen.load_snapshot(snapshot, seen_count):

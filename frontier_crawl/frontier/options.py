@@ -21,7 +21,7 @@ from frontier_crawl.frontier.traps import Limits
 
 if TYPE_CHECKING:
     from frontier_crawl.config import CrawlSettings
-    from frontier_crawl.frontier.frontier import Ticket
+    from frontier_crawl.frontier.hosts import Ticket
     from frontier_crawl.frontier.mailbox import Link
 
 #: links remembered as settled (see Frontier.add): about 150 bytes each with their strings
