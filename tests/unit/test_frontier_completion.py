@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from frontier_crawl.config import CrawlSettings, parse
 from frontier_crawl.fetch.types import ErrorKind
-from frontier_crawl.frontier import Completion, Failure
+from frontier_crawl.frontier import Completion, Failure, Frontier
 from frontier_crawl.frontier.completion import (
     CONNECTION_ERRORS,
     TRANSIENT_ERRORS,
@@ -150,4 +151,23 @@ def test_robots_429_retry_after_is_capped(tmp_path: Path) -> None:
     (robots,) = f.next_ready(0.0, 5)
     f.robots_done(robots, 0.0, 429, b"", retry_after="3600")
     assert f.next_wake() == 50.0
+    f.close()
+
+
+def test_a_reloaded_configs_retry_settings_apply_to_the_next_result(tmp_path: Path) -> None:
+    def settings(retries: int) -> CrawlSettings:
+        return parse({
+            "crawl": {"seeds": [f"{A}/"], "output_dir": str(tmp_path / "out")},
+            "scope": {"allow_domains": ["a.test"]},
+            "politeness": {"min_delay_s": 0.0, "obey_robots": False},
+            "fetch": {"retries": retries, "retry_backoff_s": 1.0},
+        })  # fmt: skip
+
+    f = Frontier.from_settings(settings(0), tmp_path / "state")
+    f.add([f"{A}/1", f"{A}/2"], depth=0)
+    (t,) = f.next_ready(0.0, 1)
+    assert not f.will_retry(t, Completion(0.0, 500))  # fetch.retries = 0
+    f.reconfigure(settings(2), 0.0)
+    assert f.will_retry(t, Completion(0.0, 500))
+    assert f.complete(t, Completion(0.0, 500)).retried
     f.close()
