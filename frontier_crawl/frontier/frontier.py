@@ -139,6 +139,7 @@ HOST_UNREACHABLE = "host-unreachable"
 
 _ALLOW_ALL = Rules("", None)
 _NO_HOOKS = FrontierHooks()
+_DONE = Settled(False, 0.0, False)  #: a response the host meant, holding it no longer
 
 
 @dataclass(slots=True, frozen=True)
@@ -725,10 +726,15 @@ class Frontier:
         is not retried). Connection failures, 429/503 and runs of failing URLs back the host
         off (``_delay_after``). ``mark_done``: as for :meth:`finish` (a retry is never done).
         """
+        status = outcome.status
+        if outcome.error is None and status < 500 and status != 429:  # the common case, as
+            held = self.finish(ticket, outcome.finished, outcome.duration_s, Failure.NONE,
+                               outcome.ip, mark_done=mark_done)  # fmt: skip
+            return _DONE if held == 0.0 else Settled(False, held, False)  # the policy says
         policy = self._retry_policy
         after = (
-            retry_after_s(outcome.status, outcome.retry_after, self._wall_clock())
-            if outcome.status in HOST_STATUSES
+            retry_after_s(status, outcome.retry_after, self._wall_clock())
+            if status in HOST_STATUSES
             else None
         )
         failure = failure_of(outcome)

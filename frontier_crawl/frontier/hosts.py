@@ -62,6 +62,10 @@ class HostState(Enum):
     BLOCKED = "blocked"  #: queued work held by an operator's block (``block``): parked
     RETIRED = "retired"  #: given up; URLs recorded as failed, new ones refused
 
+    #: members are singletons compared by identity: hashed by identity too, in C (Enum's own
+    #: ``__hash__`` is Python code, run for every count kept by ``HostQueues.move``)
+    __hash__ = object.__hash__
+
 
 @dataclass(slots=True, eq=False)
 class IpGroup:
