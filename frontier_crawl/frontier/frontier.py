@@ -727,10 +727,15 @@ class Frontier:
         off (``_delay_after``). ``mark_done``: as for :meth:`finish` (a retry is never done).
         """
         status = outcome.status
-        if outcome.error is None and status < 500 and status != 429:  # the common case, as
-            held = self.finish(ticket, outcome.finished, outcome.duration_s, Failure.NONE,
-                               outcome.ip, mark_done=mark_done)  # fmt: skip
-            return _DONE if held == 0.0 else Settled(False, held, False)  # the policy says
+        if outcome.error is None and status < 500 and status != 429:
+            # the common case, as the policy below decides it: finished, no failure, no hold
+            # (finish, inlined: one call less per page)
+            host = self._hosts[ticket.origin]
+            if mark_done:
+                self.mark_done((ticket.key,))
+            polite, backoff = self._delay_after(host, ticket, outcome.duration_s, Failure.NONE)
+            held = self._release(host, ticket, outcome.finished, polite, backoff, 0.0, outcome.ip)
+            return _DONE if held == 0.0 else Settled(False, held, False)
         policy = self._retry_policy
         after = (
             retry_after_s(status, outcome.retry_after, self._wall_clock())
@@ -738,9 +743,9 @@ class Frontier:
             else None
         )
         failure = failure_of(outcome)
-        delay = retry_in(outcome, ticket.attempt, after, policy)
-        if delay is not None:
-            held = self.retry(ticket, outcome.finished, delay, answer_s(outcome), failure,
+        retry_s = retry_in(outcome, ticket.attempt, after, policy)
+        if retry_s is not None:
+            held = self.retry(ticket, outcome.finished, retry_s, answer_s(outcome), failure,
                               outcome.ip, hold_s=after or 0.0)  # fmt: skip
             return Settled(True, held, failure is not Failure.NONE)
         held = self.finish(ticket, outcome.finished, answer_s(outcome), failure, outcome.ip,
