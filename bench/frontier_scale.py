@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
-import inspect
 import os
 import random
 import shutil
@@ -51,7 +50,7 @@ from typing import Any
 
 import lmdb
 
-from frontier_crawl.frontier import Frontier
+from frontier_crawl.frontier import Completion, Frontier
 
 try:
     from frontier_crawl.frontier.store import release_mapped_pages
@@ -108,14 +107,11 @@ class AnonPeak:
 def make_frontier(
     state: Path, urls: int, memory_urls: int, error_rate: float, no_sync: bool = False
 ) -> Frontier:
-    """The frontier as the unit tests build it; follows Frontier's signature as it evolves
-    (the delay policy and trap limits became objects), passing only the options it takes."""
+    """The frontier as the unit tests build it (``FrontierOptions``)."""
     options: dict[str, Any] = {
         "allow_domains": [],
         "exclude": [],
-        "max_depth": 1_000,
         "max_pages": 0,
-        "min_delay_s": 0.0,
         "connections_per_host": 1,
         "obey_robots": False,
         "user_agent": "bench",
@@ -133,16 +129,13 @@ def make_frontier(
         from frontier_crawl.frontier.store import open_env
 
         module.open_env = functools.partial(open_env, sync=False)  # type: ignore[assignment]
-    params = inspect.signature(Frontier).parameters
-    if "policy" in params:
-        from frontier_crawl.frontier.politeness import DelayPolicy
+    from frontier_crawl.frontier.options import FrontierOptions
+    from frontier_crawl.frontier.politeness import DelayPolicy
+    from frontier_crawl.frontier.traps import Limits
 
-        options["policy"] = DelayPolicy(min_delay_s=0.0, max_delay_s=0.0, backoff_s=0.0)
-    if "limits" in params:
-        from frontier_crawl.frontier.traps import Limits
-
-        options["limits"] = Limits(max_depth=1_000)
-    return Frontier(state, **{k: v for k, v in options.items() if k in params})
+    options["policy"] = DelayPolicy(min_delay_s=0.0, max_delay_s=0.0, backoff_s=0.0)
+    options["limits"] = Limits(max_depth=1_000)
+    return Frontier(state, FrontierOptions(**options))
 
 
 class Pages:
@@ -411,7 +404,7 @@ def drain_phase(frontier: Frontier, args: argparse.Namespace) -> None:
         now = mono()
         tickets = frontier.next_ready(now, args.drain_batch)
         for ticket in tickets:
-            frontier.complete(ticket, now)
+            frontier.complete(ticket, Completion(now, 200))  # as the engine completes a page
         t1 = clock()
         if group.maybe_commit(force=not frontier.pending or not tickets):
             commit_s += clock() - t1

@@ -26,6 +26,7 @@ from itertools import count
 from pathlib import Path
 
 from frontier_crawl.frontier import Frontier
+from frontier_crawl.frontier.options import FrontierOptions
 from frontier_crawl.frontier.politeness import DelayPolicy
 from frontier_crawl.frontier.traps import Limits
 from frontier_crawl.frontier.urls import host_of
@@ -37,23 +38,25 @@ DOMAINS = ["example.org", "example.net", "bench", "test"]
 def make(state: Path, settled_links: int) -> Frontier:
     return Frontier(
         state,
-        allow_domains=DOMAINS,
-        exclude=[r"\.(jpe?g|png|gif|zip|pdf)$"],
-        limits=Limits(max_depth=1000),
-        max_pages=0,
-        policy=DelayPolicy(min_delay_s=0.0),
-        connections_per_host=2,
-        obey_robots=False,
-        user_agent="bench",
-        robots_ttl_s=3600.0,
-        robots_retry_s=10.0,
-        robots_attempts=2,
-        max_host_errors=3,
-        memory_urls=1_000_000,
-        seen_capacity=2_000_000,
-        seen_error_rate=1e-7,
-        map_size=1 << 32,
-        settled_links=settled_links,
+        FrontierOptions(
+            allow_domains=DOMAINS,
+            exclude=[r"\.(jpe?g|png|gif|zip|pdf)$"],
+            limits=Limits(max_depth=1000),
+            max_pages=0,
+            policy=DelayPolicy(min_delay_s=0.0),
+            connections_per_host=2,
+            obey_robots=False,
+            user_agent="bench",
+            robots_ttl_s=3600.0,
+            robots_retry_s=10.0,
+            robots_attempts=2,
+            max_host_errors=3,
+            memory_urls=1_000_000,
+            seen_capacity=2_000_000,
+            seen_error_rate=1e-7,
+            map_size=1 << 32,
+            settled_links=settled_links,
+        ),
     )
 
 

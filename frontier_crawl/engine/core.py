@@ -42,9 +42,8 @@ from frontier_crawl.engine.space import SpaceGuard
 from frontier_crawl.engine.state import LoopState, quiet
 from frontier_crawl.engine.steer import Steering
 from frontier_crawl.fetch import ErrorKind, FetchRequest, FetchResult
-from frontier_crawl.frontier import Failure, Ticket
+from frontier_crawl.frontier import Completion, Ticket
 from frontier_crawl.frontier.mailbox import Link
-from frontier_crawl.frontier.politeness import parse_retry_after, retry_delay
 from frontier_crawl.frontier.robots import MAX_ROBOTS_BYTES
 from frontier_crawl.output import (
     ArchiveRecord,
@@ -90,31 +89,10 @@ _NO_LINKS = PageLinks((), False, "")
 _EXCEPTION_TYPE = re.compile(r"([A-Za-z_][\w.]*): ")
 
 
-#: errors that say the host (not this URL) is in trouble: the name does not resolve, the
-#: connection (TCP or TLS) cannot be made. A timeout or reset once connected is the URL's.
-_CONNECTION_ERRORS = frozenset({ErrorKind.DNS, ErrorKind.CONNECT, ErrorKind.TLS})
-#: statuses that speak for the whole host (and whose Retry-After holds it)
-_HOST_STATUSES = frozenset({429, 503})
-
-
-def _failure(r: FetchResult) -> Failure:
-    """How a result bears on its host's politeness (backoff, retirement): host-wide signals
-    (connection failures, 429, 503) or a failure of this URL only (timeouts, resets, other
-    5xx), which backs the host off only when several distinct URLs fail in a row."""
-    if r.error is not None:
-        if r.error in _CONNECTION_ERRORS:
-            return Failure.CONNECTION
-        return Failure.URL if r.error.transient else Failure.NONE
-    if r.status in _HOST_STATUSES:
-        return Failure.SERVER
-    return Failure.URL if r.status >= 500 else Failure.NONE
-
-
-def _answer_s(r: FetchResult) -> float:
-    """The fetch time the adaptive delay follows: that of a complete response. A transfer that
-    failed (timed out, cut, reset) says how long one URL hung, not how fast the host answers:
-    counting it would snooze the whole host for delay_factor x the timeout per attempt."""
-    return r.duration_s if r.error is None else 0.0
+def _completion(r: FetchResult) -> Completion:
+    """The facts of a result the frontier decides retries and holds from."""
+    error = r.error.value if r.error is not None else None
+    return Completion(r.finished, r.status, error, r.header("retry-after"), r.duration_s, r.ip)
 
 
 class Engine:
@@ -436,38 +414,30 @@ class Engine:
     def _handle(self, r: FetchResult) -> None:
         ticket = r.request.token
         assert isinstance(ticket, Ticket)
-        f = self.settings.fetch
-        after = (
-            parse_retry_after(r.header("retry-after"), time.time())
-            if r.status in _HOST_STATUSES
-            else None
-        )
-        hold = min(after, f.max_retry_delay_s) if after is not None else 0.0
         if ticket.robots:
-            self._robots_result(ticket, r, hold)
+            self._robots_result(ticket, r)
             return
+        facts = _completion(r)  # the frontier decides retries and holds from these
         if r.error is ErrorKind.ADDRESS_REFUSED:  # never retried: the host is given up
-            self.frontier.complete(ticket, r.finished, 0.0, Failure.NONE, r.ip)
+            self.frontier.complete(ticket, facts)
             self._record(ticket, r, Outcome.ADDRESS_REFUSED)
             self.frontier.retire(ticket.origin, Outcome.ADDRESS_REFUSED.value)
             return
-        if self._should_retry(ticket, r, after):
+        if self.frontier.will_retry(ticket, facts):
+            self._retry(ticket, facts)
             return
         archived = self._archive(r)  # a failure whose response had begun: as truncated
         outcome, yielded = self._dispose(ticket, r)
         t0 = time.perf_counter()
-        failure = _failure(r)
-        held = self.frontier.complete(
-            ticket, r.finished, _answer_s(r), failure, r.ip, mark_done=not archived,
-            hold_s=hold,
-        )  # fmt: skip
+        settled = self.frontier.complete(ticket, facts, mark_done=not archived)
+        held = settled.held_s
         self._times.frontier += time.perf_counter() - t0
-        if failure is not Failure.NONE or held > 0:
+        if settled.failed or held > 0:
             self._observe.failed_at(ticket.origin, held)
         self._record(ticket, r, outcome, archived, self._held.pop(ticket.key, 0.0) + held,
                      yielded)  # fmt: skip
 
-    def _robots_result(self, ticket: Ticket, r: FetchResult, hold: float) -> None:
+    def _robots_result(self, ticket: Ticket, r: FetchResult) -> None:
         """A robots.txt fetch (or one hop of its redirect chain) came back.
 
         RFC 9309 as applied here: a redirect is followed as a request of its own (scope, the
@@ -487,7 +457,7 @@ class Engine:
         elif not self._robots_hop(ticket, r):
             status = r.status if r.error is None else 0
             frontier.robots_done(ticket, r.finished, status, r.body, r.duration_s, r.ip,
-                                 hold_s=hold)  # fmt: skip
+                                 retry_after=r.header("retry-after"))  # fmt: skip
         self._times.frontier += time.perf_counter() - t0
         group = self._group
         group.needed = self._archive(r) or group.needed
@@ -509,28 +479,14 @@ class Engine:
                  "scope): unavailable", ticket.origin, location)  # fmt: skip
         return False
 
-    def _should_retry(self, ticket: Ticket, r: FetchResult, after: float | None) -> bool:
-        """Send a transient failure back to the frontier, if it has retries left.
-
-        ``after``: the response's Retry-After (429/503). One longer than fetch.max_retry_delay_s
-        is not waited out cap after cap: the URL is given up (its host is held for the cap).
-        """
-        f = self.settings.fetch
-        transient = r.error.transient if r.error is not None else r.status == 429 or r.status >= 500
-        if not transient or ticket.attempt >= f.retries:
-            return False
-        if after is not None and after > f.max_retry_delay_s:
-            return False
-        delay = retry_delay(ticket.attempt, f.retry_backoff_s, f.max_retry_delay_s, after)
+    def _retry(self, ticket: Ticket, facts: Completion) -> None:
+        """A transient failure the frontier retries (``Frontier.will_retry``): back to it."""
         t0 = time.perf_counter()
-        held = self.frontier.retry(
-            ticket, r.finished, delay, _answer_s(r), _failure(r), r.ip, hold_s=after or 0.0
-        )
+        held = self.frontier.complete(ticket, facts).held_s
         self._times.frontier += time.perf_counter() - t0
         self._observe.failed_at(ticket.origin, held)
         if held > 0:
             self._held[ticket.key] = self._held.get(ticket.key, 0.0) + held
-        return True
 
     def _dispose(self, ticket: Ticket, r: FetchResult) -> tuple[Outcome, Yielded | None]:
         """Feed a final result's links (or what its spider callback yields) or redirect target

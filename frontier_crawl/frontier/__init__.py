@@ -3,23 +3,24 @@
 Never imports ``frontier_crawl.fetch``; the engine maps fetch results to frontier calls.
 """
 
+from frontier_crawl.frontier.completion import Completion, Failure, Settled
 from frontier_crawl.frontier.damage import DamagedState
 from frontier_crawl.frontier.frontier import (
-    Failure,
     Frontier,
     HostSignals,
-    HostState,
-    StateMismatch,
-    Ticket,
 )
+from frontier_crawl.frontier.hosts import HostState, Ticket
+from frontier_crawl.frontier.identity import StateMismatch
 from frontier_crawl.frontier.store import StorageError
 
 __all__ = [
+    "Completion",
     "DamagedState",
     "Failure",
     "Frontier",
     "HostSignals",
     "HostState",
+    "Settled",
     "StateMismatch",
     "StorageError",
     "Ticket",

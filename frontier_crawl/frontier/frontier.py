@@ -14,9 +14,10 @@ Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
   deque runs dry (``loaded_upto`` remembers where the in-memory prefix ends). A host with nothing
   queued keeps no deque and no parsed robots.txt, so an idle host costs ~280 bytes (its
   HostQueue is 216, its origin string and dict entry the rest).
-* A host is in exactly one :class:`HostState`. READY hosts wait in a FIFO, SNOOZED hosts in a heap
-  ordered by wake time, BUSY hosts (all connections used, or robots.txt in flight) in neither, so
-  a waiting host never holds a fetch slot. :meth:`Frontier._settle` is the one transition.
+* A host is in exactly one :class:`HostState` (``hosts.py``). READY hosts wait in a FIFO, SNOOZED
+  hosts in a heap ordered by wake time, BUSY hosts (all connections used, or robots.txt in
+  flight) in neither, so a waiting host never holds a fetch slot. :meth:`HostQueues.move` is
+  the one transition, :meth:`HostQueues.settle` places a host by its facts.
 * Politeness is a wake time per host (and per IP group with ``per_ip``). The delay
   (``delay_for(...)``: min_delay_s, the adaptive delay, Crawl-delay) is a rate: two request starts
   to one host are never closer than it, however many connections are open (each start moves
@@ -52,26 +53,43 @@ import heapq
 import json
 import logging
 import os
-import re
 import struct
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from enum import Enum
-from itertools import islice
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import lmdb
 import msgspec
 
+from frontier_crawl.frontier.admission import Admission
+from frontier_crawl.frontier.completion import (
+    HOST_STATUSES,
+    Completion,
+    Failure,
+    RetryPolicy,
+    Settled,
+    answer_s,
+    failure_of,
+    hold_for,
+    retry_after_s,
+    retry_in,
+)
 from frontier_crawl.frontier.damage import DamagedState
+from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState, IpGroup, Ticket
+from frontier_crawl.frontier.identity import LAYOUT_VERSION as LAYOUT_VERSION  # (re-exported)
+from frontier_crawl.frontier.identity import (
+    StateMismatch,
+    check_identity,
+)
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Link, decode_links, encode_links
+from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for, host_backoff
 from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, RobotsCache, Rules, product_token
-from frontier_crawl.frontier.scope import check_scope, domain_allowed, domain_table
+from frontier_crawl.frontier.scope import check_scope
 from frontier_crawl.frontier.seen import SeenSet
 from frontier_crawl.frontier.store import (
     QueueEntry,
@@ -81,9 +99,9 @@ from frontier_crawl.frontier.store import (
     storage_error,
     storage_errors,
 )
-from frontier_crawl.frontier.traps import MAX_HOST_PAGES, Limits, trap_reason
-from frontier_crawl.frontier.urls import canonicalize, host_of, origin, url_digest
-from frontier_crawl.safefs import make_dir, open_regular, replace_file
+from frontier_crawl.frontier.traps import Limits
+from frontier_crawl.frontier.urls import canonicalize, host_of
+from frontier_crawl.safefs import make_dir
 
 if TYPE_CHECKING:
     from frontier_crawl.config import CrawlSettings
@@ -95,29 +113,12 @@ _NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
 
 NORMAL_PRIO = 1
 REFILL_BATCH = 512
-#: links remembered as settled (see Frontier.add): about 150 bytes each with their strings
-#: (a link string is usually shared with the parser's output, so often less)
-SETTLED_LINKS = 32_768
-#: links whose canonical in-scope form is remembered for spiders' pages (in_scope_links)
-SCOPED_LINKS = 32_768
-OWNERS_MAX = 16_384  #: origins whose scope and owner are remembered
-OUT_OF_SCOPE = -1  #: owner of an origin outside the allowed domains
 _ADMITTED_KEY = b"admitted"  #: blobs: URLs admitted by the crawl, all runs (u64)
 _ADMITTED_PREFIX = b"admitted:"  #: blobs: + origin -> its admitted URLs, with max_pages_per_host
 #: blobs: the operator's crawl-state commands (control API), JSON: blocked host names, and
 #: host name -> delay (seconds). Written in the transaction open when they are applied.
 _BLOCKED_KEY = b"control:blocked"
 _HOST_DELAYS_KEY = b"control:host-delays"
-#: 2: url_digest = blake2b(host) + blake2b(url); compact queue values
-#: 3: a worker's inbox in its own environment, state/inbox.lmdb (frontier/mailbox.py)
-#: 4: queue blocks under host ids with done masks (store.py); seen keyed by host hash with
-#:    URL-hash dups, seen_recent in chunks (seen.py)
-#: 5: queue entries and worker link batches carry a spider request's callback, meta and
-#:    priority (store.py, mailbox.py)
-LAYOUT_VERSION = 5
-#: older layouts this version continues in place (their data reads as this layout's)
-UPGRADABLE_LAYOUTS = frozenset({4})
-
 FRONTIER_ENV = "frontier.lmdb"  #: the frontier's LMDB environment, in the state directory
 #: what a damaged frontier environment, set aside, means for the crawl
 _FRESH_FRONTIER = (
@@ -137,22 +138,8 @@ ROBOTS_UNAVAILABLE = "robots-unavailable"
 HOST_UNREACHABLE = "host-unreachable"
 
 _ALLOW_ALL = Rules("", None)
-_NO_REQUEST = ("", b"", 0)  #: a link's callback, meta and priority when it has none
-
-
-class StateMismatch(ValueError):
-    """The output directory holds a crawl this configuration cannot continue."""
-
-
-class HostState(Enum):
-    """Where a host queue is in the scheduler."""
-
-    EMPTY = "empty"  #: nothing queued (requests may still be in flight)
-    READY = "ready"  #: queued work, politeness slot open: in the ready FIFO
-    SNOOZED = "snoozed"  #: queued work, waiting for its wake time: in the heap
-    BUSY = "busy"  #: queued work, every connection in use (or robots.txt in flight)
-    BLOCKED = "blocked"  #: queued work held by an operator's block (``block``): in neither
-    RETIRED = "retired"  #: given up; URLs recorded as failed, new ones refused
+_NO_HOOKS = FrontierHooks()
+_DONE = Settled(False, 0.0, False)  #: a response the host meant, holding it no longer
 
 
 @dataclass(slots=True, frozen=True)
@@ -173,180 +160,43 @@ class HostSignals:
     next_due: tuple[str, str, float] | None
 
 
-class Failure(Enum):
-    """How a fetch went wrong, as far as the host's politeness is concerned."""
-
-    NONE = 0  #: a response the host meant (2xx, 3xx, 4xx but 429)
-    SERVER = 1  #: 429 or 503: the host is struggling; back off
-    CONNECTION = 2  #: DNS, connect (refused, reset, timed out), TLS: back off, and retire after
-    #: max_host_errors in a row
-    URL = 3  #: this URL failed (timeout, reset mid-transfer, other 5xx): the host backs off only
-    #: once ``host_error_urls`` distinct URLs fail in a row
-
-
-class Ticket(msgspec.Struct, frozen=True, gc=False):
-    """One URL handed out for fetching; give it back with complete/retry/robots_done.
-
-    A frozen msgspec Struct rather than a frozen dataclass: one is built per URL handed out,
-    and a frozen dataclass's ``__init__`` (``object.__setattr__`` per field) costs ~2 us where
-    this costs ~0.1 us. ``gc=False``: it holds only str, bytes, int, bool and None.
-    """
-
-    key: bytes  #: queue entry key, ``store.py`` (b"" for robots.txt tickets and rejected URLs)
-    origin: str
-    url: str
-    depth: int
-    hops: int = 0
-    attempt: int = 0
-    referrer: str | None = None
-    robots: bool = False
-    callback: str = ""  #: the spider callback its response goes to ("": the default)
-    meta: bytes = b""  #: the request's meta (msgpack; b"": none)
-    priority: int = 0  #: the request's priority (stored with the URL; not yet used)
-
-
-@dataclass(slots=True, eq=False)
-class IpGroup:
-    """Hosts sharing one IP address share its politeness budget (``per_ip``)."""
-
-    next_at: float = 0.0
-    in_flight: int = 0  #: every in-flight request of its hosts (counted from when they join)
-    waiting: list[HostQueue] | None = None  #: hosts parked while every connection is in use
-
-
-@dataclass(slots=True, eq=False)
-class HostQueue:
-    """Per-host scheduling facts. Small on purpose: there may be millions of hosts."""
-
-    origin: str
-    hid: int = -1  #: the store's host id (-1 until the host's first URL is queued)
-    state: HostState = HostState.EMPTY
-    hot: deque[tuple[bytes, QueueEntry]] | None = None  #: None when nothing is in memory
-    unloaded: int = 0  #: entries in LMDB after ``loaded_upto`` and not in ``hot``
-    loaded_upto: bytes | None = None
-    in_flight: int = 0
-    next_at: float = 0.0  #: monotonic time before which no request may start
-    wake_at: float = 0.0  #: when SNOOZED: the wake time of its heap entry
-    last_start: float = 0.0  #: when the latest request to the host started
-    delay_s: float = 0.0  #: politeness delay from the latest response (spaces request starts)
-    starts: int = 0  #: requests started to the host (this run)
-    took_retry: bool = False  #: the latest request taken was a retry
-    #: URLs waiting for their retry: (due, seq, key, entry, starts), a heap by due time. One is
-    #: taken once due, once ``starts`` requests have started to the host (another URL went
-    #: first) and when the latest one taken was not a retry, so retries take at most every
-    #: other request of a host that has other URLs queued; or when nothing else is queued.
-    #: None when empty.
-    retries: list[tuple[float, int, bytes, QueueEntry, int]] | None = None
-    rules: Rules | None = None  #: robots.txt rules, None while unknown (or dropped when idle)
-    #: a robots.txt fetch the host waits for (its rules unknown) is in flight; a refresh, which
-    #: the host does not wait for, is not flagged here but counted in ``in_flight``
-    robots_in_flight: bool = False
-    robots_attempts: int = 0  #: robots.txt fetches in a row that found it unreachable
-    errors: int = 0  #: consecutive 429/5xx/connection failures
-    conn_errors: int = 0  #: consecutive DNS/connection failures
-    failing: set[bytes] | None = None  #: distinct URLs failed in a row (Failure.URL)
-    admitted: int = 0  #: URLs admitted, all runs (for max_pages_per_host)
-    group: IpGroup | None = None
-    retired: str = ""  #: why the host was retired (the outcome of its URLs)
-
-    @property
-    def queued(self) -> int:
-        return (
-            (len(self.hot) if self.hot else 0)
-            + self.unloaded
-            + (len(self.retries) if self.retries else 0)
-        )
-
-    def due(self) -> float:
-        """When the host may issue its next request, queued work permitting: its politeness
-        time, or later when all it has left are retries not yet due."""
-        if self.hot or self.unloaded or not self.retries:
-            return self.next_at
-        return max(self.next_at, self.retries[0][0])
-
-
 class Frontier:
     """Admission (scope, dedup, traps), per-host queues in LMDB, and politeness scheduling."""
 
     def __init__(
-        self,
-        state_dir: Path,
-        *,
-        allow_domains: Iterable[str],
-        exclude: Iterable[str],
-        limits: Limits,
-        max_pages: int,
-        policy: DelayPolicy,
-        connections_per_host: int,
-        obey_robots: bool,
-        user_agent: str,
-        robots_ttl_s: float,
-        robots_retry_s: float,
-        robots_attempts: int,
-        max_host_errors: int,
-        memory_urls: int,
-        seen_capacity: int,
-        seen_error_rate: float,
-        map_size: int,
-        per_ip: bool = False,
-        host_error_urls: int = 3,
-        known_ips: Mapping[str, str] | None = None,
-        on_reject: Callable[[Ticket, str], None] | None = None,
-        route: Callable[[str], int] | None = None,
-        worker: int = 0,
-        on_foreign: Callable[[int, Link], None] | None = None,
-        settled_links: int = SETTLED_LINKS,
-        robots_token: str = "",
-        robots_stale_s: float = 0.0,
-        wall_clock: Callable[[], float] = time.time,
+        self, state_dir: Path, options: FrontierOptions, hooks: FrontierHooks = _NO_HOOKS
     ) -> None:
-        """``robots_token`` names our group in robots.txt (default: ``user_agent``'s product
-        token); ``robots_ttl_s`` is capped at 24 hours (RFC 9309 2.4); ``wall_clock`` dates
-        the robots.txt cache (whose copies outlive a run)."""
+        """A frontier over ``state_dir`` (created if need be), resumed from what an earlier
+        run left there. ``options``: the tunables (``FrontierOptions.from_settings``);
+        ``hooks``: the collaborators (rejected URLs, worker routing, the wall clock)."""
+        o = options
         make_dir(state_dir, private=True)
         self._state_dir = state_dir
         self._snapshot_failing = False  #: the last checkpoint had no room for the snapshot
-        self._check_identity(seen_capacity, seen_error_rate)
-        #: allowed domain -> whether the domain itself is allowed (False: "*." subdomains only)
-        self._domain_set = domain_table(allow_domains)
-        #: origin -> owning worker or OUT_OF_SCOPE (bounded; see _owner_of)
-        self._owners: dict[str, int] = {}
-        #: links settled by committed transactions, two generations (see add)
-        self._settled: set[str] = set()
-        #: link -> its canonical form if in scope, "" if not (in_scope_links), two generations
-        self._scoped: dict[str, str] = {}
-        self._scoped_old: dict[str, str] = {}
-        self._settled_old: set[str] = set()
-        self._settled_half = settled_links // 2  #: 0: no settled-link set
-        self._settling: list[str] = []  #: settled by the open transaction, not yet committed
-        self._exclude = re.compile("|".join(f"(?:{p})" for p in exclude)) if exclude else None
-        self._limits = limits
-        self._max_pages = max_pages
-        self._policy = policy
-        self._cph = connections_per_host
-        self._obey_robots = obey_robots
-        self._robots_retry_s = robots_retry_s
-        self._robots_ttl_s = min(robots_ttl_s, MAX_ROBOTS_TTL_S)
-        self._robots_stale_s = robots_stale_s
+        check_identity(state_dir, o.seen_capacity, o.seen_error_rate)
+        self._policy = o.policy
+        self._retry_policy = o.retry_policy
+        self._wall_clock = hooks.wall_clock
+        self._obey_robots = o.obey_robots
+        self._robots_retry_s = o.robots_retry_s
+        self._robots_ttl_s = min(o.robots_ttl_s, MAX_ROBOTS_TTL_S)
+        self._robots_stale_s = o.robots_stale_s
         #: hosts whose robots.txt is being fetched with only an out-of-date copy at hand: that
         #: copy, used if the fetch finds robots.txt unreachable (robots_done)
         self._stale: dict[str, Rules] = {}
-        self._robots_attempts = robots_attempts
-        self._max_host_errors = max_host_errors
-        self._host_error_urls = host_error_urls
-        self._memory_urls = memory_urls
-        self._per_ip = per_ip
-        self._known_ips = dict(known_ips or {})
+        self._robots_attempts = o.robots_attempts
+        self._max_host_errors = o.max_host_errors
+        self._host_error_urls = o.host_error_urls
+        self._memory_urls = o.memory_urls
+        self._per_ip = o.per_ip
+        self._known_ips = dict(o.known_ips)
         self._groups: dict[str, IpGroup] = {}
-        self._on_reject = on_reject or (lambda _t, _r: None)
-        self._route = route  #: origin -> owning worker, None when this process owns every host
-        self._worker = worker
-        self._on_foreign = on_foreign or (lambda _w, _l: None)
+        self._on_reject = hooks.on_reject
         env_path = self._env_path = state_dir / FRONTIER_ENV
-        self._env: lmdb.Environment = open_checked_env(env_path, map_size, _FRESH_FRONTIER)
+        self._env: lmdb.Environment = open_checked_env(env_path, o.map_size, _FRESH_FRONTIER)
         try:
             self._store = QueueStore(self._env, self._host_id_of)
-            self._seen = SeenSet(self._env, seen_capacity, seen_error_rate)
+            self._seen = SeenSet(self._env, o.seen_capacity, o.seen_error_rate)
             self._blobs = self._env.open_db(b"blobs")
             self._outbox = self._env.open_db(b"outbox")
         except lmdb.Error as exc:
@@ -358,13 +208,13 @@ class Frontier:
             ) from exc
         inbox = None
         try:
-            inbox = Inbox(state_dir / INBOX_ENV, map_size) if route is not None else None
+            inbox = Inbox(state_dir / INBOX_ENV, o.map_size) if hooks.route is not None else None
             robots = RobotsCache(
                 state_dir / "robots",
-                robots_token or product_token(user_agent),
+                o.robots_token or product_token(o.user_agent),
                 self._robots_ttl_s,
-                robots_stale_s,
-                wall_clock,
+                o.robots_stale_s,
+                hooks.wall_clock,
             )
         except DamagedState:
             if inbox is not None:
@@ -375,12 +225,26 @@ class Frontier:
         self._inbox = inbox
         self._robots = robots
         self._txn: lmdb.Transaction[bytes] | None = None
-        self._hosts: dict[str, HostQueue] = {}
-        self._ready: deque[HostQueue] = deque()
-        self._snoozed: list[tuple[float, int, HostQueue]] = []
-        self._heap_seq = 0
-        #: hosts in each state, kept by every transition (the status counts without a scan)
-        self._state_counts: dict[HostState, int] = dict.fromkeys(HostState, 0)
+        #: the host queues, where each waits, and how many are in each state (``hosts.py``)
+        self._queues = HostQueues(o.connections_per_host)
+        self._hosts: dict[str, HostQueue] = self._queues.hosts  #: origin -> queue (read only)
+        self._heap_seq = 0  #: tie-breaker of the hosts' retry heaps
+        #: scope, ownership, dedup and traps: which links become queued URLs
+        self._admission = Admission(
+            allow_domains=o.allow_domains,
+            exclude=o.exclude,
+            limits=o.limits,
+            max_pages=o.max_pages,
+            settled_links=o.settled_links,
+            route=hooks.route,
+            worker=hooks.worker,
+            seen=self._seen,
+            hosts=self._hosts,
+            enqueue=self._enqueue,
+            stored_admitted=self._stored_admitted,
+            on_reject=hooks.on_reject,
+            on_foreign=hooks.on_foreign,
+        )
         #: hosts whose latest response held them beyond their politeness delay: origin ->
         #: (host, "retry-after" or "backoff"); pruned once they are due (``host_signals``)
         self._holding: dict[str, tuple[HostQueue, str]] = {}
@@ -397,9 +261,6 @@ class Frontier:
         self.refilled = 0  #: URLs read back from LMDB into memory
         self.peak_hot = 0
         self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
-        #: host names blocked by the operator (``block``), and their hosts holding queued work
-        self._blocked: set[str] = set()
-        self._parked: dict[str, HostQueue] = {}
         #: host name -> (delay, policy) set by the operator (``set_host_delay``)
         self._host_delays: dict[str, tuple[float, DelayPolicy]] = {}
         try:
@@ -420,42 +281,14 @@ class Frontier:
         on_foreign: Callable[[int, Link], None] | None = None,
         wall_clock: Callable[[], float] = time.time,
     ) -> Frontier:
-        """Build a frontier from the crawl settings (the only place that reads them)."""
-        domains = check_scope(s)  # ConfigError if an entry cannot match or a seed is outside
-        known_ips = {}
-        for entry in s.fetch.resolve:  # "host:port:addr", as curl --resolve
-            host, _port, addr = entry.split(":", 2)
-            known_ips[host.lower()] = addr.strip("[]")
-        p = s.politeness
-        return cls(
-            state_dir,
-            allow_domains=domains,
-            exclude=s.scope.exclude,
-            limits=Limits.from_settings(s.crawl),
-            max_pages=s.crawl.max_pages,
-            policy=DelayPolicy.from_settings(p),
-            connections_per_host=p.connections_per_host,
-            obey_robots=p.obey_robots,
-            user_agent=p.user_agent,
-            robots_token=p.product_token,
-            robots_ttl_s=p.robots_ttl_s,
-            robots_stale_s=p.robots_stale_s,
-            robots_retry_s=p.robots_retry_s,
-            robots_attempts=p.robots_attempts,
-            max_host_errors=p.max_host_errors,
-            memory_urls=s.frontier.memory_urls,
-            seen_capacity=s.frontier.seen_capacity,
-            seen_error_rate=s.frontier.seen_error_rate,
-            map_size=s.frontier.lmdb_map_size_bytes,
-            per_ip=p.per_ip,
-            host_error_urls=p.host_error_urls,
-            known_ips=known_ips,
-            on_reject=on_reject,
-            route=route,
-            worker=worker,
-            on_foreign=on_foreign,
-            wall_clock=wall_clock,
-        )
+        """Build a frontier from the crawl settings (``FrontierOptions.from_settings`` is the
+        only place that reads them)."""
+        hooks = FrontierHooks(route=route, worker=worker, wall_clock=wall_clock)
+        if on_reject is not None:
+            hooks = replace(hooks, on_reject=on_reject)
+        if on_foreign is not None:
+            hooks = replace(hooks, on_foreign=on_foreign)
+        return cls(state_dir, FrontierOptions.from_settings(s), hooks)
 
     # ----------------------------------------------------------------------------- transactions
 
@@ -497,7 +330,7 @@ class Frontier:
                 self._seen.flush(txn)
                 self._flush_counts(txn)
         except BaseException:
-            self._settling.clear()
+            self._admission.aborted()
             self._counted.clear()
             self._store.aborted()
             self._seen.aborted()
@@ -505,7 +338,7 @@ class Frontier:
                 self._inbox.release()  # their links were not committed: take them again
             raise
         self._store.committed()
-        self._settle_links()
+        self._admission.committed()
         if self._inbox is not None:
             self._inbox.ack()
 
@@ -532,69 +365,12 @@ class Frontier:
 
     def in_scope(self, url: str) -> bool:
         """Is a canonical URL inside the allowed domains and not excluded?"""
-        if self._domain_set and not self._domain_allowed(host_of(url)):
-            return False
-        return self._exclude is None or self._exclude.search(url) is None
+        return self._admission.in_scope(url)
 
     def in_scope_links(self, links: Sequence[str]) -> list[str]:
-        """The canonical forms of ``links`` that are crawlable and in scope (allowed domains,
-        not excluded), deduplicated, in order: the page's links a spider's callback sees.
-        Nothing is admitted or recorded (the seen-set, robots.txt and the trap limits are for
-        :meth:`add`, when the callback yields them). A link's answer is a pure function of the
-        link and the configuration, so the recent ones are remembered (bounded, two
-        generations): a page's links that were seen before cost a C-level dict lookup each."""
-        found: list[str | None] = list(map(self._scoped.get, links))
-        if None in found:  # the links not remembered, found by C-level scans
-            i = found.index(None)
-            while True:
-                found[i] = self._scope_one(links[i])
-                try:
-                    i = found.index(None, i + 1)
-                except ValueError:
-                    break
-        out = dict.fromkeys(found)
-        out.pop("", None)
-        return list(out)  # type: ignore[arg-type]  # None no longer in it
-
-    def _scope_one(self, raw: str) -> str:
-        """A link's canonical form if in scope, else "" (remembered: in_scope_links)."""
-        url = self._scoped_old.get(raw)
-        if url is None:
-            url = canonicalize(raw) or ""
-            if url:
-                host_key = origin(url)
-                owner = self._owners.get(host_key)
-                if owner is None:
-                    owner = self._owner_of(host_key)
-                if owner == OUT_OF_SCOPE or (
-                    self._exclude is not None and self._exclude.search(url)
-                ):
-                    url = ""
-        if len(self._scoped) >= SCOPED_LINKS // 2:
-            self._scoped_old, self._scoped = self._scoped, {}
-        self._scoped[raw] = url
-        return url
-
-    def _domain_allowed(self, host: str) -> bool:
-        """Is ``host`` one of the allowed domains or a subdomain of one (scope.domain_allowed)?"""
-        return domain_allowed(self._domain_set, host)
-
-    def _owner_of(self, host_key: str) -> int:
-        """The worker that admits URLs of origin ``host_key``; ``OUT_OF_SCOPE`` when its host is
-        outside the allowed domains. Remembered per origin (bounded): both answers are fixed
-        for the life of the frontier."""
-        if self._domain_set and not self._domain_allowed(host_of(host_key)):
-            owner = OUT_OF_SCOPE
-        elif self._route is None:
-            owner = self._worker
-        else:
-            owner = self._route(host_key)
-        owners = self._owners
-        if len(owners) >= OWNERS_MAX:
-            for key in list(islice(owners, len(owners) // 2)):  # the older half
-                del owners[key]
-        owners[host_key] = owner
-        return owner
+        """The canonical, in-scope forms of a page's links, deduplicated, in order (what a
+        spider's callback sees; nothing is admitted: ``Admission.in_scope_links``)."""
+        return self._admission.in_scope_links(links)
 
     def add(
         self,
@@ -647,74 +423,10 @@ class Frontier:
         now: float,
         request: tuple[str, bytes, int] | None = None,
     ) -> int:
-        """:meth:`add` inside the transaction ``txn``; ``request``: (callback, meta, priority)
-        if any is set."""
-        added = 0
-        limits = self._limits
-        max_pages = self._max_pages
-        exclude = self._exclude
-        owners = self._owners
-        worker = self._worker
-        settling = self._settling
-        young, old = self._settled, self._settled_old  # swapped only after a commit
-        for raw in urls:
-            if (raw in young or raw in old) and not (
-                max_pages and self.admitted + added >= max_pages
-            ):
-                continue
-            url = canonicalize(raw)
-            if url is None:
-                settling.append(raw)
-                continue
-            host_key = origin(url)
-            owner = owners.get(host_key)
-            if owner is None:
-                owner = self._owner_of(host_key)
-            if owner == OUT_OF_SCOPE or (exclude is not None and exclude.search(url)):
-                settling.append(raw)
-                continue
-            if owner != worker:
-                self._on_foreign(owner, (url, depth, referrer, hops, *(request or _NO_REQUEST)))
-                settling.append(raw)
-                continue
-            if max_pages and self.admitted + added >= max_pages:
-                break
-            settling.append(raw)
-            if not self._seen.add_new(txn, url_digest(url)):
-                continue
-            reason = trap_reason(url, depth, limits)
-            if reason is None and limits.max_pages_per_host:
-                queue = self._hosts.get(host_key)
-                admitted = (
-                    queue.admitted if queue is not None else self._stored_admitted(txn, host_key)
-                )
-                if admitted >= limits.max_pages_per_host:
-                    reason = MAX_HOST_PAGES
-            if reason is not None:
-                self._on_reject(Ticket(b"", host_key, url, depth, hops, 0, referrer), reason)
-                continue
-            if request is None:
-                entry = QueueEntry(url=url, depth=depth, hops=hops, referrer=referrer)
-            else:
-                entry = QueueEntry(url, depth, hops, 0, referrer, *request)
-            added += self._enqueue(txn, host_key, entry, now)
+        """:meth:`add` inside the transaction ``txn`` (``Admission.admit``)."""
+        added = self._admission.admit(txn, urls, depth, referrer, hops, now, request, self.admitted)
         self.admitted += added
         return added
-
-    def _settle_links(self) -> None:
-        """After a commit: remember the links its transaction settled (see :meth:`add`)."""
-        settling = self._settling
-        if not settling:
-            return
-        if not self._settled_half:
-            settling.clear()
-            return
-        young = self._settled
-        young.update(settling)
-        settling.clear()
-        if len(young) >= self._settled_half:  # age the generations
-            self._settled_old = young
-            self._settled = set()
 
     def _enqueue(
         self, txn: lmdb.Transaction[bytes], host_key: str, entry: QueueEntry, now: float
@@ -723,7 +435,7 @@ class Frontier:
         host = self._hosts.get(host_key)
         if host is None:
             host = self._new_host(host_key)
-            if self._limits.max_pages_per_host:
+            if self._admission.limits.max_pages_per_host:
                 host.admitted = self._stored_admitted(txn, host_key)
         elif host.state is HostState.RETIRED:
             self._on_reject(
@@ -737,7 +449,7 @@ class Frontier:
         key = self._store.add(txn, host.hid, host_key, NORMAL_PRIO, entry, hot)
         self.queued += 1
         host.admitted += 1
-        if self._limits.max_pages_per_host:
+        if self._admission.limits.max_pages_per_host:
             self._counted[host_key] = host
         if hot:
             if host.hot is None:
@@ -749,7 +461,7 @@ class Frontier:
             host.unloaded += 1
             self.spilled += 1
         if host.state in (HostState.EMPTY, HostState.BUSY):
-            self._settle(host, now)
+            self._queues.settle(host, now)
         return True
 
     def _host_id_of(self, host_key: str) -> int:
@@ -758,13 +470,11 @@ class Frontier:
         return host.hid if host is not None else -1
 
     def _new_host(self, host_key: str) -> HostQueue:
-        host = HostQueue(host_key)
-        self._state_counts[HostState.EMPTY] += 1
+        host = self._queues.add(HostQueue(host_key))
         if self._per_ip:
             ip = self._known_ips.get(host_of(host_key))
             if ip is not None:
                 host.group = self._groups.setdefault(ip, IpGroup())
-        self._hosts[host_key] = host
         return host
 
     def _stored_admitted(self, txn: lmdb.Transaction[bytes], host_key: str) -> int:
@@ -834,74 +544,29 @@ class Frontier:
 
     # ----------------------------------------------------------------------------- scheduling
 
-    def _settle(self, host: HostQueue, now: float) -> None:
-        """The one state transition: place a host where its facts say it belongs."""
-        if host.state is HostState.RETIRED:
-            return
-        if host.robots_in_flight or host.in_flight >= self._cph:
-            new = HostState.BUSY
-        elif host.queued == 0:
-            new = HostState.EMPTY
-            if host.in_flight == 0:
-                host.rules = None  # idle: keep no parsed robots.txt (re-read from the disk cache)
-        else:
-            wake = host.due()
-            new = HostState.READY if wake <= now else HostState.SNOOZED
-            if self._blocked and host_of(host.origin) in self._blocked:
-                new = HostState.BLOCKED
-                self._parked[host.origin] = host
-        if host.state is HostState.BLOCKED and new is not HostState.BLOCKED:
-            self._parked.pop(host.origin, None)
-        if new is not host.state:
-            counts = self._state_counts
-            counts[host.state] -= 1
-            counts[new] += 1
-        if new is HostState.READY and host.state is not HostState.READY:
-            self._ready.append(host)
-        elif new is HostState.SNOOZED:
-            host.wake_at = wake
-            self._heap_seq += 1
-            heapq.heappush(self._snoozed, (wake, self._heap_seq, host))
-        host.state = new
-
-    def _wake(self, now: float) -> None:
-        heap = self._snoozed
-        while heap and heap[0][0] <= now:
-            wake, _, host = heapq.heappop(heap)
-            if host.state is HostState.SNOOZED and wake == host.wake_at:
-                self._settle(host, now)
-
     def next_wake(self) -> float | None:
         """Monotonic time at which a snoozed host becomes due (None if no host is snoozed)."""
-        heap = self._snoozed
-        while heap:
-            wake, _, host = heap[0]
-            if host.state is HostState.SNOOZED and wake == host.wake_at:
-                return wake
-            heapq.heappop(heap)  # stale entry
-        return None
+        host = self._queues.first_snoozed()
+        return host.wake_at if host is not None else None
 
     @property
     def has_ready(self) -> bool:
         """Is any host ready right now (as of the last next_ready call), or a robots.txt
         redirect hop waiting to be handed out?"""
-        return bool(self._ready) or bool(self._robots_hops)
+        return self._queues.has_ready or bool(self._robots_hops)
 
     def next_ready(self, now: float, limit: int) -> list[Ticket]:
         """Up to ``limit`` tickets from hosts whose politeness slot is open at ``now``."""
-        self._wake(now)
+        queues = self._queues
+        queues.wake(now)
         out: list[Ticket] = []
         hops = self._robots_hops
         while hops and len(out) < limit:  # the rest of a robots.txt fetch: in flight already
             out.append(hops.popleft())
-        ready = self._ready
-        while ready and len(out) < limit:
-            host = ready.popleft()
-            if host.state is not HostState.READY:
-                continue  # stale: it moved on since it was queued here
-            host.state = HostState.BUSY  # out of the FIFO; _settle puts it back where it belongs
-            self._state_counts[HostState.READY] -= 1
-            self._state_counts[HostState.BUSY] += 1
+        while len(out) < limit:
+            host = queues.take_ready()  # BUSY now; settled again below
+            if host is None:
+                break
             if host.group is not None and self._group_holds(host, now):
                 continue
             ticket = self._take(host, now)
@@ -918,7 +583,7 @@ class Frontier:
                     host.next_at = max(host.next_at, now + self._spacing(host))
                     if group is not None:
                         group.next_at = max(group.next_at, host.next_at)
-            self._settle(host, now)
+            self._queues.settle(host, now)
         return out
 
     def _spacing(self, host: HostQueue) -> float:
@@ -943,14 +608,14 @@ class Frontier:
         """Per-IP politeness: park or snooze a host whose IP group is busy or not yet due."""
         group = host.group
         assert group is not None
-        if group.in_flight >= self._cph:
+        if group.in_flight >= self._queues.connections_per_host:
             if group.waiting is None:
                 group.waiting = []
             group.waiting.append(host)  # BUSY until a request to this IP completes
             return True
         if group.next_at > now:
             host.next_at = max(host.next_at, group.next_at)
-            self._settle(host, now)
+            self._queues.settle(host, now)
             return True
         return False
 
@@ -1059,7 +724,54 @@ class Frontier:
 
     # ----------------------------------------------------------------------------- completion
 
-    def complete(
+    def complete(self, ticket: Ticket, outcome: Completion, *, mark_done: bool = True) -> Settled:
+        """A page ticket's fetch came back with ``outcome`` (its facts): the frontier decides.
+
+        A transient failure with retries left (``completion.retry_in``) goes back into its
+        host's retry heap (:meth:`retry`); anything else is finished (:meth:`finish`). A
+        429/503's Retry-After holds the host (capped at fetch.max_retry_delay_s; a longer one
+        is not retried). Connection failures, 429/503 and runs of failing URLs back the host
+        off (``_delay_after``). ``mark_done``: as for :meth:`finish` (a retry is never done).
+        """
+        status = outcome.status
+        if outcome.error is None and status < 500 and status != 429:
+            # the common case, as the policy below decides it: finished, no failure, no hold
+            # (finish, inlined: one call less per page)
+            host = self._hosts[ticket.origin]
+            if mark_done:
+                self.mark_done((ticket.key,))
+            polite, backoff = self._delay_after(host, ticket, outcome.duration_s, Failure.NONE)
+            held = self._release(host, ticket, outcome.finished, polite, backoff, 0.0, outcome.ip)
+            return _DONE if held == 0.0 else Settled(False, held, False)
+        policy = self._retry_policy
+        after = (
+            retry_after_s(status, outcome.retry_after, self._wall_clock())
+            if status in HOST_STATUSES
+            else None
+        )
+        failure = failure_of(outcome)
+        retry_s = retry_in(outcome, ticket.attempt, after, policy)
+        if retry_s is not None:
+            held = self.retry(ticket, outcome.finished, retry_s, answer_s(outcome), failure,
+                              outcome.ip, hold_s=after or 0.0)  # fmt: skip
+            return Settled(True, held, failure is not Failure.NONE)
+        held = self.finish(ticket, outcome.finished, answer_s(outcome), failure, outcome.ip,
+                           mark_done=mark_done, hold_s=hold_for(after, policy))  # fmt: skip
+        return Settled(False, held, failure is not Failure.NONE)
+
+    def will_retry(self, ticket: Ticket, outcome: Completion) -> bool:
+        """Would :meth:`complete` retry this ticket (nothing changes)? The engine asks first
+        when a final result needs work (archiving, links) before it is completed."""
+        if outcome.error is None and outcome.status < 500 and outcome.status != 429:
+            return False  # the common case: no retry, no Retry-After to read
+        after = (
+            retry_after_s(outcome.status, outcome.retry_after, self._wall_clock())
+            if outcome.status in HOST_STATUSES
+            else None
+        )
+        return retry_in(outcome, ticket.attempt, after, self._retry_policy) is not None
+
+    def finish(
         self,
         ticket: Ticket,
         now: float,
@@ -1070,7 +782,9 @@ class Frontier:
         mark_done: bool = True,
         hold_s: float = 0.0,
     ) -> float:
-        """A page ticket is finished for good (fetched, or failed for the last time).
+        """A page ticket is finished for good (fetched, or failed for the last time): the
+        mechanism under :meth:`complete`, which decides ``failure`` and ``hold_s`` from a
+        result's facts.
 
         ``mark_done=False``: the host is released now, but the URL's entry stays unfinished
         until :meth:`mark_done` is given its ``ticket.key`` (the engine does that once the
@@ -1107,11 +821,12 @@ class Frontier:
         *,
         hold_s: float = 0.0,
     ) -> float:
-        """Fetch this ticket again, no earlier than ``delay_s`` from now.
+        """Fetch this ticket again, no earlier than ``delay_s`` from now (the mechanism under
+        :meth:`complete`, which decides the delay from a result's facts).
 
         The URL waits in its host's retry heap for its own time, and then until another of the
         host's queued URLs has started, so the healthy ones go on at the host's usual pace; the
-        host itself is held only by host-wide trouble (see :meth:`complete`, whose return value
+        host itself is held only by host-wide trouble (see :meth:`finish`, whose return value
         this returns too).
         """
         host = self._hosts[ticket.origin]
@@ -1179,7 +894,7 @@ class Frontier:
         (nothing changes: the caller finishes the fetch with :meth:`robots_done`). The
         ``exclude`` patterns are not applied: they select pages, and robots.txt is none."""
         url = canonicalize(target)
-        if url is None or (self._domain_set and not self._domain_allowed(host_of(url))):
+        if url is None or not self._admission.domain_allowed(host_of(url)):
             return False
         self._robots_hops.append(Ticket(b"", ticket.origin, url, 0, ticket.hops + 1, robots=True))
         return True
@@ -1201,11 +916,12 @@ class Frontier:
         fetch_s: float = 0.0,
         ip: str = "",
         *,
-        hold_s: float = 0.0,
+        retry_after: str | None = None,
         retire: str = "",
     ) -> None:
-        """Record a robots.txt fetch (``status`` 0: no response; ``hold_s``: a 429/503
-        Retry-After, already capped): new rules, or, robots.txt being unreachable, the copy at
+        """Record a robots.txt fetch (``status`` 0: no response; ``retry_after``: the
+        response's Retry-After header, which holds the host after a 429/503, capped at
+        fetch.max_retry_delay_s): new rules, or, robots.txt being unreachable, the copy at
         hand while it is usable (robots_stale_s), else a retry later, or the host retired.
 
         The fetch was either the host's first (nothing else was issued meanwhile) or a refresh
@@ -1213,6 +929,11 @@ class Frontier:
         ``retire``: the host is given up at once with this reason (its address is refused).
         """
         host = self._hosts[ticket.origin]
+        hold = (
+            hold_for(retry_after_s(status, retry_after, self._wall_clock()), self._retry_policy)
+            if retry_after and status in HOST_STATUSES
+            else 0.0
+        )
         refresh = not host.robots_in_flight
         host.robots_in_flight = False
         self.robots_waiting -= not refresh
@@ -1232,7 +953,7 @@ class Frontier:
             delay, retry = delay_for(fetch_s, rules.crawl_delay_s, self._policy), 0.0
         else:
             host.robots_attempts += 1
-            retry = max(self._robots_retry_s * 2 ** (host.robots_attempts - 1), hold_s)
+            retry = max(self._robots_retry_s * 2 ** (host.robots_attempts - 1), hold)
             if fallback is not None and fallback.usable_until > now:
                 # RFC 9309 2.4: crawl on with the copy fetched earlier, fetch again later
                 fallback.refresh_at = now + retry
@@ -1241,7 +962,7 @@ class Frontier:
                     log.warning("robots.txt of %s unreachable: using the copy fetched %.0f s "
                                 "ago", host.origin, age)  # fmt: skip
                 host.rules = fallback
-                delay, retry = delay_for(fetch_s, fallback.crawl_delay_s, self._policy), hold_s
+                delay, retry = delay_for(fetch_s, fallback.crawl_delay_s, self._policy), hold
             else:
                 host.rules = None  # no usable copy: nothing is fetched until robots.txt answers
                 if host.robots_attempts >= self._robots_attempts:
@@ -1272,7 +993,7 @@ class Frontier:
             host.in_flight -= 1
         self.in_flight -= 1
         host.delay_s = delay
-        after_end = ticket is None or self._cph == 1
+        after_end = ticket is None or self._queues.connections_per_host == 1
         polite = max(host.next_at, (now if after_end else host.last_start) + delay)
         host.next_at = max(polite, now + backoff, now + hold)
         group = host.group
@@ -1282,7 +1003,7 @@ class Frontier:
             waiting, group.waiting = group.waiting, None
             for other in waiting or ():
                 if other.state is HostState.BUSY:
-                    self._settle(other, now)
+                    self._queues.settle(other, now)
         elif self._per_ip and ip:
             # joins its IP's group now: the requests it still has in flight count there from now
             # on (they are subtracted when they end), this one never was
@@ -1290,7 +1011,7 @@ class Frontier:
             host.group.in_flight += host.in_flight + host.robots_in_flight
             host.group.next_at = max(host.group.next_at, host.next_at)
         if host.state is not HostState.READY:
-            self._settle(host, now)
+            self._queues.settle(host, now)
         held = host.next_at - polite
         if held > 0:
             self._holding[host.origin] = (host, "retry-after" if hold > backoff else "backoff")
@@ -1300,9 +1021,7 @@ class Frontier:
 
     def _retire(self, host: HostQueue, reason: str) -> None:
         """Give up on a host: every queued URL is recorded as failed with ``reason``."""
-        self._state_counts[host.state] -= 1
-        self._state_counts[HostState.RETIRED] += 1
-        host.state = HostState.RETIRED
+        self._queues.move(host, HostState.RETIRED)
         host.retired = reason
         self._holding.pop(host.origin, None)
         with self.batch(), self._write() as txn:
@@ -1341,7 +1060,7 @@ class Frontier:
     @property
     def blocked_hosts(self) -> list[str]:
         """Host names the operator blocked (``block``), sorted."""
-        return sorted(self._blocked)
+        return sorted(self._queues.blocked)
 
     @property
     def host_delays(self) -> dict[str, float]:
@@ -1351,12 +1070,12 @@ class Frontier:
     @property
     def held_by_blocks(self) -> int:
         """URLs queued for blocked hosts (not handed out until unblocked)."""
-        return sum(host.queued for host in self._parked.values())
+        return sum(host.queued for host in self._queues.parked.values())
 
     @property
     def blocked_queues(self) -> int:
         """Hosts with queued work held by a block."""
-        return len(self._parked)
+        return len(self._queues.parked)
 
     def _matching(self, name: str) -> list[HostQueue]:
         """Every known host (origin) whose host name is ``name``: O(hosts), for commands."""
@@ -1366,29 +1085,27 @@ class Frontier:
         """Hand out no more URLs of host name ``name`` (every scheme and port) until
         :meth:`unblock`: its queued and newly admitted URLs are kept (in LMDB, as always),
         requests in flight finish. Durable with the open transaction. Returns the URLs held."""
-        self._blocked.add(name)
+        self._queues.blocked.add(name)
         self._save_control()
         held = 0
         for host in self._matching(name):
             if host.state in (HostState.READY, HostState.SNOOZED):
-                self._state_counts[host.state] -= 1
-                self._state_counts[HostState.BLOCKED] += 1
-                host.state = HostState.BLOCKED  # its FIFO or heap entry is stale from now on
-                self._parked[host.origin] = host
+                self._queues.move(host, HostState.BLOCKED)  # its FIFO or heap entry is stale
             held += host.queued
         return held
 
     def unblock(self, name: str, now: float) -> int:
         """Undo :meth:`block`; the host's URLs are handed out again. Returns how many are
         queued (0 and no change if ``name`` was not blocked)."""
-        if name not in self._blocked:
+        blocked = self._queues.blocked
+        if name not in blocked:
             return 0
-        self._blocked.discard(name)
+        blocked.discard(name)
         self._save_control()
         released = 0
-        for host in [h for h in self._parked.values() if host_of(h.origin) == name]:
+        for host in [h for h in self._queues.parked.values() if host_of(h.origin) == name]:
             released += host.queued
-            self._settle(host, now)
+            self._queues.settle(host, now)
         return released
 
     def set_host_delay(self, name: str, delay_s: float | None, now: float) -> int:
@@ -1426,10 +1143,7 @@ class Frontier:
         if host.state is HostState.SNOOZED or (
             host.state is HostState.READY and host.next_at > now
         ):
-            self._state_counts[host.state] -= 1
-            self._state_counts[HostState.EMPTY] += 1
-            host.state = HostState.EMPTY  # its FIFO or heap entry is stale from now on
-            self._settle(host, now)
+            self._queues.settle(host, now)  # snoozed anew: its FIFO or heap entry is stale
 
     def reconfigure(self, s: CrawlSettings, now: float) -> None:
         """Apply a reloaded config's tunables: politeness delays and limits, connections per
@@ -1438,16 +1152,11 @@ class Frontier:
         are refused before this is called (``engine.reload``). A changed scope applies to
         links found from now on (links remembered as settled are forgotten)."""
         p = s.politeness
-        domains = check_scope(s)
-        self._domain_set = domain_table(domains)
-        self._owners.clear()
-        self._settled, self._settled_old = set(), set()
-        exclude = s.scope.exclude
-        self._exclude = re.compile("|".join(f"(?:{x})" for x in exclude)) if exclude else None
-        self._limits = Limits.from_settings(s.crawl)
-        self._max_pages = s.crawl.max_pages
+        self._admission.reconfigure(check_scope(s), s.scope.exclude,
+                                    Limits.from_settings(s.crawl), s.crawl.max_pages)  # fmt: skip
         policy, self._policy = self._policy, DelayPolicy.from_settings(p)
-        self._cph = p.connections_per_host
+        self._retry_policy = RetryPolicy.from_settings(s.fetch)
+        self._queues.connections_per_host = p.connections_per_host
         self._obey_robots = p.obey_robots
         self._robots_retry_s = p.robots_retry_s
         self._robots_attempts = p.robots_attempts
@@ -1463,7 +1172,7 @@ class Frontier:
 
     def _save_control(self) -> None:
         with self._write() as txn:
-            txn.put(_BLOCKED_KEY, json.dumps(sorted(self._blocked)).encode(), db=self._blobs)
+            txn.put(_BLOCKED_KEY, json.dumps(sorted(self._queues.blocked)).encode(), db=self._blobs)
             delays = {name: delay for name, (delay, _p) in self._host_delays.items()}
             txn.put(_HOST_DELAYS_KEY, json.dumps(delays, sort_keys=True).encode(), db=self._blobs)
 
@@ -1474,11 +1183,11 @@ class Frontier:
         try:
             names = json.loads(bytes(blocked)) if blocked is not None else []
             saved = json.loads(bytes(delays)) if delays is not None else {}
-            self._blocked = {str(n) for n in names}
+            self._queues.blocked = {str(n) for n in names}
             pairs = {str(k): float(v) for k, v in saved.items()}
         except (ValueError, TypeError, AttributeError) as exc:
             log.warning("unreadable operator blocks or host delays, ignored: %r", exc)
-            self._blocked, pairs = set(), {}
+            self._queues.blocked, pairs = set(), {}
         for name, delay in pairs.items():
             self._host_delays[name] = (delay, DelayPolicy(delay, delay, 0.0,
                 self._policy.max_crawl_delay_s, self._policy.backoff_s,
@@ -1508,14 +1217,14 @@ class Frontier:
             "peak_hot": self.peak_hot,
             "spilled": self.spilled,
             "refilled": self.refilled,
-            "blocked_hosts": len(self._blocked),
+            "blocked_hosts": len(self._queues.blocked),
             "held_by_blocks": self.held_by_blocks,
         }
 
     def host_signals(self, now: float, worst: int = 5) -> HostSignals:
         """Hosts by state, the worst held ones and the next one due, for the status: O(held
         hosts), no scan of all hosts (the counts are kept by every transition)."""
-        counts = self._state_counts
+        counts = {state: self._queues.count(state) for state in HostState}
         holding = self._holding
         for origin_, (host, _reason) in list(holding.items()):
             if host.next_at <= now or host.state is HostState.RETIRED:
@@ -1545,7 +1254,9 @@ class Frontier:
         """The snoozed host due first: (origin, why it waits, seconds until it is due)."""
         if self.next_wake() is None:
             return None
-        wake, _, host = self._snoozed[0]
+        host = self._queues.first_snoozed()
+        assert host is not None
+        wake = host.wake_at
         held = self._holding.get(host.origin)
         if held is not None:
             reason = held[1]
@@ -1572,69 +1283,6 @@ class Frontier:
         """The seen-set's counters (Bloom filter size, estimated false positives...)."""
         return self._seen.stats()
 
-    def _check_identity(self, seen_capacity: int, seen_error_rate: float) -> None:
-        """Refuse to continue a crawl whose identity the configuration would change."""
-        path = self._state_dir / "identity.json"
-        mine = {
-            "layout_version": LAYOUT_VERSION,
-            "seen_capacity": seen_capacity,
-            "seen_error_rate": seen_error_rate,
-        }
-        if not path.exists():
-            replace_file(path, json.dumps(mine, indent=1).encode())
-            return
-        try:
-            with open_regular(path) as f:  # a link, a FIFO: damaged, never followed
-                theirs = json.loads(f.read())
-            if not isinstance(theirs, dict):
-                raise ValueError(f"a JSON {type(theirs).__name__}, not an object")
-        except (OSError, ValueError) as exc:
-            # damage, not a mismatch: written again from this configuration. Safe for the
-            # seen-set sizing, the only settings it pins besides the layout: the Bloom
-            # snapshot records its own capacity and error rate, and a snapshot of other
-            # sizing is refused and rebuilt from the exact LMDB seen-set (SeenSet.load_snapshot)
-            raise DamagedState(
-                path,
-                f"unreadable crawl identity ({exc})",
-                "It is written again from this configuration; the Bloom filter is rebuilt from "
-                "the exact seen-set if its sizing differs, so nothing is lost. Only the layout "
-                f"version could not be checked (this program writes version {LAYOUT_VERSION}).",
-            ) from None
-        older = theirs.get("layout_version")
-        if older in UPGRADABLE_LAYOUTS and {**theirs, "layout_version": LAYOUT_VERSION} == mine:
-            # layout 4 is layout 5 without callbacks: its queue entries and batches read as
-            # entries for the default callback, so the crawl continues; the identity says 5 now
-            replace_file(path, json.dumps(mine, indent=1).encode())
-            log.warning("%s: crawl state of layout version %s continued as version %d (its "
-                        "queued URLs go to the spider's default callback, parse, with empty "
-                        "meta); frontier-crawl versions before layout %d cannot read it any "
-                        "more", path, older, LAYOUT_VERSION, LAYOUT_VERSION)  # fmt: skip
-            return
-        if isinstance(older, int) and older != LAYOUT_VERSION:
-            raise StateMismatch(
-                f"{self._state_dir.parent} holds a crawl of state layout version {older}, which "
-                f"this frontier-crawl (layout {LAYOUT_VERSION}) cannot continue"
-                + (" (it was written by a newer version: continue it with that version)"
-                   if older > LAYOUT_VERSION else
-                   f" (layouts {sorted(UPGRADABLE_LAYOUTS)} are continued in place; older ones "
-                   "are not: finish the crawl with the version that started it)")
-                + ", or set crawl.output_dir to a new directory to start a new crawl."
-            )  # fmt: skip
-        changed = [
-            f"{key}: {theirs.get(key)!r} in the existing crawl, {value!r} now"
-            for key, value in mine.items()
-            if theirs.get(key) != value
-        ]
-        if changed:
-            keys = {"seen_capacity": "frontier.seen_capacity",
-                    "seen_error_rate": "frontier.seen_error_rate"}  # fmt: skip
-            names = ", ".join(keys.get(c.split(":")[0], c.split(":")[0]) for c in changed)
-            raise StateMismatch(
-                f"{self._state_dir.parent} holds a crawl that cannot continue with this "
-                f"configuration ({'; '.join(changed)}). Restore {names} to the crawl's values "
-                "to resume it, or set crawl.output_dir to a new directory to start a new crawl."
-            )
-
     def _resume(self) -> None:
         """Rebuild in-memory state from LMDB left by an earlier run of this crawl."""
         snapshot = self._state_dir / "seen.bloom"
@@ -1651,7 +1299,7 @@ class Frontier:
             self.admitted = int.from_bytes(raw, "big") if raw is not None else 0
             admitted = {
                 key: self._stored_admitted(txn, key)
-                for key in (counts if self._limits.max_pages_per_host else ())
+                for key in (counts if self._admission.limits.max_pages_per_host else ())
             }
             self._load_control(txn)
         if seen_count and not self._seen.load_snapshot(snapshot, seen_count):
@@ -1664,7 +1312,7 @@ class Frontier:
             host.hid = hid
             host.unloaded = count
             self.queued += count
-            self._settle(host, 0.0)
+            self._queues.settle(host, 0.0)
         self.resumed = self.queued
         if counts:
             log.info("resumed: %d URLs queued over %d hosts", self.queued, len(counts))

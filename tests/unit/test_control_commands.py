@@ -140,7 +140,7 @@ def test_blocks_and_delays_persist(tmp_path: Path) -> None:
     assert f.blocked_hosts == ["b.test"] and f.host_delays == {"a.test": 5.0}
     (first,) = f.next_ready(10.0, 10)
     assert first.url == f"{A}/1"  # b.test is held
-    f.complete(first, 10.5)
+    f.finish(first, 10.5)
     assert f.next_ready(14.9, 10) == []  # 5 s from the start (one connection: from the end)
     assert urls(f.next_ready(15.6, 10)) == [f"{A}/2"]
     f.close()
@@ -152,7 +152,7 @@ def test_host_delay_applies_at_once(tmp_path: Path) -> None:
     f, _ = make(tmp_path, min_delay_s=10.0)
     f.add([f"{A}/1", f"{A}/2", f"{A}/3"], depth=0, now=0.0)
     (t,) = f.next_ready(0.0, 10)
-    f.complete(t, 0.1)
+    f.finish(t, 0.1)
     assert f.next_ready(1.0, 10) == []  # 10 s
     f.set_host_delay("a.test", 0.5, 1.0)
     assert urls(f.next_ready(1.0, 10)) == [f"{A}/2"]  # 0.1 + 0.5 is past
@@ -169,7 +169,7 @@ def test_reconfigure_applies_tunables_at_once(tmp_path: Path) -> None:
     f, _ = make(tmp_path, min_delay_s=10.0)
     f.add([f"{A}/1", f"{A}/2", f"{A}/3"], depth=0, now=0.0)
     (t,) = f.next_ready(0.0, 10)
-    f.complete(t, 0.1)
+    f.finish(t, 0.1)
     raw = {"crawl": {"seeds": [f"{A}/"]}, "scope": {"allow_domains": ["a.test", "b.test"]},
            "politeness": {"min_delay_s": 10.0, "delay_factor": 0.0, "backoff_s": 0.0}}  # fmt: skip
     f.reconfigure(parse(raw), 1.0)  # the same policy: still 10 s

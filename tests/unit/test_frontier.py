@@ -10,11 +10,15 @@ from typing import Any
 import pytest
 
 from frontier_crawl.frontier import Failure, Frontier, HostState, StateMismatch, Ticket
+from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions
 from frontier_crawl.frontier.politeness import DelayPolicy
 from frontier_crawl.frontier.traps import Limits
 
 A = "http://a.test"
 B = "http://b.test"
+
+
+HOOKS = ("wall_clock", "route", "worker", "on_foreign")  #: make's keywords that are hooks
 
 
 def make(tmp_path: Path, **overrides: Any) -> tuple[Frontier, list[tuple[str, str]]]:
@@ -47,7 +51,11 @@ def make(tmp_path: Path, **overrides: Any) -> tuple[Frontier, list[tuple[str, st
         "map_size": 1 << 26,
     }
     options.update(overrides)
-    f = Frontier(tmp_path / "state", on_reject=lambda t, r: rejected.append((t.url, r)), **options)
+    hooks = FrontierHooks(
+        on_reject=lambda t, r: rejected.append((t.url, r)),
+        **{k: options.pop(k) for k in HOOKS if k in options},
+    )
+    f = Frontier(tmp_path / "state", FrontierOptions(**options), hooks)
     return f, rejected
 
 
@@ -140,7 +148,7 @@ def test_one_request_per_host_and_delay_from_end_of_response(frontier: Frontier)
     assert sorted(urls(first)) == [f"{A}/1", f"{B}/1"]  # one per host, even with 10 slots
     assert frontier.next_ready(0.5, 10) == []
     a1 = next(t for t in first if t.origin == A)
-    frontier.complete(a1, now=2.0, fetch_s=2.0)
+    frontier.finish(a1, now=2.0, fetch_s=2.0)
     assert frontier.host_state(A) is HostState.SNOOZED
     assert frontier.next_wake() == 3.0  # end of response + min_delay_s
     assert frontier.next_ready(2.9, 10) == []
@@ -150,7 +158,7 @@ def test_one_request_per_host_and_delay_from_end_of_response(frontier: Frontier)
 def test_waiting_host_does_not_hold_a_slot(frontier: Frontier) -> None:
     frontier.add([f"{A}/{i}" for i in range(5)] + [f"{B}/1"], depth=0, now=0.0)
     got = frontier.next_ready(0.0, 1)
-    frontier.complete(got[0], now=0.0)
+    frontier.finish(got[0], now=0.0)
     # the host just served is snoozed; the other is handed out with the only free slot
     nxt = frontier.next_ready(0.1, 1)
     assert len(nxt) == 1 and nxt[0].origin != got[0].origin
@@ -171,10 +179,10 @@ def test_retry_waits_behind_the_hosts_other_urls(frontier: Frontier) -> None:
     # the healthy URLs go on at the host's usual pace (min_delay_s 1 s from the end)
     (b,) = frontier.next_ready(2.0, 5)
     assert b.url == f"{A}/2"
-    frontier.complete(b, 2.0)
+    frontier.finish(b, 2.0)
     (c,) = frontier.next_ready(3.0, 5)
     assert c.url == f"{A}/3"
-    frontier.complete(c, 3.0)
+    frontier.finish(c, 3.0)
     assert frontier.next_ready(4.0, 5) == []  # only the retry is left: it waits its own time
     assert frontier.next_wake() == 31.0
     (again,) = frontier.next_ready(31.0, 5)
@@ -187,7 +195,7 @@ def test_a_due_retry_goes_before_the_rest_of_the_queue(frontier: Frontier) -> No
     frontier.retry(t, now=0.0, delay_s=2.0, failure=Failure.URL)
     (n,) = frontier.next_ready(1.0, 5)
     assert n.url == f"{A}/1"
-    frontier.complete(n, 1.0)
+    frontier.finish(n, 1.0)
     (r,) = frontier.next_ready(2.0, 5)
     assert r.url == t.url and r.attempt == 1
 
@@ -203,7 +211,7 @@ def test_one_failing_url_never_backs_its_host_off(tmp_path: Path) -> None:
         now += 1.0
         (good,) = f.next_ready(now, 5)  # another URL goes before the retry
         assert good.url == f"{A}/{i}"
-        f.complete(good, now)
+        f.finish(good, now)
         now += 1.0
         (bad,) = f.next_ready(now, 5)
         assert bad.url == f"{A}/bad" and bad.attempt == i + 1
@@ -216,21 +224,21 @@ def test_failures_of_distinct_urls_in_a_row_back_the_host_off(tmp_path: Path) ->
     now = 0.0
     for i in range(3):
         (t,) = f.next_ready(now, 5)
-        held = f.complete(t, now, failure=Failure.URL)
+        held = f.finish(t, now, failure=Failure.URL)
         assert held == (5.0 - 1.0 if i == 2 else 0.0)  # the third distinct URL: host-wide
         now = f.next_wake() or now
     assert now == 2.0 + 5.0
     (t,) = f.next_ready(now, 5)
-    f.complete(t, now)  # a good response resets it
+    f.finish(t, now)  # a good response resets it
     (t,) = f.next_ready(now + 1.0, 5)
-    assert f.complete(t, now + 1.0, failure=Failure.URL) == 0.0
+    assert f.finish(t, now + 1.0, failure=Failure.URL) == 0.0
     f.close()
 
 
 def test_a_hold_keeps_the_host_and_is_returned(frontier: Frontier) -> None:
     frontier.add([f"{A}/1", f"{A}/2"], depth=0)
     (t,) = frontier.next_ready(0.0, 5)
-    held = frontier.complete(t, 1.0, failure=Failure.SERVER, hold_s=60.0)
+    held = frontier.finish(t, 1.0, failure=Failure.SERVER, hold_s=60.0)
     assert held == 60.0 - 1.0  # beyond the 1 s politeness delay
     assert frontier.next_wake() == 61.0
 
@@ -254,7 +262,7 @@ def test_the_delay_spaces_request_starts_whatever_the_connections(
         end = open_[0][0] if open_ else float("inf")
         if open_ and end <= (wake if wake is not None else end):
             now = end
-            f.complete(open_.pop(0)[1], now, fetch_s=0.5)
+            f.finish(open_.pop(0)[1], now, fetch_s=0.5)
         else:
             assert wake is not None
             now = wake
@@ -278,7 +286,7 @@ def test_crawl_delay_spaces_starts_with_several_connections(tmp_path: Path) -> N
         assert len(got) <= 1  # never two starts at one instant
         starts += [now] * len(got)
         for t in got:
-            f.complete(t, now + 0.01, fetch_s=0.01)  # answered fast: the slot is free again
+            f.finish(t, now + 0.01, fetch_s=0.01)  # answered fast: the slot is free again
         wake = f.next_wake()
         if wake is None:
             break
@@ -299,7 +307,7 @@ def test_spill_and_refill_through_lmdb(tmp_path: Path) -> None:
         batch = f.next_ready(now, 4)
         for t in batch:
             seen.append(t.url)
-            f.complete(t, now)
+            f.finish(t, now)
         assert f.hot_total <= 10 + 2  # the budget, plus at most one forced refill per host
         now += 0.001
     assert sorted(seen) == sorted(f"{h}/{i}" for i in range(100) for h in hosts)
@@ -319,7 +327,7 @@ def test_robots_first_then_disallow_and_crawl_delay(tmp_path: Path) -> None:
     (t,) = f.next_ready(5.0, 5)
     assert t.url == f"{A}/ok"
     assert rejected == [(f"{A}/private/x", "robots-denied")]
-    f.complete(t, 5.0)
+    f.finish(t, 5.0)
     assert f.pending == 0
     f.close()
     # the robots.txt is cached on disk: a new frontier on the same state does not refetch it
@@ -359,7 +367,7 @@ def test_resume_from_lmdb(tmp_path: Path) -> None:
     while g.pending:
         for x in g.next_ready(now, 5):
             got.append(x.url)
-            g.complete(x, now)
+            g.finish(x, now)
         now += 1
     assert sorted(got) == sorted(f"{A}/{i}" for i in range(20))
     g.close()
@@ -390,7 +398,7 @@ def test_batch_groups_changes_into_one_transaction(tmp_path: Path) -> None:
     with f.batch():
         f.add([f"{A}/{i}" for i in range(5)], depth=0)
         (t,) = f.next_ready(0.0, 5)  # refill inside the batch sees the batch's own writes
-        f.complete(t, 0.0)
+        f.finish(t, 0.0)
     f.close()
     g, _ = make(tmp_path, min_delay_s=0.0)
     assert g.pending == 4
@@ -401,7 +409,7 @@ def test_adaptive_delay_from_fetch_time(tmp_path: Path) -> None:
     f, _ = make(tmp_path, min_delay_s=0.1, max_delay_s=5.0, delay_factor=3.0)
     f.add([f"{A}/1", f"{A}/2"], depth=0)
     (t,) = f.next_ready(0.0, 5)
-    f.complete(t, now=2.0, fetch_s=1.0)
+    f.finish(t, now=2.0, fetch_s=1.0)
     assert f.next_wake() == 2.0 + 3.0  # 3 x the 1 s fetch
     f.close()
 
@@ -418,7 +426,7 @@ def test_long_crawl_delay_snoozes_without_dropping(tmp_path: Path) -> None:
         now = wake
         for t in f.next_ready(now, 5):
             got.append((now, t.url))
-            f.complete(t, now)
+            f.finish(t, now)
     assert [u for _, u in got] == [f"{A}/{i}" for i in range(3)]
     assert [n for n, _ in got] == [600.0, 1200.0, 1800.0]
     assert rejected == []
@@ -431,7 +439,7 @@ def test_host_backoff_and_retirement_after_connection_errors(tmp_path: Path) -> 
     now, waits = 0.0, []
     for _ in range(3):
         (t,) = f.next_ready(now, 5)
-        f.complete(t, now, failure=Failure.CONNECTION)
+        f.finish(t, now, failure=Failure.CONNECTION)
         wake = f.next_wake()
         if wake is not None:
             waits.append(wake - now)
@@ -448,9 +456,9 @@ def test_success_resets_backoff(tmp_path: Path) -> None:
     f, _ = make(tmp_path, min_delay_s=0.0, backoff_s=1.0)
     f.add([f"{A}/{i}" for i in range(4)], depth=0)
     (t,) = f.next_ready(0.0, 5)
-    f.complete(t, 0.0, failure=Failure.SERVER)
+    f.finish(t, 0.0, failure=Failure.SERVER)
     (t,) = f.next_ready(1.0, 5)
-    f.complete(t, 1.0)  # a good response
+    f.finish(t, 1.0)  # a good response
     assert f.next_wake() is None and len(f.next_ready(1.0, 5)) == 1
     f.close()
 
@@ -465,14 +473,14 @@ def test_per_ip_hosts_share_one_budget(tmp_path: Path) -> None:
     f.add([f"{A}/1", f"{A}/2", f"{B}/1", f"{B}/2"], depth=0)
     first = f.next_ready(0.0, 5)
     assert len(first) == 1  # one connection for the shared IP
-    f.complete(first[0], 0.5)
+    f.finish(first[0], 0.5)
     assert f.next_ready(1.0, 5) == []  # the IP's delay runs from the end of that response
     times = []
     now = 1.5
     while f.pending:
         for t in f.next_ready(now, 5):
             times.append(now)
-            f.complete(t, now)
+            f.finish(t, now)
         now = f.next_wake() or now
     assert times == [1.5, 2.5, 3.5]
 
@@ -481,8 +489,8 @@ def test_per_ip_group_learned_from_first_response(tmp_path: Path) -> None:
     f, _ = make(tmp_path, min_delay_s=1.0, per_ip=True)
     f.add([f"{A}/1", f"{A}/2", f"{B}/1", f"{B}/2"], depth=0)
     a, b = f.next_ready(0.0, 5)  # IPs unknown yet: one first request each
-    f.complete(a, 0.0, ip="10.0.0.9")
-    f.complete(b, 0.2, ip="10.0.0.9")
+    f.finish(a, 0.0, ip="10.0.0.9")
+    f.finish(b, 0.2, ip="10.0.0.9")
     assert f.next_ready(1.0, 5) == []  # a's own delay is over, but the IP's runs to 1.2
     assert len(f.next_ready(1.2, 5)) == 1  # and then one request for both hosts
     f.close()
@@ -496,7 +504,7 @@ def test_per_ip_count_includes_requests_sent_before_the_group_was_known(
     first = f.next_ready(0.0, 10)  # IPs unknown: two requests to each host
     assert len(first) == 4
     for t in first:
-        f.complete(t, 0.0, ip="10.0.0.9")
+        f.finish(t, 0.0, ip="10.0.0.9")
     in_flight = 0
     now = 0.0
     while f.pending:  # from now on the IP's two connections are shared by both hosts
@@ -504,7 +512,7 @@ def test_per_ip_count_includes_requests_sent_before_the_group_was_known(
         in_flight += len(got)
         assert in_flight <= 2
         for t in got:
-            f.complete(t, now, ip="10.0.0.9")
+            f.finish(t, now, ip="10.0.0.9")
             in_flight -= 1
         now += 0.1
     f.close()
@@ -514,11 +522,11 @@ def test_per_ip_group_joined_with_requests_in_flight(tmp_path: Path) -> None:
     f, _ = make(tmp_path, min_delay_s=0.0, per_ip=True, connections_per_host=2)
     f.add([f"{h}/{i}" for i in range(6) for h in (A, B)], depth=0)
     a1, a2, b1, b2 = sorted(f.next_ready(0.0, 10), key=lambda t: t.url)
-    f.complete(a1, 0.0, ip="10.0.0.9")  # A joins with a2 still in flight
-    f.complete(b1, 0.0, ip="10.0.0.9")  # B joins with b2 still in flight
+    f.finish(a1, 0.0, ip="10.0.0.9")  # A joins with a2 still in flight
+    f.finish(b1, 0.0, ip="10.0.0.9")  # B joins with b2 still in flight
     assert f.next_ready(0.1, 10) == []  # the IP has its two requests open (a2, b2)
-    f.complete(a2, 0.1, ip="10.0.0.9")
-    f.complete(b2, 0.1, ip="10.0.0.9")
+    f.finish(a2, 0.1, ip="10.0.0.9")
+    f.finish(b2, 0.1, ip="10.0.0.9")
     assert len(f.next_ready(0.2, 10)) == 2  # never more than two, never a negative count
     f.close()
 
@@ -564,7 +572,7 @@ def test_completion_without_mark_done_is_fetched_again_after_a_restart(tmp_path:
     with f.batch():
         for now in (0.0, 1.0, 2.0):
             (t,) = f.next_ready(now, 1)  # one at a time: the host must have been released
-            f.complete(t, now, mark_done=False)
+            f.finish(t, now, mark_done=False)
             tickets.append(t)
         f.mark_done([tickets[0].key])
     assert f.pending == 0  # nothing queued or in flight: the crawl could end here
@@ -614,13 +622,13 @@ def test_resume_keeps_block_progress_retries_and_referrers(tmp_path: Path) -> No
                 if t.url == f"{A}/1" and t.attempt == 0:
                     f.retry(t, now, delay_s=100.0)  # not again before the restart
                 else:
-                    f.complete(t, now)
+                    f.finish(t, now)
                     done.append(t.url)
             now += 1.0
     assert f"{A}/0" in done and f"{B}/page" in done and f"{A}/1" not in done
     with pytest.raises(RuntimeError), f.batch():
         for t in f.next_ready(now, 5):
-            f.complete(t, now)  # lost with the aborted transaction: fetched again
+            f.finish(t, now)  # lost with the aborted transaction: fetched again
         raise RuntimeError("abort")
     f.close()
     g, _ = make(tmp_path, memory_urls=4, min_delay_s=0.0)
@@ -631,7 +639,7 @@ def test_resume_keeps_block_progress_retries_and_referrers(tmp_path: Path) -> No
     while g.pending:
         for t in g.next_ready(now, 5):
             got.append(t)
-            g.complete(t, now)
+            g.finish(t, now)
         now += 1.0
     queued = {f"{B}/page"} | {f"{A}/{i}" for i in range(10)} | {f"{A}/x/{i}" for i in range(3)}
     assert sorted(t.url for t in got) == sorted(queued - set(done))

@@ -53,7 +53,7 @@ def test_host_counts_follow_every_transition(tmp_path: Path, seed: int) -> None:
                         f.retry(t, now, 1.0, failure=rnd.choice(list(Failure)),
                                 hold_s=rnd.choice((0.0, 5.0)))  # fmt: skip
                     else:
-                        f.complete(t, now, failure=rnd.choice(list(Failure)),
+                        f.finish(t, now, failure=rnd.choice(list(Failure)),
                                    hold_s=rnd.choice((0.0, 0.0, 30.0)))  # fmt: skip
                 elif op < 0.92:
                     h = rnd.choice(HOSTS)

@@ -12,6 +12,7 @@ import pytest
 from frontier_crawl.frontier import Frontier, StateMismatch
 from frontier_crawl.frontier.frontier import LAYOUT_VERSION
 from frontier_crawl.frontier.mailbox import decode_links, encode_links
+from frontier_crawl.frontier.options import FrontierOptions
 from frontier_crawl.frontier.politeness import DelayPolicy
 from frontier_crawl.frontier.store import QueueEntry, decode_block, encode_block
 from frontier_crawl.frontier.traps import Limits
@@ -24,14 +25,15 @@ def make(
 ) -> tuple[Frontier, None]:
     policy = DelayPolicy(min_delay_s=min_delay_s, max_delay_s=30.0, delay_factor=0.0,
                          max_crawl_delay_s=0.0, backoff_s=0.0, max_backoff_s=600.0)  # fmt: skip
-    f = Frontier(
-        tmp_path / "state", on_reject=lambda t, r: None, allow_domains=["a.test", "b.test"],
+    f = Frontier(tmp_path / "state", FrontierOptions(
+        allow_domains=["a.test", "b.test"],
         exclude=[], limits=Limits(max_depth=5), max_pages=0, policy=policy, max_host_errors=3,
         connections_per_host=1, obey_robots=False, user_agent="testbot", robots_ttl_s=3600.0,
         robots_retry_s=10.0, robots_attempts=2, memory_urls=memory_urls, seen_capacity=10_000,
         seen_error_rate=1e-6, map_size=1 << 26,
-    )  # fmt: skip
+    ))  # fmt: skip
     return f, None
+
 
 META = msgspec.msgpack.encode({"from": "http://a.test/", "level": 2})
 
@@ -66,7 +68,7 @@ def test_callback_and_meta_survive_memory_spill_retry_and_restart(tmp_path: Path
     assert [(t.url, t.callback, t.meta, t.priority) for t in tickets] == [
         (f"{A}/plain", "", b"", 0)
     ]
-    f.complete(tickets[0], 1.0)
+    f.finish(tickets[0], 1.0)
     t = f.next_ready(2.0, 10)[0]
     assert (t.callback, t.meta, t.priority) == ("parse_page", META, 2)
     f.retry(t, 2.0, 0.0)  # a retry keeps them
@@ -77,7 +79,7 @@ def test_callback_and_meta_survive_memory_spill_retry_and_restart(tmp_path: Path
     while f.pending:
         for ticket in f.next_ready(now, 10):
             seen[ticket.url] = (ticket.callback, ticket.meta, ticket.priority, ticket.attempt)
-            f.complete(ticket, now)
+            f.finish(ticket, now)
         now += 1.0
     assert set(seen) == {f"{A}/p{i}" for i in range(5)}
     assert all(v[:3] == ("parse_page", META, 2) for v in seen.values())

@@ -76,18 +76,18 @@ def test_robots_point_3_rules_are_refreshed_without_holding_the_host(tmp_path: P
     first = f.next_ready(1.0, 5)
     assert [t.robots for t in first] == [False, False]
     for t in first:
-        f.complete(t, 1.0)
+        f.finish(t, 1.0)
     refresh, page = f.next_ready(100.0, 5)  # due: robots.txt again, and a page beside it
     assert refresh.robots and not page.robots
-    f.complete(page, 100.0)
+    f.finish(page, 100.0)
     (other,) = f.next_ready(100.0, 5)  # the host is not held while robots.txt is in flight
     assert not other.robots
     f.robots_done(refresh, 100.5, 200, b"User-agent: *\nDisallow: /new\n")
-    f.complete(other, 100.5)
+    f.finish(other, 100.5)
     got = f.next_ready(101.0, 5)
     assert [t.url for t in got] == [f"{A}/4", f"{A}/5"]
     for t in got:
-        f.complete(t, 101.0)
+        f.finish(t, 101.0)
     assert f.next_ready(102.0, 5) == []
     assert f.pending == 0
     assert rejected == [(f"{A}/new/0", "robots-denied"), (f"{A}/new/1", "robots-denied")]
@@ -101,7 +101,7 @@ def test_robots_point_3_ttl_is_capped_at_24_hours(tmp_path: Path) -> None:
     f.robots_done(robots, 0.0, 200, b"User-agent: *\nDisallow: /none\n")
     (page,) = f.next_ready(MAX_ROBOTS_TTL_S - 1, 5)
     assert not page.robots
-    f.complete(page, MAX_ROBOTS_TTL_S - 1)
+    f.finish(page, MAX_ROBOTS_TTL_S - 1)
     (again,) = f.next_ready(MAX_ROBOTS_TTL_S, 5)
     assert again.robots
     f.close()
@@ -117,7 +117,7 @@ def test_robots_point_6_429_holds_the_host_for_its_retry_after(tmp_path: Path) -
     f, rejected = make(tmp_path, obey_robots=True, min_delay_s=0.0, robots_retry_s=1.0)
     f.add([f"{A}/private", f"{A}/ok"], depth=0)
     (robots,) = f.next_ready(0.0, 5)
-    f.robots_done(robots, 0.0, 429, b"", hold_s=300.0)  # the engine caps the Retry-After
+    f.robots_done(robots, 0.0, 429, b"", retry_after="300")  # capped at max_retry_delay_s (300)
     assert f.next_ready(299.0, 5) == [] and f.next_wake() == 300.0
     (again,) = f.next_ready(300.0, 5)
     assert again.robots
@@ -137,18 +137,18 @@ def test_robots_point_7_the_copy_at_hand_stands_in_while_unreachable(tmp_path: P
     (robots,) = f.next_ready(0.0, 5)
     f.robots_done(robots, 0.0, 200, b"User-agent: *\nDisallow: /private\n")
     (page,) = f.next_ready(0.0, 5)
-    f.complete(page, 0.0)
+    f.finish(page, 0.0)
     (refresh,) = f.next_ready(100.0, 5)
     f.robots_done(refresh, 100.0, 503, b"")  # robots_attempts (2) not a limit here
     (page,) = f.next_ready(100.0, 5)  # crawls on with the copy
     assert not page.robots
-    f.complete(page, 100.0)
+    f.finish(page, 100.0)
     (refresh,) = f.next_ready(110.0, 5)  # retried after robots_retry_s
     assert refresh.robots
     f.robots_done(refresh, 110.0, 0, b"")  # no answer: the second failure in a row
     assert f.host_state(A) is not HostState.RETIRED
     (page,) = f.next_ready(110.0, 5)
-    f.complete(page, 110.0)
+    f.finish(page, 110.0)
     (refresh,) = f.next_ready(130.0, 5)  # 20 s later (doubled)
     f.robots_done(refresh, 151.0, 503, b"")  # the copy is 151 s old: past ttl + stale
     assert f.host_state(A) is HostState.RETIRED

@@ -1,0 +1,259 @@
+"""Host queues: per-host scheduling facts, the tickets they hand out, and the one transition.
+
+A host (origin) is in exactly one :class:`HostState`. READY hosts wait in a FIFO, SNOOZED hosts in
+a heap ordered by wake time, BUSY hosts (all connections used, or robots.txt in flight) in
+neither, so a waiting host never holds a fetch slot; BLOCKED hosts (an operator's block) are
+parked; RETIRED is final.
+
+:meth:`HostQueues.move` is the only place that assigns ``HostQueue.state``, and the only place
+that keeps the count of hosts in each state (the status reads them without a scan), the FIFO,
+the heap and the parked set. :meth:`HostQueues.settle` decides where a host's facts say it
+belongs (queued work, connections in use, its wake time, a block) and moves it there. FIFO and
+heap entries are not removed when a host moves on: an entry is stale unless the host is still
+in that state (and, in the heap, with that wake time), and is skipped when it comes out.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from frontier_crawl.frontier.urls import host_of
+
+if TYPE_CHECKING:
+    from frontier_crawl.frontier.robots import Rules
+    from frontier_crawl.frontier.store import QueueEntry
+
+
+class Ticket(msgspec.Struct, frozen=True, gc=False):
+    """One URL handed out for fetching; give it back with complete/retry/robots_done.
+
+    A frozen msgspec Struct rather than a frozen dataclass: one is built per URL handed out,
+    and a frozen dataclass's ``__init__`` (``object.__setattr__`` per field) costs ~2 us where
+    this costs ~0.1 us. ``gc=False``: it holds only str, bytes, int, bool and None.
+    """
+
+    key: bytes  #: queue entry key, ``store.py`` (b"" for robots.txt tickets and rejected URLs)
+    origin: str
+    url: str
+    depth: int
+    hops: int = 0
+    attempt: int = 0
+    referrer: str | None = None
+    robots: bool = False
+    callback: str = ""  #: the spider callback its response goes to ("": the default)
+    meta: bytes = b""  #: the request's meta (msgpack; b"": none)
+    priority: int = 0  #: the request's priority (stored with the URL; not yet used)
+
+
+class HostState(Enum):
+    """Where a host queue is in the scheduler."""
+
+    EMPTY = "empty"  #: nothing queued (requests may still be in flight)
+    READY = "ready"  #: queued work, politeness slot open: in the ready FIFO
+    SNOOZED = "snoozed"  #: queued work, waiting for its wake time: in the heap
+    BUSY = "busy"  #: queued work, every connection in use (or robots.txt in flight)
+    BLOCKED = "blocked"  #: queued work held by an operator's block (``block``): parked
+    RETIRED = "retired"  #: given up; URLs recorded as failed, new ones refused
+
+    #: members are singletons compared by identity: hashed by identity too, in C (Enum's own
+    #: ``__hash__`` is Python code, run for every count kept by ``HostQueues.move``)
+    __hash__ = object.__hash__
+
+
+@dataclass(slots=True, eq=False)
+class IpGroup:
+    """Hosts sharing one IP address share its politeness budget (``per_ip``)."""
+
+    next_at: float = 0.0
+    in_flight: int = 0  #: every in-flight request of its hosts (counted from when they join)
+    waiting: list[HostQueue] | None = None  #: hosts parked while every connection is in use
+
+
+@dataclass(slots=True, eq=False)
+class HostQueue:
+    """Per-host scheduling facts. Small on purpose: there may be millions of hosts.
+
+    ``state`` is read by anyone and assigned only by :meth:`HostQueues.move`.
+    """
+
+    origin: str
+    hid: int = -1  #: the store's host id (-1 until the host's first URL is queued)
+    state: HostState = HostState.EMPTY
+    hot: deque[tuple[bytes, QueueEntry]] | None = None  #: None when nothing is in memory
+    unloaded: int = 0  #: entries in LMDB after ``loaded_upto`` and not in ``hot``
+    loaded_upto: bytes | None = None
+    in_flight: int = 0
+    next_at: float = 0.0  #: monotonic time before which no request may start
+    wake_at: float = 0.0  #: when SNOOZED: the wake time of its heap entry
+    last_start: float = 0.0  #: when the latest request to the host started
+    delay_s: float = 0.0  #: politeness delay from the latest response (spaces request starts)
+    starts: int = 0  #: requests started to the host (this run)
+    took_retry: bool = False  #: the latest request taken was a retry
+    #: URLs waiting for their retry: (due, seq, key, entry, starts), a heap by due time. One is
+    #: taken once due, once ``starts`` requests have started to the host (another URL went
+    #: first) and when the latest one taken was not a retry, so retries take at most every
+    #: other request of a host that has other URLs queued; or when nothing else is queued.
+    #: None when empty.
+    retries: list[tuple[float, int, bytes, QueueEntry, int]] | None = None
+    rules: Rules | None = None  #: robots.txt rules, None while unknown (or dropped when idle)
+    #: a robots.txt fetch the host waits for (its rules unknown) is in flight; a refresh, which
+    #: the host does not wait for, is not flagged here but counted in ``in_flight``
+    robots_in_flight: bool = False
+    robots_attempts: int = 0  #: robots.txt fetches in a row that found it unreachable
+    errors: int = 0  #: consecutive 429/5xx/connection failures
+    conn_errors: int = 0  #: consecutive DNS/connection failures
+    failing: set[bytes] | None = None  #: distinct URLs failed in a row (Failure.URL)
+    admitted: int = 0  #: URLs admitted, all runs (for max_pages_per_host)
+    group: IpGroup | None = None
+    retired: str = ""  #: why the host was retired (the outcome of its URLs)
+
+    @property
+    def queued(self) -> int:
+        return (
+            (len(self.hot) if self.hot else 0)
+            + self.unloaded
+            + (len(self.retries) if self.retries else 0)
+        )
+
+    def due(self) -> float:
+        """When the host may issue its next request, queued work permitting: its politeness
+        time, or later when all it has left are retries not yet due."""
+        if self.hot or self.unloaded or not self.retries:
+            return self.next_at
+        return max(self.next_at, self.retries[0][0])
+
+
+class HostQueues:
+    """Every host queue of one frontier, by origin, and where each one waits.
+
+    ``connections_per_host`` and ``blocked`` (host names the operator blocked) are the two
+    settings :meth:`settle` places hosts by; the frontier changes them in place.
+    """
+
+    __slots__ = ("_counts", "_seq", "blocked", "connections_per_host", "hosts", "parked",
+                 "ready", "snoozed")  # fmt: skip
+
+    def __init__(self, connections_per_host: int) -> None:
+        self.connections_per_host = connections_per_host
+        self.blocked: set[str] = set()  #: host names held by an operator's block
+        self.hosts: dict[str, HostQueue] = {}  #: origin -> its queue (read freely; add: add)
+        self.ready: deque[HostQueue] = deque()  #: READY hosts in FIFO order (stale entries too)
+        #: SNOOZED hosts: (wake time, seq, host), a heap (stale entries too)
+        self.snoozed: list[tuple[float, int, HostQueue]] = []
+        self.parked: dict[str, HostQueue] = {}  #: BLOCKED hosts, by origin
+        self._seq = 0
+        self._counts: dict[HostState, int] = dict.fromkeys(HostState, 0)
+
+    # ----------------------------------------------------------------------------- the hosts
+
+    def add(self, host: HostQueue) -> HostQueue:
+        """Count in a new host queue (EMPTY, as built)."""
+        assert host.state is HostState.EMPTY and host.origin not in self.hosts
+        self.hosts[host.origin] = host
+        self._counts[HostState.EMPTY] += 1
+        return host
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    def __iter__(self) -> Iterator[HostQueue]:
+        return iter(self.hosts.values())
+
+    def count(self, state: HostState) -> int:
+        """Hosts in ``state`` now (kept by :meth:`move`: no scan)."""
+        return self._counts[state]
+
+    def recount(self) -> dict[HostState, int]:
+        """The hosts in each state, counted afresh (a scan: for checks and tests)."""
+        counts = dict.fromkeys(HostState, 0)
+        for host in self.hosts.values():
+            counts[host.state] += 1
+        return counts
+
+    # ----------------------------------------------------------------------------- transitions
+
+    def move(self, host: HostQueue, new: HostState, wake: float = 0.0) -> None:
+        """The one transition: put ``host`` in state ``new`` (``wake``: its wake time, when
+        SNOOZED), keeping the counts, the ready FIFO, the snoozed heap and the parked set.
+
+        RETIRED is final: a retired host stays so. READY to READY keeps its place in the FIFO;
+        SNOOZED to SNOOZED pushes a new heap entry (the old one is stale by its wake time).
+        """
+        old = host.state
+        if old is HostState.RETIRED:
+            return
+        if new is not old:
+            counts = self._counts
+            counts[old] -= 1
+            counts[new] += 1
+            if old is HostState.BLOCKED:
+                self.parked.pop(host.origin, None)
+        if new is HostState.READY:
+            if old is not HostState.READY:
+                self.ready.append(host)
+        elif new is HostState.SNOOZED:
+            host.wake_at = wake
+            self._seq += 1
+            heapq.heappush(self.snoozed, (wake, self._seq, host))
+        elif new is HostState.BLOCKED:
+            self.parked[host.origin] = host
+        host.state = new
+
+    def settle(self, host: HostQueue, now: float) -> None:
+        """Place a host where its facts say it belongs (a retired host stays retired)."""
+        if host.state is HostState.RETIRED:
+            return
+        wake = 0.0
+        if host.robots_in_flight or host.in_flight >= self.connections_per_host:
+            new = HostState.BUSY
+        elif host.queued == 0:
+            new = HostState.EMPTY
+            if host.in_flight == 0:
+                host.rules = None  # idle: keep no parsed robots.txt (re-read from the disk cache)
+        elif self.blocked and host_of(host.origin) in self.blocked:
+            new = HostState.BLOCKED
+        else:
+            wake = host.due()
+            new = HostState.READY if wake <= now else HostState.SNOOZED
+        self.move(host, new, wake)
+
+    def take_ready(self) -> HostQueue | None:
+        """The next READY host out of the FIFO, now BUSY (the caller settles it again once it
+        has taken its ticket); None when no host is ready."""
+        ready = self.ready
+        while ready:
+            host = ready.popleft()
+            if host.state is HostState.READY:  # else stale: it moved on since it was queued
+                self.move(host, HostState.BUSY)
+                return host
+        return None
+
+    def wake(self, now: float) -> None:
+        """Settle every snoozed host whose wake time has come."""
+        heap = self.snoozed
+        while heap and heap[0][0] <= now:
+            wake, _, host = heapq.heappop(heap)
+            if host.state is HostState.SNOOZED and wake == host.wake_at:
+                self.settle(host, now)
+
+    def first_snoozed(self) -> HostQueue | None:
+        """The snoozed host due first (stale heap entries dropped on the way), or None."""
+        heap = self.snoozed
+        while heap:
+            wake, _, host = heap[0]
+            if host.state is HostState.SNOOZED and wake == host.wake_at:
+                return host
+            heapq.heappop(heap)  # stale entry
+        return None
+
+    @property
+    def has_ready(self) -> bool:
+        """Is the ready FIFO non-empty (it may hold only stale entries)?"""
+        return bool(self.ready)

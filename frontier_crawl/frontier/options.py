@@ -1,0 +1,121 @@
+"""What a :class:`Frontier` is built with, in two records instead of 27 parameters.
+
+* :class:`FrontierOptions` — the frozen tunables (scope, limits, politeness, robots.txt,
+  memory and seen-set sizing, retries), built from the crawl settings by
+  :meth:`FrontierOptions.from_settings` (the only place that reads them) or directly in tests;
+* :class:`FrontierHooks` — the frontier's collaborators: where rejected URLs are recorded, the
+  worker routing of worker mode, the wall clock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from frontier_crawl.frontier.completion import RetryPolicy
+from frontier_crawl.frontier.politeness import DelayPolicy
+from frontier_crawl.frontier.scope import check_scope
+from frontier_crawl.frontier.traps import Limits
+
+if TYPE_CHECKING:
+    from frontier_crawl.config import CrawlSettings
+    from frontier_crawl.frontier.hosts import Ticket
+    from frontier_crawl.frontier.mailbox import Link
+
+#: links remembered as settled (see Frontier.add): about 150 bytes each with their strings
+#: (a link string is usually shared with the parser's output, so often less)
+SETTLED_LINKS = 32_768
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class FrontierOptions:
+    """The frontier's tunables (``[scope]``, ``[crawl]`` limits, ``[politeness]``,
+    ``[frontier]``, ``[fetch]`` retries). ``robots_token`` names our group in robots.txt
+    (default: ``user_agent``'s product token); ``robots_ttl_s`` is capped at 24 hours."""
+
+    allow_domains: tuple[str, ...] | list[str] = ()
+    exclude: tuple[str, ...] | list[str] = ()
+    limits: Limits = field(default_factory=Limits)
+    max_pages: int = 0
+    policy: DelayPolicy = field(default_factory=DelayPolicy)
+    connections_per_host: int = 1
+    obey_robots: bool = True
+    user_agent: str = "frontier-crawl"
+    robots_token: str = ""
+    robots_ttl_s: float = 86_400.0
+    robots_retry_s: float = 60.0
+    robots_attempts: int = 3
+    robots_stale_s: float = 0.0
+    max_host_errors: int = 3
+    host_error_urls: int = 3
+    memory_urls: int = 200_000
+    seen_capacity: int = 1_000_000
+    seen_error_rate: float = 1e-7
+    map_size: int = 1 << 30
+    per_ip: bool = False
+    known_ips: Mapping[str, str] = field(default_factory=dict)  #: host -> address (resolve)
+    settled_links: int = SETTLED_LINKS
+    retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+
+    @classmethod
+    def from_settings(cls, s: CrawlSettings) -> FrontierOptions:
+        """The frontier's tunables from the crawl settings (ConfigError if a scope entry
+        cannot match or a seed is outside it)."""
+        domains = check_scope(s)
+        known_ips = {}
+        for entry in s.fetch.resolve:  # "host:port:addr", as curl --resolve
+            host, _port, addr = entry.split(":", 2)
+            known_ips[host.lower()] = addr.strip("[]")
+        p = s.politeness
+        return cls(
+            allow_domains=tuple(domains),
+            exclude=tuple(s.scope.exclude),
+            limits=Limits.from_settings(s.crawl),
+            max_pages=s.crawl.max_pages,
+            policy=DelayPolicy.from_settings(p),
+            connections_per_host=p.connections_per_host,
+            obey_robots=p.obey_robots,
+            user_agent=p.user_agent,
+            robots_token=p.product_token,
+            robots_ttl_s=p.robots_ttl_s,
+            robots_stale_s=p.robots_stale_s,
+            robots_retry_s=p.robots_retry_s,
+            robots_attempts=p.robots_attempts,
+            max_host_errors=p.max_host_errors,
+            host_error_urls=p.host_error_urls,
+            memory_urls=s.frontier.memory_urls,
+            seen_capacity=s.frontier.seen_capacity,
+            seen_error_rate=s.frontier.seen_error_rate,
+            map_size=s.frontier.lmdb_map_size_bytes,
+            per_ip=p.per_ip,
+            known_ips=known_ips,
+            retry_policy=RetryPolicy.from_settings(s.fetch),
+        )
+
+
+def _no_reject(_ticket: Ticket, _reason: str) -> None:
+    return None
+
+
+def _no_foreign(_worker: int, _link: Link) -> None:
+    return None
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class FrontierHooks:
+    """The frontier's collaborators.
+
+    ``on_reject``: records a URL refused with a reason (a crawl-log outcome). ``route``: origin
+    -> owning worker (worker mode; None: this process owns every host); ``worker``: this
+    process's number; ``on_foreign``: takes a link to a host another worker owns.
+    ``wall_clock`` dates the robots.txt cache (whose copies outlive a run) and reads
+    Retry-After dates.
+    """
+
+    on_reject: Callable[[Ticket, str], None] = _no_reject
+    route: Callable[[str], int] | None = None
+    worker: int = 0
+    on_foreign: Callable[[int, Link], None] = _no_foreign
+    wall_clock: Callable[[], float] = time.time

@@ -1,0 +1,163 @@
+"""Host queues (frontier/hosts.py): the one transition, and counts that always equal a recount."""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from collections import deque
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from frontier_crawl.frontier import Failure, HostState
+from frontier_crawl.frontier.hosts import HostQueue, HostQueues
+from frontier_crawl.frontier.store import QueueEntry
+from tests.unit.test_frontier import make
+
+
+def queued(origin: str, n: int = 1) -> HostQueue:
+    host = HostQueue(origin)
+    host.hot = deque((b"k%d" % i, QueueEntry(f"{origin}/{i}", 0)) for i in range(n))
+    return host
+
+
+def test_settle_places_a_host_by_its_facts() -> None:
+    q = HostQueues(connections_per_host=1)
+    host = q.add(queued("http://a.test"))
+    q.settle(host, now=0.0)
+    assert host.state is HostState.READY and list(q.ready) == [host]
+    assert q.take_ready() is host and host.state is HostState.BUSY
+    assert q.take_ready() is None
+    host.next_at = 5.0
+    q.settle(host, now=1.0)
+    assert host.state is HostState.SNOOZED and host.wake_at == 5.0
+    assert q.first_snoozed() is host
+    host.in_flight = 1
+    q.settle(host, now=1.0)
+    assert host.state is HostState.BUSY and q.first_snoozed() is None  # its heap entry stale
+    host.in_flight, host.hot = 0, None
+    q.settle(host, now=9.0)
+    assert host.state is HostState.EMPTY
+    assert q.recount() == {s: q.count(s) for s in HostState}
+
+
+def test_ready_to_ready_keeps_one_fifo_entry_and_stale_entries_are_skipped() -> None:
+    q = HostQueues(connections_per_host=1)
+    a, b = q.add(queued("http://a.test")), q.add(queued("http://b.test"))
+    for host in (a, a, b, a):
+        q.settle(host, now=0.0)
+    assert list(q.ready) == [a, b]
+    q.move(a, HostState.BLOCKED)  # a's FIFO entry is stale now
+    assert q.take_ready() is b and q.take_ready() is None
+    assert q.parked == {a.origin: a}
+
+
+def test_blocked_names_park_hosts_and_leaving_unparks() -> None:
+    q = HostQueues(connections_per_host=1)
+    host = q.add(queued("http://a.test:8080"))
+    q.blocked.add("a.test")
+    q.settle(host, now=0.0)
+    assert host.state is HostState.BLOCKED and q.parked == {host.origin: host}
+    q.blocked.clear()
+    q.settle(host, now=0.0)
+    assert host.state is HostState.READY and not q.parked
+
+
+def test_retired_is_final_and_unparks() -> None:
+    q = HostQueues(connections_per_host=1)
+    host = q.add(queued("http://a.test"))
+    q.blocked.add("a.test")
+    q.settle(host, now=0.0)
+    q.move(host, HostState.RETIRED)
+    assert not q.parked and q.count(HostState.RETIRED) == 1 and q.count(HostState.BLOCKED) == 0
+    for state in HostState:
+        q.move(host, state)
+        assert host.state is HostState.RETIRED
+    q.settle(host, now=0.0)
+    assert host.state is HostState.RETIRED
+    assert q.recount() == {s: q.count(s) for s in HostState}
+
+
+def test_wake_settles_due_hosts_only() -> None:
+    q = HostQueues(connections_per_host=1)
+    hosts = [q.add(queued(f"http://h{i}.test")) for i in range(3)]
+    for i, host in enumerate(hosts):
+        host.next_at = float(i + 1)
+        q.settle(host, now=0.0)
+    q.wake(2.0)
+    assert [h.state for h in hosts] == [HostState.READY, HostState.READY, HostState.SNOOZED]
+    assert q.first_snoozed() is hosts[2]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 7), st.integers(0, 4)), max_size=60))
+def test_counts_equal_a_recount_after_any_moves(ops: list[tuple[int, int, int]]) -> None:
+    q = HostQueues(connections_per_host=2)
+    hosts = [q.add(HostQueue(f"http://h{i}.test")) for i in range(4)]
+    states = list(HostState)
+    now = 0.0
+    for which, op, arg in ops:
+        host = hosts[which]
+        now += 0.5
+        if op < len(states) and op != 0:
+            q.move(host, states[op], wake=now + arg)
+        elif op == 0:  # new facts, then placed by them
+            host.in_flight = arg % 3
+            host.hot = deque([(b"k", QueueEntry("u", 0))] * arg) or None
+            host.next_at = now + arg - 2
+            q.settle(host, now)
+        else:
+            q.take_ready()
+            q.wake(now)
+        assert q.recount() == {s: q.count(s) for s in HostState}
+        assert set(q.parked.values()) == {h for h in hosts if h.state is HostState.BLOCKED}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_frontier_counts_equal_a_recount_through_a_crawl(seed: int) -> None:
+    """Every frontier path that moves hosts (admit, hand out, complete, retry, Retry-After
+    holds, block/unblock, host delays, retirement, robots) keeps the counts exact."""
+    rng = random.Random(seed)
+    origins = [f"http://{h}.test" for h in ("a", "b", "sub.a", "x.b")]
+    with tempfile.TemporaryDirectory() as tmp:
+        f, _rejected = make(Path(tmp), min_delay_s=0.5, backoff_s=1.0, max_depth=50,
+                            connections_per_host=rng.choice((1, 2)))  # fmt: skip
+        queues = f._queues  # the frontier's own host queues: recounted against its counts
+        now, out, n = 0.0, [], 0
+        try:
+            for _step in range(300):
+                now += rng.choice((0.0, 0.1, 0.7, 2.0))
+                op = rng.randrange(10)
+                if op < 3:
+                    n += 1
+                    f.add([f"{rng.choice(origins)}/{n}/{i}" for i in range(3)], depth=1, now=now)
+                elif op < 6:
+                    out.extend(f.next_ready(now, rng.randrange(1, 4)))
+                elif op < 8 and out:
+                    t = out.pop(rng.randrange(len(out)))
+                    if t.robots:
+                        f.robots_done(t, now, 404, b"")
+                    elif rng.random() < 0.3:
+                        f.retry(t, now, 1.0, 0.1, rng.choice(list(Failure)))
+                    else:
+                        f.finish(t, now, 0.1, rng.choice(list(Failure)),
+                                   hold_s=rng.choice((0.0, 3.0)))  # fmt: skip
+                elif op == 8:
+                    name = rng.choice(("a.test", "b.test"))
+                    if rng.random() < 0.5:
+                        f.block(name, now)
+                    else:
+                        f.unblock(name, now)
+                else:
+                    name = rng.choice(("sub.a.test", "x.b.test"))
+                    if rng.random() < 0.7:
+                        f.set_host_delay(name, rng.choice((None, 0.2, 3.0)), now)
+                    else:
+                        f.retire(f"http://{name}", "host-unreachable")
+                assert queues.recount() == {s: queues.count(s) for s in HostState}
+                sig = f.host_signals(now)
+                assert sig.retired == queues.recount()[HostState.RETIRED]
+        finally:
+            f.close()
