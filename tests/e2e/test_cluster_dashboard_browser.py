@@ -38,7 +38,7 @@ def test_the_dashboard_shows_the_whole_cluster(
     try:
         api = Api(tmp_path / "out-0")
         wait_until("node 0 alive in its view",
-                   lambda: api.status()["cluster"]["alive"] == [0], 60, 0.2)  # fmt: skip
+                   lambda: api.status()["cluster"]["alive"] == [0], 60, every_s=0.2)  # fmt: skip
         with playwright_sync.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
                                          headless=True)  # fmt: skip
@@ -63,7 +63,7 @@ def _check(browser: Any, api: Api) -> None:
         dom = LexborHTMLParser(page.content())
         return dom if len(dom.css("#cluster tr[data-node]")) == 2 else None
 
-    dom = wait_until("the cluster panel drawn", drawn, 30, 0.2)
+    dom = wait_until("the cluster panel drawn", drawn, 30, every_s=0.2)
     panel = dom.css_first("#cluster-panel")
     assert panel is not None and "hidden" not in panel.attributes
     rows = {r.attributes["data-node"]: r for r in dom.css("#cluster tr[data-node]")}

@@ -67,9 +67,10 @@ def test_three_nodes_seen_as_one_during_and_after(
     wait_until(
         "every node alive in every node's view",
         lambda: all(sorted(a.status()["cluster"]["alive"]) == [0, 1, 2] for a in apis),
-        60, 0.2,
+        60, every_s=0.2,
     )  # fmt: skip
-    wait_until("pages on every node", lambda: all(a.status()["pages"] > 0 for a in apis), 60, 0.2)
+    wait_until("pages on every node", lambda: all(a.status()["pages"] > 0 for a in apis), 60,
+        every_s=0.2)
     # paused, the figures hold still: the view must then equal the nodes' own
     for api in apis:
         api.post("/api/pause")
@@ -86,7 +87,7 @@ def test_three_nodes_seen_as_one_during_and_after(
                 return None
         return pages
 
-    own = wait_until("the view to agree with each node's own status", agree, 30, 0.3)
+    own = wait_until("the view to agree with each node's own status", agree, 30, every_s=0.3)
     view = apis[1].status()["cluster"]
     assert view["totals"]["pages"] == sum(own.values())
     assert view["missing"] == [] and view["waiting"] == "" and view["me"] == 1
@@ -147,7 +148,7 @@ def test_a_node_never_joined_and_one_killed_are_named_with_how_long(
     first, second = Node(cfg, 0).start(), Node(cfg, 1).start()
     api = Api(tmp_path / "out-0")
     wait_until("node 1 alive in node 0's view",
-               lambda: _state_of(api, 1)["state"] == "running", 60, 0.2)  # fmt: skip
+               lambda: _state_of(api, 1)["state"] == "running", 60, every_s=0.2)  # fmt: skip
     status = api.status()
     never = rows(status)[2]
     assert never["state"] == "never-joined" and never["missing"] and never["heard_s"] is None
@@ -156,13 +157,16 @@ def test_a_node_never_joined_and_one_killed_are_named_with_how_long(
     assert [w["node"] for w in waiting] == [2] and waiting[0]["state"] == "never-joined"
     assert status["cluster"]["waiting"].startswith("waiting for node 2 (never joined")
     wait_until("node 0's progress line to say it waits for node 2",
-               lambda: "waiting for node 2 (never joined" in first.output(), 30, 0.2)  # fmt: skip
-    wait_until("node 1's pages in node 0's view", lambda: _state_of(api, 1)["pages"] > 0, 30, 0.2)
+               lambda: "waiting for node 2 (never joined" in first.output(), 30,
+                   every_s=0.2)  # fmt: skip
+    wait_until("node 1's pages in node 0's view", lambda: _state_of(api, 1)["pages"] > 0, 30,
+        every_s=0.2)
     # kill -9 of node 1: silent, for as long as it has been gone
     second.kill_9()
     killed = time.monotonic()
     silent = wait_until("node 1 silent in node 0's view",
-                        lambda: (r := _state_of(api, 1))["state"] == "silent" and r, 30, 0.2)
+                        lambda: (r := _state_of(api, 1))["state"] == "silent" and r, 30,
+                            every_s=0.2)
     gone = time.monotonic() - killed
     # its last summary came at most a summary interval (0.67 s) before the kill; the view
     # read at most a second before the status
@@ -177,7 +181,7 @@ def test_a_node_never_joined_and_one_killed_are_named_with_how_long(
     assert re.search(r"waiting for node 1 \(silent for [\d.]+ s\), node 2 \(never joined",
                      status["cluster"]["waiting"]), status["cluster"]["waiting"]  # fmt: skip
     wait_until("node 0's progress line to say it waits for node 1",
-               lambda: "node 1 (silent for" in first.output(), 30, 0.2)  # fmt: skip
+               lambda: "node 1 (silent for" in first.output(), 30, every_s=0.2)  # fmt: skip
     metrics = api.get("/metrics").decode()
     assert 'frontier_crawl_cluster_node_up{node="1"} 0.0' in metrics
     assert 'frontier_crawl_cluster_node_up{node="0"} 1.0' in metrics
@@ -215,10 +219,12 @@ def test_report_while_the_cluster_runs(
     first = Node(cfg, 0).start()
     second = Node(cfg, 1).start()
     try:
-        wait_until("pages fetched", lambda: len(served_pages(server, since)) > 10, 60, 0.2)
+        wait_until("pages fetched", lambda: len(served_pages(server, since, wait_s=0)) > 10, 60,
+                   every_s=0.2)
         live = wait_until(
             "a report with both nodes running",
-            lambda: (r := report_cmd(cfg)) and "nodes 0, 1 running" in r.stdout and r, 30, 0.5,
+            lambda: (r := report_cmd(cfg)) and "nodes 0, 1 running" in r.stdout and r, 30,
+            every_s=0.5,
         )  # fmt: skip
         assert live.returncode == 0, live.stdout + live.stderr
         pages = int(re.search(r"running; pages ([\d,]+)", live.stdout).group(1).replace(",", ""))

@@ -159,15 +159,24 @@ def test_unreachable_host_is_retired_with_its_urls_recorded(tmp_path: Path) -> N
 FILL = b"<p>" + b"politeness is per host " * 1000 + b"</p>"  # pages of ~23 KB
 
 
-def rate_violations(starts: list[float], host: str, delay: float) -> list[str]:
+#: how much later in its tick the crawler may hand one request to its fetcher than another:
+#: the frontier spaces a host's requests from the tick's clock, read before it takes them, and
+#: the stamp is taken after the take and the earlier submits of that tick, which a loaded
+#: machine can stretch by several ms (seen: 0.044 s for a 0.05 s delay). A crawler that
+#: shortens the delay itself still fails: over a window of requests the shortfall adds up
+#: (j - i) times, the allowance once.
+TICK_LATENCY_S = 0.02
+
+
+def rate_violations(starts: list[float], host: str, delay: float, slack: float = 0.0) -> list[str]:
     """Pairs of request starts to ``host`` closer than the delay allows: the j-th start after
-    the i-th must come (j - i) x delay later (the rate shows over windows, not only between
-    neighbours)."""
+    the i-th must come (j - i) x delay later, less ``slack`` (the rate shows over windows, not
+    only between neighbours)."""
     starts = sorted(starts)
     bad = []
     for i, a in enumerate(starts):
         for j in range(i + 1, len(starts)):
-            if starts[j] - a < (j - i) * delay - CLOCK_TOLERANCE_S:
+            if starts[j] - a < (j - i) * delay - slack - CLOCK_TOLERANCE_S:
                 bad.append(f"{host}: starts {i} and {j} {starts[j] - a:.3f} s apart")
     return bad
 
@@ -232,7 +241,8 @@ def test_delay_spaces_request_starts_however_many_connections(
     assert min(late)[0] >= -CLOCK_TOLERANCE_S, min(late)
     for host in hosts:
         mine = [u for u in started if f"//{host}:" in u and not u.endswith("/robots.txt")]
-        at_start = rate_violations([t for u in mine for t in started[u]], host, delay)
+        at_start = rate_violations([t for u in mine for t in started[u]], host, delay,
+                                   TICK_LATENCY_S)  # fmt: skip
         assert at_start == [], f"{at_start}; latest arrival {max(late)[0]:.3f} s after its start"
         if connections == 1:
             assert rate_violations([t for u in mine for t in arrived[u]], host, delay) == []
