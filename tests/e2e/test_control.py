@@ -463,8 +463,13 @@ def test_worker_processes(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
 
 
 def most_open(entries: list[RequestLogEntry]) -> int:
-    """The most requests the server had open at once."""
-    edges = sorted([(e.started, 1) for e in entries] + [(e.finished, -1) for e in entries])
+    """The most requests the server had open at once, each from its arrival (the kernel's
+    stamp) to the instant before its first response byte (``responding``). Not to
+    ``finished``: that is stamped by a server thread after its write returns, which on a
+    loaded machine can be after the crawler has read the whole answer and sent its next
+    request (seen: 2 open at concurrency 1). The crawler cannot finish a response, and so
+    free its one slot, before that response has begun."""
+    edges = sorted([(e.started, 1) for e in entries] + [(e.responding, -1) for e in entries])
     most = now = 0
     for _t, step in edges:
         now += step
