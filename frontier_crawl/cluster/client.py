@@ -26,11 +26,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TypeVar
-
-import redis
+from typing import TYPE_CHECKING, TypeVar
 
 from frontier_crawl.config import redact_url, scrub
+
+if TYPE_CHECKING:  # imported where used: redis-py takes ~0.17 s to import, and only a
+    import redis  # cluster crawl needs it (every crawl process and worker would pay it)
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,6 @@ GROUP = "owner"
 """The one consumer group of every partition stream; its one consumer is the owner node."""
 CONSUMER = "owner"
 
-_RETRIED = (redis.ConnectionError, redis.TimeoutError)  # BusyLoadingError is a ConnectionError
 FULL = "Redis answered that it is out of memory (maxmemory, noeviction)"
 _RETRIED_REPLIES = ("MISCONF", "READONLY", "MASTERDOWN", "TRYAGAIN", "LOADING")
 
@@ -123,6 +123,8 @@ class Redis:
         self._full_since = 0.0  #: the first refusal for memory of the current fault
         self._last_full = 0.0  #: the last one
         self._room_said = True  #: "room again" logged for the current fault (none yet)
+        import redis
+
         try:
             self.client: redis.Redis = redis.Redis.from_url(
                 url,
@@ -141,6 +143,9 @@ class Redis:
         ``when_full``: returned at once, without retrying, if Redis answers that it is out of
         memory (for calls that must not hold up the loop or draining the streams, which frees
         it), until the full Redis has lasted ``unreachable_timeout_s``: then ClusterFull."""
+        import redis
+
+        retried = (redis.ConnectionError, redis.TimeoutError)  # BusyLoading is a ConnectionError
         deadline = time.monotonic() + self.unreachable_timeout_s
         delay = BACKOFF_FIRST_S
         first_failure = 0.0
@@ -163,11 +168,11 @@ class Redis:
                     raise redis.ConnectionError(
                         FULL if reason == "full" else f"Redis answered: {str(exc)[:200]}"
                     ) from None
-            except redis.AuthenticationError as exc:  # a ConnectionError: before _RETRIED
+            except redis.AuthenticationError as exc:  # a ConnectionError: before retried
                 raise ClusterRefused(
                     f"Redis at {self.where} refused the login: {scrub(str(exc), self.url)}"
                 ) from None
-            except _RETRIED as exc:
+            except retried as exc:
                 now = time.monotonic()
                 first_failure = first_failure or now
                 if now >= deadline:

@@ -62,10 +62,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import lmdb
-import redis
 
 from frontier_crawl.cluster.client import (
     CONSUMER,
@@ -76,6 +75,9 @@ from frontier_crawl.cluster.client import (
 )
 from frontier_crawl.cluster.view import publish_summary, read_view, summary_every
 from frontier_crawl.proctree import pid_exists, proc_stat
+
+if TYPE_CHECKING:  # imported where used (client.py says why)
+    import redis
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +257,8 @@ class ClusterNode:
         return bytes(raw) if raw is not None else None
 
     def _group(self, client: redis.Redis, partition: int) -> None:
+        import redis
+
         try:
             # from id 0: entries added before the group existed are read too
             client.xgroup_create(self.keys.stream(partition), GROUP, id="0", mkstream=True)
@@ -491,6 +495,8 @@ class ClusterNode:
             self.redis.call("deciding the end", self._decide, when_full=False)
 
     def _decide(self, client: redis.Redis) -> bool:
+        import redis
+
         answers = {int(k): json.loads(v) for k, v in client.hgetall(self.keys.status).items()}
         if len(answers) < self.nodes or any(
             answers.get(n, {}).get("probe") != self._probe for n in range(self.nodes)

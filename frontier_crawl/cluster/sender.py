@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import time
-
-import redis
+from typing import TYPE_CHECKING
 
 from frontier_crawl.cluster.client import Keys, Redis
+
+if TYPE_CHECKING:  # imported where used (client.py says why)
+    import redis
 
 
 def batch_id(batch: bytes) -> bytes:

@@ -38,11 +38,12 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
-
-import redis
+from typing import TYPE_CHECKING, Any, Final
 
 from frontier_crawl.cluster.client import Keys, Redis, refused_for_memory
+
+if TYPE_CHECKING:  # imported where used (client.py says why)
+    import redis
 
 #: at most this many bytes of JSON per node summary (the bottleneck sentence is cut first)
 MAX_SUMMARY_BYTES: Final = 1024
@@ -126,6 +127,8 @@ def publish_summary(
     ttl_ms = int(LIVE_TTL_S * 1000)
 
     def write(client: redis.Redis) -> bool:
+        import redis
+
         try:
             client.eval(_PUBLISH, 1, key, summary, run, ttl_ms)
         except redis.ResponseError as exc:

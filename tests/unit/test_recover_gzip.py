@@ -49,7 +49,8 @@ def member(rnd: random.Random, size: int, incompressible: bool, level: int) -> b
         data = rnd.randbytes(size)
     else:
         words = [rnd.randbytes(rnd.randint(1, 8)).hex().encode() for _ in range(64)]
-        data = b" ".join(rnd.choice(words) for _ in range(size // 5 + 1))[:size]
+        # choices, not a loop of choice: the same text, drawn 4x faster (most of the test's time)
+        data = b" ".join(rnd.choices(words, k=size // 5 + 1))[:size]
     c = zlib_ng.compressobj(level, zlib_ng.DEFLATED, 16 + zlib_ng.MAX_WBITS)
     return c.compress(data) + c.flush()
 
