@@ -384,13 +384,7 @@ class SpiderHost:
                 self._call(state, callback, response)
         if self._rules is not None:
             self._extract(state, self._rules, response)
-        t1 = _perf()
-        if not state.items:
-            return Yielded(state.requests, [], state.problems, t1 - t0, 0.0)
-        dropped: dict[str, int] = {}
-        items = self._pipeline(state, response, dropped)
-        return Yielded(state.requests, items, state.problems, t1 - t0, _perf() - t1,
-                       dropped or None)  # fmt: skip
+        return self._yielded(state, response, t0)
 
     def _errback(self, page: Page, failure: str) -> Yielded:
         t0 = _perf()
@@ -405,6 +399,11 @@ class SpiderHost:
         request = Request(page.url, page.callback or "parse", meta, cb_kwargs=cb_kwargs)
         state = _Run(page, errback)
         self._call(state, errback, response, Failure(value, request))
+        return self._yielded(state, response, t0)
+
+    def _yielded(self, state: _Run, response: Response, t0: float) -> Yielded:
+        """What a callback (or an errback) run gave, its items through the pipelines; ``t0``:
+        when the run began (the callback's time is up to now, the pipelines' after)."""
         t1 = _perf()
         if not state.items:
             return Yielded(state.requests, [], state.problems, t1 - t0, 0.0)
