@@ -25,7 +25,9 @@ Formats. ``jsonl``: one JSON object per line (U+2028, U+2029 and U+0085 escaped,
 ``str.splitlines`` sees one item per line). ``csv``: RFC 4180 (``\\r\\n`` row ends, quoted
 when needed, so a value may hold line breaks), a header row first. The columns are ``fields``,
 or, without it, the keys of the first item the feed receives; they are fixed by the header
-row for the life of the file (a restart reads them back from it). A key that is not a column is
+row for the life of the file (a restart reads them back from it). With ``fields``, the header row
+is written by the first commit even if no item has come yet, so a crawl whose pages yield no
+item still leaves a CSV file with its header. A key that is not a column is
 left out (logged once per key); a column the item lacks is an empty cell. Strings are written
 as they are, ``None`` as an empty cell, ``true``/``false`` for booleans, numbers as Python
 prints them, and lists and objects as their JSON text.
@@ -152,6 +154,9 @@ class Feed:
     def prepare_commit(self, upto: int | None = None) -> None:
         """Hand the buffered items to the OS (and fdatasync them, if durable)."""
         del upto
+        if self._needs_header and self._columns:  # ``fields`` named, no item yet: the header
+            self._buffer[:0] = _csv_row(self._columns)  # row is committed with the first commit
+            self._needs_header = False  # (a crawl that yields nothing still leaves a CSV file)
         data = bytes(self._buffer)
         self._buffer.clear()
         if self.format == "jsonl":
@@ -190,6 +195,12 @@ class Feed:
             finally:
                 os.close(self._fd)
                 self._fd = None
+
+
+def _csv_row(cells: tuple[str, ...]) -> bytes:
+    row = io.StringIO()
+    csv.writer(row).writerow(cells)
+    return row.getvalue().encode("utf-8", "backslashreplace")
 
 
 def open_feed(

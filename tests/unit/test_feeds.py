@@ -132,6 +132,22 @@ def test_csv_fields_give_the_columns(tmp_path: Path) -> None:
     assert path.read_text().splitlines() == ["title,url", "A,a"]
 
 
+def test_csv_fields_give_the_header_even_without_items(tmp_path: Path) -> None:
+    """A crawl whose pages yield nothing still leaves a CSV file with its header row, written
+    (and committed) by the first commit; a restart continues it with no second header."""
+    path = tmp_path / "items.csv"
+    feed, _ = csv_feed(path, None, ("title", "url"))
+    offset = committed_after(feed, [])
+    feed.close()
+    assert path.read_bytes() == b"title,url\r\n"
+    assert offset == len("title,url\r\n")
+    feed, warnings = csv_feed(path, offset, ("title", "url"))
+    assert warnings == []
+    committed_after(feed, [{"url": "a", "title": "A"}])
+    feed.close()
+    assert path.read_text().splitlines() == ["title,url", "A,a"]
+
+
 @pytest.mark.parametrize(
     ("feeds", "message"),
     [
