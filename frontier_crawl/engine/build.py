@@ -10,6 +10,7 @@ report's warnings), after those of earlier runs.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -114,17 +115,22 @@ def open_parts(
     frontier = _open_frontier(
         settings, layout, peers, on_reject, on_foreign, wall_clock, set_aside_, repairs
     )
-    fetcher = fetcher or _open_fetcher(settings, set_aside_)
-    parser = parser or LinkParser.from_settings(settings)
-    outputs = open_outputs(
-        settings,
-        warc_dir=layout.warc_dir,
-        crawl_log=layout.crawl_log,
-        feed_root=layout.root,
-        with_feeds=with_feeds,
-        load_blob=frontier.load_blob,
-        keep_fds=(lock_fd,),
-    )
+    with contextlib.ExitStack() as undo:  # a later part that fails: the earlier ones closed
+        undo.callback(frontier.close, checkpoint=False)
+        if fetcher is None:
+            fetcher = _open_fetcher(settings, set_aside_)
+            undo.callback(fetcher.close)
+        parser = parser or LinkParser.from_settings(settings)
+        outputs = open_outputs(
+            settings,
+            warc_dir=layout.warc_dir,
+            crawl_log=layout.crawl_log,
+            feed_root=layout.root,
+            with_feeds=with_feeds,
+            load_blob=frontier.load_blob,
+            keep_fds=(lock_fd,),
+        )
+        undo.pop_all()
     stats, elapsed_before, earlier = load_stats(frontier)
     repaired = (*earlier, *repairs, *outputs.warnings)[-MAX_REPAIRS:]
     paths = [layout.root, layout.state_dir, layout.warc_dir]

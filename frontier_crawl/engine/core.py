@@ -127,9 +127,16 @@ class Engine:
         self.layout = Layout(Path(settings.crawl.output_dir))
         make_dir(self.layout.root)
         #: one owner per state directory, before anything of it is read (StateLocked if not)
-        self._lock = StateLock.acquire(self.layout.state_dir)
+        try:
+            self._lock = StateLock.acquire(self.layout.state_dir)
+        except BaseException:
+            if self._spider is not None:
+                self._spider.close()
+            raise
+        opened = False
         try:
             self._open(settings, fetcher, peers, parser)
+            opened = True
             self._steer = Steering(
                 settings,
                 frontier=self.frontier,
@@ -146,7 +153,12 @@ class Engine:
                 loaded=loaded,
             )
         except BaseException:
-            self._lock.release()
+            if opened:  # every part closed, nothing committed, the lock released
+                self._abandon()
+            else:  # open_parts closed what it had opened
+                if self._spider is not None:
+                    self._spider.close()
+                self._lock.release()
             raise
         self._on_progress = on_progress
 

@@ -9,6 +9,7 @@ used is set aside with a warning for the report (never an exception for damage).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 from collections.abc import Callable, Sequence
@@ -75,20 +76,26 @@ def open_outputs(
         log.warning("recovered %d unfinished WARC file(s)", len(warcs.recovered))
     warnings = [*warcs.warnings, *recover_lines(crawl_log)]
     durable = power_loss_durable(settings)
-    crawl = CrawlLog(crawl_log, durable=durable)
-    archive = (
-        WarcWriter.from_settings(settings, warc_dir, warc_info(settings), keep_fds=keep_fds)
-        if settings.output.warc
-        else None
-    )
-    opened: list[Feed] = []
-    for spec in (settings.output.feeds or (FeedSection(),)) if with_feeds else ():
-        name = f"feed:{spec.path}"
-        committed = decode_offset(load_blob(blob_name(name)))
-        feed, repaired = open_feed(
-            feed_root / spec.path, name, spec.format, spec.fields, committed, durable=durable
+    with contextlib.ExitStack() as undo:  # a later part that fails: the earlier ones closed
+        crawl = CrawlLog(crawl_log, durable=durable)
+        undo.callback(crawl.discard)
+        archive = (
+            WarcWriter.from_settings(settings, warc_dir, warc_info(settings), keep_fds=keep_fds)
+            if settings.output.warc
+            else None
         )
-        warnings += repaired
-        opened.append(feed)
+        if archive is not None:
+            undo.callback(archive.discard)  # its child process too
+        opened: list[Feed] = []
+        for spec in (settings.output.feeds or (FeedSection(),)) if with_feeds else ():
+            name = f"feed:{spec.path}"
+            committed = decode_offset(load_blob(blob_name(name)))
+            feed, repaired = open_feed(
+                feed_root / spec.path, name, spec.format, spec.fields, committed, durable=durable
+            )
+            undo.callback(feed.discard)
+            warnings += repaired
+            opened.append(feed)
+        undo.pop_all()
     everything: tuple[Output, ...] = (*((archive,) if archive else ()), crawl, *opened)
     return Outputs(archive, crawl, tuple(opened), everything, tuple(warnings))

@@ -3,6 +3,7 @@ real LMDB, real files, the WARC writer's real child process, in ``tmp_path``."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import msgspec
 import pytest
 
 from frontier_crawl.config import CrawlSettings, parse
-from frontier_crawl.engine import STATS_BLOB, Layout, Parts, open_parts
+from frontier_crawl.engine import STATS_BLOB, Engine, Layout, Parts, open_parts
 from frontier_crawl.engine.build import SavedStats
 from frontier_crawl.fetch import Fetcher
 from frontier_crawl.output import CrawlLog, CrawlStats, WarcWriter
@@ -143,3 +144,39 @@ def test_earlier_runs_counters_and_repairs_first(tmp_path: Path, lock: StateLock
         assert len(parts.repairs) == 2 and "crawl.jsonl" in parts.repairs[1]
     finally:
         close(parts)
+
+
+def _children() -> set[int]:
+    """This process's child PIDs (from /proc: the WARC writer's child is one)."""
+    pids: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        pids.update(int(p) for p in (task / "children").read_text().split())
+    return pids
+
+
+def _fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_a_part_that_fails_to_open_leaves_nothing_open(tmp_path: Path) -> None:
+    """A feed that cannot be created (its directory is a file someone planted) fails the
+    Engine's start after the frontier, the fetcher, the crawl log and the WARC writer's child
+    were opened: they are all closed again, no child lives on, and the state lock is free (the
+    same command after the cause is gone starts; before the fix, the writer's child and the
+    LMDB environment stayed open and a second Engine in the process could not start)."""
+    s = parse(
+        {
+            "crawl": {"seeds": ["http://h.test/"], "output_dir": str(tmp_path / "out")},
+            "scope": {"allow_domains": ["h.test"]},
+            "extract": [{"url": ".", "fields": {"title": {"css": "title"}}}],
+            "output": {"feeds": [{"path": "sub/items.jsonl"}]},
+        }
+    )
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "sub").write_text("planted")
+    children, fds = _children(), _fds()
+    with pytest.raises(OSError):
+        Engine(s)
+    assert _children() == children
+    assert _fds() == fds
+    StateLock.acquire(Layout(tmp_path / "out").state_dir).release()
