@@ -39,9 +39,10 @@ class SpaceMonitor:
         interval_s: float = CHECK_INTERVAL_S,
         resume_margin: float = RESUME_MARGIN,
     ) -> None:
-        self.min_free_bytes = min_free_bytes
-        self._resume_at = int(min_free_bytes * (1 + resume_margin))
+        self._resume_margin = resume_margin
         self._interval_s = interval_s
+        self.low: LowSpace | None = None  #: the answer of the last look
+        self.min_free_bytes = min_free_bytes  # (the property: sets the resume level too)
         self.paths: list[Path] = []  #: one existing path per filesystem, the first given
         devices: set[int] = set()
         for path in paths:
@@ -52,8 +53,20 @@ class SpaceMonitor:
             if device not in devices:
                 devices.add(device)
                 self.paths.append(path)
-        self.low: LowSpace | None = None  #: the answer of the last look
+
+    @property
+    def min_free_bytes(self) -> int:
+        return self._min_free_bytes
+
+    @min_free_bytes.setter
+    def min_free_bytes(self, floor: int) -> None:
+        """A new floor (a reload): its resume level with it, and the next check looks again
+        at once (a floor of 0 ends a pause there and then)."""
+        self._min_free_bytes = floor
+        self._resume_at = int(floor * (1 + self._resume_margin))
         self._next_at = float("-inf")
+        if not floor:
+            self.low = None
 
     def check(self, now: float) -> LowSpace | None:
         """The lowest filesystem below the floor (while low: below the resume level), else

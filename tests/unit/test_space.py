@@ -47,6 +47,18 @@ def test_a_zero_floor_never_looks(tmp_path: Path) -> None:
     assert monitor.check(0.0) is None and monitor.check(5.0) is None
 
 
+@pytest.mark.parametrize("new_floor", ["half the free space", "zero"])
+def test_a_new_floor_ends_a_pause_at_the_next_check(tmp_path: Path, new_floor: str) -> None:
+    """A reload that lowers output.min_free_bytes (or sets it to 0) while the crawl is paused
+    for space resumes it at the next tick, not at the old floor's resume level (before the fix
+    a pause kept the old resume level, and a floor of 0 kept the last answer for good)."""
+    free = free_bytes(tmp_path)
+    monitor = SpaceMonitor([tmp_path], free * 4 + (1 << 30), interval_s=60.0)
+    assert monitor.check(0.0) is not None  # paused
+    monitor.min_free_bytes = max(1, free // 2) if new_floor != "zero" else 0
+    assert monitor.check(1.0) is None  # well within the old look's interval
+
+
 def test_human_bytes() -> None:
     assert human_bytes(640) == "640 B"
     assert human_bytes(3 << 20) == "3.0 MiB"
