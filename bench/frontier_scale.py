@@ -126,9 +126,13 @@ def make_frontier(
     }
     if no_sync:  # measurement only: what the per-commit fdatasync costs
         import frontier_crawl.frontier.frontier as module
-        from frontier_crawl.frontier.store import open_env
+        from frontier_crawl.frontier.store import open_checked_env
 
-        module.open_env = functools.partial(open_env, sync=False)  # type: ignore[assignment]
+        # the frontier opens its environment with open_checked_env (patching open_env, as
+        # this did before, changed nothing: --no-sync measured the synced store)
+        module.open_checked_env = functools.partial(  # type: ignore[attr-defined]
+            open_checked_env, sync=False
+        )
     from frontier_crawl.frontier.options import FrontierOptions
     from frontier_crawl.frontier.politeness import DelayPolicy
     from frontier_crawl.frontier.traps import Limits
