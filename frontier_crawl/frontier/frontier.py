@@ -494,6 +494,8 @@ class Frontier:
         self._hot_changed(1)
         if self.hot_total > self._memory_urls and self._store.release(last := hot[-1][0]):
             hot.pop()
+            if not hot:
+                host.hot = None
             self._hot_changed(-1)
             host.loaded_upto = key_before(last)
             host.unloaded += 1
