@@ -5,7 +5,7 @@
 
 Each round queues ``--urls`` new URLs over ``--hosts`` hosts in one batch (one LMDB
 transaction, as the engine's tick), then pops them all; the figure is the median of the rounds
-(the machine is shared: the median is steadier than one run). Cases: all in memory
+(CPU time of this process, and the median: the machine is shared). Cases: all in memory
 (memory_urls large) and spilled (memory_urls 1,000: most URLs go to LMDB and are read back).
 Private methods are timed on purpose, to leave out admission (Bloom filter, canonicaliser),
 which ``micro_admission.py`` measures. Run it against another checkout with
@@ -67,19 +67,19 @@ def one_round(
         txn = f._txn
         assert txn is not None
         enqueue = f._enqueue
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         for origin, entry in entries:
             enqueue(txn, origin, entry, 0.0)
-        t1 = time.perf_counter()
+        t1 = time.process_time()
     hosts = [f._hosts[o] for o in origins]
     popped = 0
     with f.batch():
         pop = f._pop
-        t2 = time.perf_counter()
+        t2 = time.process_time()
         for host in hosts:
             while pop(host, 0.0) is not None:
                 popped += 1
-        t3 = time.perf_counter()
+        t3 = time.process_time()
         f.mark_done(())  # nothing: the entries stay held, as in flight
     assert popped == n, (popped, n)
     return (t1 - t0) / n * 1e6, (t3 - t2) / n * 1e6

@@ -269,6 +269,9 @@ class Frontier:
         self.admitted = 0  #: URLs admitted by this crawl, all runs (for crawl.max_pages)
         self._counted: dict[str, HostQueue] = {}  #: hosts whose admitted count this txn changed
         self.spilled = 0  #: URLs that went to LMDB only, past the memory budget
+        #: a URL of a lower priority than 0 was loaded, or one of another priority queued: a
+        #: new URL may sort before a host's in-memory boundary (``_enqueue``)
+        self._ranked = False
         self.refilled = 0  #: URLs read back from LMDB into memory
         self.peak_hot = 0
         self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
@@ -457,9 +460,12 @@ class Frontier:
             return False
         if host.hid < 0:
             host.hid = self._store.host_id(txn, host_key)
-        rank = DEFAULT_RANK if not entry.priority else rank_of(entry.priority)
-        upto = host.loaded_upto
-        ahead = upto is not None and rank < key_rank(upto)  # sorts before URLs held in memory
+        rank = DEFAULT_RANK
+        if entry.priority:
+            rank = rank_of(entry.priority)
+            self._ranked = True
+        # sorts before URLs held in memory (never, while every URL queued has priority 0)
+        ahead = self._ranked and (upto := host.loaded_upto) is not None and rank < key_rank(upto)
         hot = not ahead and host.unloaded == 0 and self.hot_total < self._memory_urls
         key = self._store.add(txn, host.hid, host_key, rank, entry, hot or ahead)
         self.queued += 1
@@ -755,6 +761,8 @@ class Frontier:
             host.hot = deque()
         host.hot.extend(batch)
         host.loaded_upto = batch[-1][0]
+        if key_rank(host.loaded_upto) > DEFAULT_RANK:  # a lower priority than 0 (``_enqueue``)
+            self._ranked = True
         host.unloaded -= len(batch)
         self.refilled += len(batch)
         self._hot_changed(len(batch))

@@ -308,3 +308,20 @@ def test_the_ticket_and_a_redirect_keep_the_priority(tmp_path: Path) -> None:
     assert drain(f, 2.0) == [f"{A}/to", f"{A}/other"]
     f.close()
 
+
+
+def test_a_priority_0_url_goes_ahead_of_lower_ones_loaded_after_a_restart(tmp_path: Path) -> None:
+    """After a restart nothing queued in this run has another priority than 0, but a refill
+    loaded URLs of priority -1: a new priority-0 URL still sorts before them."""
+    f = make(tmp_path)
+    add(f, None, f"{A}/n0", 0)
+    for i in range(3):
+        add(f, None, f"{A}/m{i}", -1)
+    f.close()
+    f = make(tmp_path)
+    (t,) = f.next_ready(1.0, 5)  # the refill loads all four: the boundary is at m2
+    assert t.url == f"{A}/n0" and f.hot_total == 3
+    add(f, None, f"{A}/z", 0)
+    f.finish(t, 1.0)
+    assert drain(f, 2.0) == [f"{A}/z", f"{A}/m0", f"{A}/m1", f"{A}/m2"]
+    f.close()
