@@ -4,7 +4,7 @@ Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
 
 * Every admitted URL is written to the LMDB queue database (``store.py``) in the same
   transaction that records it in the seen-set: the URLs a transaction queues for one host form
-  one block under the key ``host id, prio, seq``. A URL is marked done in its block (and the
+  one block under the key ``host id, rank, seq``. A URL is marked done in its block (and the
   block deleted once all its URLs are) only when its fetch is complete. LMDB is therefore the
   truth about outstanding work: a process killed at any instant loses no URL, and refetches
   only what was in flight or completed in the transaction that was not committed.

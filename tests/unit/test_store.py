@@ -287,6 +287,31 @@ def test_priority_band_first(env: lmdb.Environment) -> None:
     assert _urls(q.read(A)) == ["retry1", "retry2", "n1", "n2", "n3"]
 
 
+def test_ranks_order_the_queue_across_transactions(env: lmdb.Environment) -> None:
+    """Lower rank (higher priority) first, FIFO within a rank, whatever the transaction."""
+    q = Q(env)
+    q.put_all([(A, rank_of(0), "z1"), (A, rank_of(-3), "low1"), (A, rank_of(7), "hi1")])
+    q.put_all([(A, rank_of(0), "z2"), (A, rank_of(7), "hi2"), (A, rank_of(10**9), "max1")])
+    q.put_all([(A, rank_of(-3), "low2"), (A, rank_of(PRIORITY_MAX), "max2")])
+    assert _urls(q.read(A)) == ["max1", "max2", "hi1", "hi2", "z1", "z2", "low1", "low2"]
+
+
+def test_read_after_skips_held_entries_and_release_gives_them_back(
+    env: lmdb.Environment,
+) -> None:
+    q = Q(env)
+    keys = q.put_all([(A, DEFAULT_RANK, f"u{i}") for i in range(4)], held=True)
+    assert q.read(A) == []  # all held (in memory)
+    assert q.store.release(keys[2]) and not q.store.release(keys[2])
+    assert _urls(q.read(A)) == ["u2"]
+    assert q.store.release(keys[0])
+    assert _urls(q.read(A, key_before(keys[0]))) == ["u0", "u2"]  # u1 still held: skipped
+    assert q.store.tracked == 1  # the block's record: u1 and u3 are held
+    assert q.store.release(keys[1]) and q.store.release(keys[3])
+    assert q.store.tracked == 0  # nothing held, nothing pending: forgotten
+    assert _urls(q.read(A)) == ["u0", "u1", "u2", "u3"]
+
+
 def test_read_after_pagination_within_and_across_blocks(env: lmdb.Environment) -> None:
     q = Q(env)
     q.put_all([(A, 1, f"u{i}") for i in range(5)] + [(B, 1, "other")])
