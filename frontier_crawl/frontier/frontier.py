@@ -16,9 +16,9 @@ Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
   ``priority`` first, FIFO among equals): a URL that sorts before ``loaded_upto`` is put in
   its place in the deque, a URL of the same or a lower priority appended (no search in the
   common case, every URL priority 0), and over the budget the deque's last entry goes back to
-  LMDB (``_hold_ahead``). A host with nothing
-  queued keeps no deque and no parsed robots.txt, so an idle host costs ~280 bytes (its
-  HostQueue is 216, its origin string and dict entry the rest).
+  LMDB (``_hold_ahead``). A host with nothing queued keeps no deque and no parsed robots.txt,
+  so an idle host costs ~280 bytes (its HostQueue is 216, its origin string and dict entry the
+  rest).
 * A host is in exactly one :class:`HostState` (``hosts.py``). READY hosts wait in a FIFO, SNOOZED
   hosts in a heap ordered by wake time, BUSY hosts (all connections used, or robots.txt in
   flight) in neither, so a waiting host never holds a fetch slot. :meth:`HostQueues.move` is
