@@ -159,6 +159,12 @@ def test_random_priorities_and_pops_follow_the_order_in_memory_and_spilled(
             while in_flight and rnd.random() < 0.7:
                 f.finish(in_flight.pop(0), now)
         assert f.hot_total <= memory + 2  # the budget (a refill takes one even when full)
+        for origin in (A, B):  # memory holds a sorted prefix of the host's queue
+            host = f._hosts.get(origin)
+            if host is not None and host.hot:
+                keys = [k for k, _ in host.hot]
+                assert keys == sorted(keys) and host.loaded_upto is not None
+                assert keys[-1] <= host.loaded_upto
         now += 0.001
     for t in in_flight:
         f.finish(t, now)

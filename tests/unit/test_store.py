@@ -192,7 +192,7 @@ _SEQS = st.integers(0, (1 << 48) - 1)
 
 @HYPOTHESIS
 @given(st.lists(st.tuples(_IDS, _PRIOS, _SEQS), min_size=2, max_size=20))
-def test_key_order_is_host_prio_seq_order(triples: list[tuple[int, int, int]]) -> None:
+def test_key_order_is_host_rank_seq_order(triples: list[tuple[int, int, int]]) -> None:
     keys = [encode_key(*t) for t in triples]
     assert sorted(keys) == [encode_key(*t) for t in sorted(triples)]
     assert all(decode_key(encode_key(*t))[:3] == t for t in triples)
