@@ -14,7 +14,7 @@ from urllib.parse import urljoin
 
 from frontier_crawl.frontier import urls
 from frontier_crawl.frontier.seen import SeenSet
-from frontier_crawl.frontier.store import QueueEntry, QueueStore, open_env
+from frontier_crawl.frontier.store import DEFAULT_RANK, QueueEntry, QueueStore, open_env
 from frontier_crawl.frontier.urls import canonicalize, host_of, join, origin, url_digest
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ def bench_store(tmp: Path) -> None:
     # warm: 100k entries already queued
     with env.begin(write=True) as txn:
         for i in range(100_000):
-            store.add(txn, ids[i % 50], hosts[i % 50], 1, entry, False)
+            store.add(txn, ids[i % 50], hosts[i % 50], DEFAULT_RANK, entry, False)
         commit(txn)
     store.committed()
     res: dict[str, list[float]] = {"add": [], "read": [], "done": [], "commit": []}
@@ -165,7 +165,7 @@ def bench_store(tmp: Path) -> None:
         with env.begin(write=True) as txn:
             t0 = time.perf_counter()
             for i in range(1000):
-                store.add(txn, ids[i % 50], hosts[i % 50], 1, entry, False)
+                store.add(txn, ids[i % 50], hosts[i % 50], DEFAULT_RANK, entry, False)
             commit(txn)
             t1 = time.perf_counter()
         t2 = time.perf_counter()

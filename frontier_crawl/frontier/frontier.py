@@ -4,16 +4,21 @@ Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
 
 * Every admitted URL is written to the LMDB queue database (``store.py``) in the same
   transaction that records it in the seen-set: the URLs a transaction queues for one host form
-  one block under the key ``host id, prio, seq``. A URL is marked done in its block (and the
+  one block under the key ``host id, rank, seq``. A URL is marked done in its block (and the
   block deleted once all its URLs are) only when its fetch is complete. LMDB is therefore the
   truth about outstanding work: a process killed at any instant loses no URL, and refetches
   only what was in flight or completed in the transaction that was not committed.
 * Each host (origin) has a :class:`HostQueue` whose in-memory ``hot`` deque caches the head of its
   LMDB queue. One global budget (``memory_urls``) caps the hot entries of all hosts together;
   past it, new URLs stay only in LMDB (``unloaded``) and are read back in batches when the host's
-  deque runs dry (``loaded_upto`` remembers where the in-memory prefix ends). A host with nothing
-  queued keeps no deque and no parsed robots.txt, so an idle host costs ~280 bytes (its
-  HostQueue is 216, its origin string and dict entry the rest).
+  deque runs dry (``loaded_upto`` remembers where the in-memory prefix ends). A host's queue is
+  in key order, which is priority order (``store.rank_of``: a spider request's higher
+  ``priority`` first, FIFO among equals): a URL that sorts before ``loaded_upto`` is put in
+  its place in the deque, a URL of the same or a lower priority appended (no search in the
+  common case, every URL priority 0), and over the budget the deque's last entry goes back to
+  LMDB (``_hold_ahead``). A host with nothing queued keeps no deque and no parsed robots.txt,
+  so an idle host costs ~280 bytes (its HostQueue is 216, its origin string and dict entry the
+  rest).
 * A host is in exactly one :class:`HostState` (``hosts.py``). READY hosts wait in a FIFO, SNOOZED
   hosts in a heap ordered by wake time, BUSY hosts (all connections used, or robots.txt in
   flight) in neither, so a waiting host never holds a fetch slot. :meth:`HostQueues.move` is
@@ -48,6 +53,7 @@ Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
 
 from __future__ import annotations
 
+import bisect
 import errno
 import heapq
 import json
@@ -59,6 +65,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -92,9 +99,13 @@ from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, RobotsCache, Rules,
 from frontier_crawl.frontier.scope import check_scope
 from frontier_crawl.frontier.seen import SeenSet
 from frontier_crawl.frontier.store import (
+    DEFAULT_RANK,
     QueueEntry,
     QueueStore,
+    key_before,
+    key_rank,
     open_checked_env,
+    rank_of,
     storage_errno,
     storage_error,
     storage_errors,
@@ -111,8 +122,8 @@ log = logging.getLogger(__name__)
 #: errnos of a write without room: a skipped Bloom snapshot, not a failed crawl
 _NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
 
-NORMAL_PRIO = 1
 REFILL_BATCH = 512
+_ENTRY_KEY = itemgetter(0)  #: the key of a host's (key, entry) in memory
 _ADMITTED_KEY = b"admitted"  #: blobs: URLs admitted by the crawl, all runs (u64)
 _ADMITTED_PREFIX = b"admitted:"  #: blobs: + origin -> its admitted URLs, with max_pages_per_host
 #: blobs: the operator's crawl-state commands (control API), JSON: blocked host names, and
@@ -258,6 +269,9 @@ class Frontier:
         self.admitted = 0  #: URLs admitted by this crawl, all runs (for crawl.max_pages)
         self._counted: dict[str, HostQueue] = {}  #: hosts whose admitted count this txn changed
         self.spilled = 0  #: URLs that went to LMDB only, past the memory budget
+        #: a URL of a lower priority than 0 was loaded, or one of another priority queued: a
+        #: new URL may sort before a host's in-memory boundary (``_enqueue``)
+        self._ranked = False
         self.refilled = 0  #: URLs read back from LMDB into memory
         self.peak_hot = 0
         self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
@@ -390,7 +404,8 @@ class Frontier:
         callback its response goes to, "" the default; ``meta`` msgpack), stored with each URL
         admitted, through retries and redirects (the engine passes them on) and to the owner
         of a host another worker owns. A URL already seen keeps what it was first admitted with.
-        ``priority`` is stored but does not yet change the order of a host's queue.
+        ``priority``: within its host, a higher priority is fetched sooner, FIFO among equal
+        ones (clamped to +-65535, ``store.rank_of``); due retries still go first.
 
         Returns how many were queued. A new URL that breaks a trap limit is recorded through the
         reject callback once (it is marked seen, so later links to it are silent).
@@ -445,13 +460,21 @@ class Frontier:
             return False
         if host.hid < 0:
             host.hid = self._store.host_id(txn, host_key)
-        hot = host.unloaded == 0 and self.hot_total < self._memory_urls
-        key = self._store.add(txn, host.hid, host_key, NORMAL_PRIO, entry, hot)
+        rank = DEFAULT_RANK
+        if entry.priority:
+            rank = rank_of(entry.priority)
+            self._ranked = True
+        # sorts before URLs held in memory (never, while every URL queued has priority 0)
+        ahead = self._ranked and (upto := host.loaded_upto) is not None and rank < key_rank(upto)
+        hot = not ahead and host.unloaded == 0 and self.hot_total < self._memory_urls
+        key = self._store.add(txn, host.hid, host_key, rank, entry, hot or ahead)
         self.queued += 1
         host.admitted += 1
         if self._admission.limits.max_pages_per_host:
             self._counted[host_key] = host
-        if hot:
+        if ahead:
+            self._hold_ahead(host, key, entry)
+        elif hot:
             if host.hot is None:
                 host.hot = deque()
             host.hot.append((key, entry))
@@ -463,6 +486,26 @@ class Frontier:
         if host.state in (HostState.EMPTY, HostState.BUSY):
             self._queues.settle(host, now)
         return True
+
+    def _hold_ahead(self, host: HostQueue, key: bytes, entry: QueueEntry) -> None:
+        """Hold in memory, in key order, a URL whose key sorts before the host's in-memory
+        boundary ``loaded_upto`` (a higher priority than URLs already loaded): every unfinished
+        entry up to the boundary is held and every one after it is in LMDB, so it may not wait
+        there. Over the memory budget, the host's last entry in memory goes back to LMDB (the
+        boundary moves to just before it; ``read_after`` skips what is still held past it)."""
+        hot = host.hot
+        if hot is None:
+            hot = host.hot = deque()
+        hot.insert(bisect.bisect(hot, key, key=_ENTRY_KEY), (key, entry))
+        self._hot_changed(1)
+        if self.hot_total > self._memory_urls and self._store.release(last := hot[-1][0]):
+            hot.pop()
+            if not hot:
+                host.hot = None
+            self._hot_changed(-1)
+            host.loaded_upto = key_before(last)
+            host.unloaded += 1
+            self.spilled += 1
 
     def _host_id_of(self, host_key: str) -> int:
         """The store's id of a host (-1 if it has none yet): referrers are stored by it."""
@@ -718,6 +761,8 @@ class Frontier:
             host.hot = deque()
         host.hot.extend(batch)
         host.loaded_upto = batch[-1][0]
+        if key_rank(host.loaded_upto) > DEFAULT_RANK:  # a lower priority than 0 (``_enqueue``)
+            self._ranked = True
         host.unloaded -= len(batch)
         self.refilled += len(batch)
         self._hot_changed(len(batch))

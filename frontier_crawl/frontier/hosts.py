@@ -49,7 +49,7 @@ class Ticket(msgspec.Struct, frozen=True, gc=False):
     robots: bool = False
     callback: str = ""  #: the spider callback its response goes to ("": the default)
     meta: bytes = b""  #: the request's meta (msgpack; b"": none)
-    priority: int = 0  #: the request's priority (stored with the URL; not yet used)
+    priority: int = 0  #: the request's priority (stored with the URL; orders its host's queue)
 
 
 class HostState(Enum):
@@ -87,7 +87,8 @@ class HostQueue:
     hid: int = -1  #: the store's host id (-1 until the host's first URL is queued)
     state: HostState = HostState.EMPTY
     hot: deque[tuple[bytes, QueueEntry]] | None = None  #: None when nothing is in memory
-    unloaded: int = 0  #: entries in LMDB after ``loaded_upto`` and not in ``hot``
+    unloaded: int = 0  #: entries in LMDB after ``loaded_upto``, not held in memory
+    #: every unfinished entry up to this key is held in memory (``hot``, in flight, retries)
     loaded_upto: bytes | None = None
     in_flight: int = 0
     next_at: float = 0.0  #: monotonic time before which no request may start

@@ -11,7 +11,8 @@ A URL, once canonical (``urls.canonicalize``), has these keys, computed once and
   partition by (``mailbox.owner_of``, a stable hash of the origin);
 * its **digest** (``urls.url_digest``: blake2b of the host, then of the URL): its key in the
   seen-set (Bloom filter and LMDB, ``seen.py``), grouped by host;
-* its **queue key** (``store.py``: host id, prio, seq): where it waits in LMDB until done.
+* its **queue key** (``store.py``: host id, rank (from its priority), seq): where it waits in
+  LMDB until done, in its host's order.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Layout (as Heritrix's ``BdbMultipleWorkQueues``, with blocks of URLs instead of one per key)::
 
-    db b"queue":  host id (u32) | prio (u8) | seq (u64), all big-endian     (a block key)
+    db b"queue":  host id (u32) | rank (u24) | seq (u48), all big-endian    (a block key)
                   -> n (u8) | flags (u8) | done mask (ceil(n/8) bytes, little-endian) | payload
     db b"done":   block key -> done mask (ceil(n/8) bytes, little-endian)
     db b"hosts":  b"o" + origin (ASCII) -> host id (u32 big-endian)
@@ -10,18 +10,31 @@ Layout (as Heritrix's ``BdbMultipleWorkQueues``, with blocks of URLs instead of 
     db b"meta":   b"seq_hwm"  -> u64 big-endian: no key ever used a larger seq
                   b"host_hwm" -> u32 big-endian: no origin ever got a larger host id
 
-A block holds ``n`` (1 .. ``BLOCK_MAX``) URLs of one host: the URLs a transaction queued for
-that host, in admission order. Keys of one host all start with its 4-byte id and sort by
-(prio, seq), so a cursor from the id is that host's FIFO, block by block, with prio 0
-(retries, redirects) served before prio 1 (normal). The entry key of a URL (its ``Ticket.key``)
-is its block key plus its index in the block (u8): entry keys sort in FIFO order too.
+A block holds ``n`` (1 .. ``BLOCK_MAX``) URLs of one host and one rank: the URLs a
+transaction queued for that host at that rank, in admission order. Keys of one host all start
+with its 4-byte id and sort by (rank, seq), so a cursor from the id is that host's queue in
+order, block by block: lower rank first, FIFO within a rank. The entry key of a URL (its
+``Ticket.key``) is its block key plus its index in the block (u8): entry keys sort in that
+order too.
+
+Rank (``rank_of``): a request's ``priority`` (higher is fetched sooner, as in Scrapy) is
+clamped to ``-PRIORITY_MAX .. PRIORITY_MAX`` (+-65535) and stored as ``DEFAULT_RANK -
+priority``, with ``DEFAULT_RANK`` = 0x10000: priority 0 (every URL that is not a spider's
+request with a priority) has rank 0x010000, so its key's bytes are exactly those of the former
+layout ``prio (u8) = 1 | seq (u64)`` (any seq below 2**48, which every state ever had): a
+state written before priorities existed resumes in the same order, and its URLs sort with new
+priority-0 URLs by seq. Priorities 1 .. 65535 take ranks 0xFFFF .. 1, the former prio byte 0;
+rank 0 stays reserved for a band served before every priority (that byte's "retries,
+redirects": no code writes it, retries wait in memory, ``Frontier._pop``, in their own key,
+and a redirect's target is queued at its request's priority). Priorities beyond the range sort
+with its end (FIFO among them); the entry keeps the priority as given.
 
 Payload: a msgpack array of ``n`` items ``[rest: bin, depth, hops, attempt, shared, ref,
 absolute, callback, meta, priority]`` (trailing defaults omitted: hops 0, attempt 0, shared
 -1, ref b"", absolute false, callback "", meta b"", priority 0; so a URL without a spider's
 callback, meta or priority costs what it did before they existed). ``callback`` is the name
 of the spider callback the URL's response goes to ("": the default), ``meta`` the request's
-meta as msgpack, ``priority`` the request's priority (stored, not yet used for ordering).
+meta as msgpack, ``priority`` the request's priority (its key's rank orders the queue).
 ``rest`` is the URL after the host's origin (``/path?query``, UTF-8), or the whole URL
 when ``absolute``; a referrer is the length ``shared`` of the prefix it shares with the URL
 plus the rest of it, ``ref`` (``shared`` -1: no referrer). A referrer on another origin that has
@@ -39,12 +52,14 @@ in ``b"done"``. The store keeps a small record (``_Block``) of every block with 
 memory (the frontier's hot deques or in flight); ``done`` sets the bit there, and ``flush``
 (called by the frontier just before each commit) writes the mask of every block changed in the
 transaction to ``b"done"``, or deletes the block and its mask once every entry is done.
-``read_after`` skips the entries whose bit is set. A kill therefore loses no queued URL and
-forgets only the completions of the transaction in flight. The masks live in their own small
-database (one entry per partly finished block, which are the blocks with entries in memory,
-so a few thousand) because a commit's cost is mostly its dirty pages: a drain that finishes one
-URL on each of 1,000 hosts per commit rewrites ~1,000 queue pages if masks live in the blocks,
-but a few dozen pages of ``b"done"`` (plus one page per block finished).
+``read_after`` skips the entries whose bit is set, and the entries held in memory (a held mask
+per record: ``release`` gives one back to LMDB, for the frontier's memory budget). A kill
+therefore loses no queued URL and forgets only the completions of the transaction in flight.
+The masks live in their own small database (one entry per partly finished block, which are the
+blocks with entries in memory, so a few thousand) because a commit's cost is mostly its dirty
+pages: a drain that finishes one URL on each of 1,000 hosts per commit rewrites ~1,000 queue
+pages if masks live in the blocks, but a few dozen pages of ``b"done"`` (plus one page per
+block finished).
 
 Blocks are written at ``flush``, not at ``add``: ``add`` appends to the host's open block of the
 transaction (its key, hence every entry key, is fixed at once), so a transaction writes one
@@ -55,7 +70,8 @@ of their URLs were (the frontier may still hold those URLs in memory, as it did 
 they are fetched, and their completion is a no-op), while the masks it changed stay pending
 and are written by the next commit, with the host ids it assigned.
 
-Sequence numbers come from one in-memory counter shared by all hosts. A new block reserves
+Sequence numbers come from one in-memory counter shared by all hosts (below 2**48: ~9,000
+years of a block a millisecond). A new block reserves
 blocks of ``SEQ_BLOCK`` numbers by writing the reservation's end to ``meta`` in the same
 transaction (and at least once per transaction that writes a block), so every committed key's
 seq is at most the committed high-water mark, and a restart, which starts at high-water mark +
@@ -99,6 +115,8 @@ from frontier_crawl.safefs import make_dir, regular_file
 
 __all__ = [
     "BLOCK_MAX",
+    "DEFAULT_RANK",
+    "PRIORITY_MAX",
     "SEQ_BLOCK",
     "QueueEntry",
     "QueueStore",
@@ -107,7 +125,10 @@ __all__ = [
     "decode_key",
     "encode_block",
     "encode_key",
+    "key_before",
+    "key_rank",
     "open_env",
+    "rank_of",
     "release_mapped_pages",
     "storage_errors",
 ]
@@ -117,8 +138,14 @@ SEQ_BLOCK = 4096
 BLOCK_MAX = 64
 """Most URLs in one block (its done mask is then 8 bytes)."""
 
-_BLOCK_KEY = struct.Struct(">IBQ")
-BLOCK_KEY_LEN = _BLOCK_KEY.size  # 13
+DEFAULT_RANK = 0x10000
+"""The rank of priority 0 (the former layout's prio byte 1, its keys' bytes unchanged)."""
+PRIORITY_MAX = 0xFFFF
+"""Priorities are clamped to ``-PRIORITY_MAX .. PRIORITY_MAX`` in the key (rank 1 .. 0x1FFFF)."""
+
+BLOCK_KEY_LEN = 13  # host id (4) | rank (3) | seq (6)
+_RANK_MAX = (1 << 24) - 1
+_SEQ_MAX = (1 << 48) - 1
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _HWM_KEY = b"seq_hwm"
@@ -269,20 +296,42 @@ def _map_line(line: str) -> tuple[str, str, str]:
 # ------------------------------------------------------------------------------- key codec
 
 
-def encode_key(host_id: int, prio: int, seq: int) -> bytes:
-    """The block key ``host_id:u32 prio:u8 seq:u64`` (big-endian); ValueError if out of range."""
-    try:
-        return _BLOCK_KEY.pack(host_id, prio, seq)
-    except struct.error as exc:
-        raise ValueError(f"host id {host_id}, prio {prio} or seq {seq} out of range") from exc
+def rank_of(priority: int) -> int:
+    """The key rank of a request's priority (module docstring): higher priority, lower rank;
+    priorities beyond +-``PRIORITY_MAX`` are clamped to it."""
+    if priority > PRIORITY_MAX:
+        priority = PRIORITY_MAX
+    elif priority < -PRIORITY_MAX:
+        priority = -PRIORITY_MAX
+    return DEFAULT_RANK - priority
+
+
+def encode_key(host_id: int, rank: int, seq: int) -> bytes:
+    """The block key ``host_id:u32 rank:u24 seq:u48`` (big-endian); ValueError if out of range."""
+    if not (0 <= host_id <= 0xFFFFFFFF and 0 <= rank <= _RANK_MAX and 0 <= seq <= _SEQ_MAX):
+        raise ValueError(f"host id {host_id}, rank {rank} or seq {seq} out of range")
+    return _U32.pack(host_id) + (rank << 48 | seq).to_bytes(9, "big")
 
 
 def decode_key(key: bytes) -> tuple[int, int, int, int | None]:
-    """(host id, prio, seq, index) of a block key (index None) or an entry key."""
+    """(host id, rank, seq, index) of a block key (index None) or an entry key."""
     if len(key) not in (BLOCK_KEY_LEN, BLOCK_KEY_LEN + 1):
         raise ValueError(f"not a queue key: {key!r}")
-    host_id, prio, seq = _BLOCK_KEY.unpack_from(key)
-    return host_id, prio, seq, key[BLOCK_KEY_LEN] if len(key) > BLOCK_KEY_LEN else None
+    low = int.from_bytes(key[4:BLOCK_KEY_LEN], "big")
+    index = key[BLOCK_KEY_LEN] if len(key) > BLOCK_KEY_LEN else None
+    return _U32.unpack_from(key)[0], low >> 48, low & _SEQ_MAX, index
+
+
+def key_rank(key: bytes) -> int:
+    """The rank of a block or entry key."""
+    return int.from_bytes(key[4:7], "big")
+
+
+def key_before(key: bytes) -> bytes:
+    """The greatest key ``read_after`` takes that sorts before the entry key ``key``: reading
+    after it starts at ``key`` (the entry before it in its block, or its bare block key)."""
+    index = key[BLOCK_KEY_LEN]
+    return key[:BLOCK_KEY_LEN] + bytes((index - 1,)) if index else key[:BLOCK_KEY_LEN]
 
 
 # ----------------------------------------------------------------------------- entry codec
@@ -302,7 +351,7 @@ class QueueEntry(msgspec.Struct, array_like=True, frozen=True, gc=False):
     referrer: str | None = None
     callback: str = ""  #: the spider callback's name ("": the default, ``parse``)
     meta: bytes = b""  #: the request's meta, msgpack (b"": none)
-    priority: int = 0  #: the request's priority (stored; not yet used for ordering)
+    priority: int = 0  #: the request's priority (higher first in its host's queue: ``rank_of``)
 
 
 class _Item(msgspec.Struct, array_like=True, frozen=True, gc=False):
@@ -466,7 +515,7 @@ class _Block:
     origin: str
     n: int
     mask: int = 0  #: done entries (newer than the stored mask)
-    held: int = 0  #: entries held in memory (hot or in flight)
+    held: int = 0  #: mask of the entries held in memory (hot, in flight or waiting to retry)
     entries: list[QueueEntry] | None = None  #: not yet written (an open block) if not None
     in_done: bool = False  #: ``b"done"`` may hold a mask for it (delete it with the block)
 
@@ -500,7 +549,7 @@ class QueueStore:
         self._next_host = _U32.unpack(raw_hosts)[0] + 1 if raw_hosts is not None else 0
         self._unmapped: dict[int, str] = {}  #: host ids not yet committed to ``hosts``
         self._blocks: dict[bytes, _Block] = {}  #: by block key
-        self._open: dict[tuple[int, int], _Block] = {}  #: (host id, prio) -> its last open block
+        self._open: dict[tuple[int, int], _Block] = {}  #: (host id, rank) -> its last open block
         self._unwritten: list[_Block] = []  #: every open block, in creation order
         self._unwritten_of: dict[int, list[_Block]] = {}  #: open blocks by host id
         self._dirty: dict[bytes, _Block] = {}  #: written blocks whose mask changed
@@ -566,31 +615,34 @@ class QueueStore:
         txn: lmdb.Transaction,
         host_id: int,
         origin: str,
-        prio: int,
+        rank: int,
         entry: QueueEntry,
         held: bool,
     ) -> bytes:
-        """Append ``entry`` to ``host_id``'s queue in band ``prio``; returns its entry key.
+        """Append ``entry`` to ``host_id``'s queue at ``rank`` (``rank_of``); returns its entry
+        key.
 
-        ``held``: the caller keeps the entry in memory (and will call ``done`` for it).
+        ``held``: the caller keeps the entry in memory (and will call ``done`` or ``release``
+        for it).
         """
-        block = self._open.get((host_id, prio))
+        block = self._open.get((host_id, rank))
         if block is None or block.n >= BLOCK_MAX:
             seq = self._next_seq
             if txn is not self._reserved_in or seq > self._reserved_upto:
                 self._reserve(txn, seq)
             self._next_seq = seq + 1
-            key = encode_key(host_id, prio, seq)
+            key = encode_key(host_id, rank, seq)
             block = _Block(key, origin, 0, entries=[])
             self._blocks[key] = block
-            self._open[(host_id, prio)] = block
+            self._open[(host_id, rank)] = block
             self._unwritten.append(block)
             self._unwritten_of.setdefault(host_id, []).append(block)
         assert block.entries is not None
         index = block.n
         block.entries.append(entry)
         block.n = index + 1
-        block.held += held
+        if held:
+            block.held |= 1 << index
         return block.key + bytes((index,))
 
     def done(self, key: bytes) -> bool:
@@ -602,9 +654,24 @@ class QueueStore:
         if block.mask & bit:
             return False
         block.mask |= bit
-        block.held -= 1
+        block.held &= ~bit
         if block.entries is None:
             self._dirty[block.key] = block
+        return True
+
+    def release(self, key: bytes) -> bool:
+        """Give a held, unfinished entry back to LMDB: the caller drops it from memory, and a
+        later ``read_after`` past it returns it again. False if it is not held here (an entry
+        of a block an aborted transaction dropped: the caller keeps it)."""
+        block = self._blocks.get(key[:BLOCK_KEY_LEN])
+        if block is None or len(key) != BLOCK_KEY_LEN + 1:
+            return False
+        bit = 1 << key[BLOCK_KEY_LEN]
+        if not block.held & bit or block.mask & bit:
+            return False
+        block.held &= ~bit
+        if not block.held and block.entries is None and block.key not in self._dirty:
+            del self._blocks[block.key]  # its mask is all in LMDB: read again when needed
         return True
 
     def rewrite(self, txn: lmdb.Transaction, key: bytes, entry: QueueEntry) -> bool:
@@ -662,10 +729,10 @@ class QueueStore:
         blocks = self._blocks
         for block in self._unwritten:
             block.entries = None
-            if block.held <= 0 or block.mask == block.full:
+            if not block.held or block.mask == block.full:
                 del blocks[block.key]
         for block in self._dirty.values():
-            if block.held <= 0 or block.mask == block.full:
+            if not block.held or block.mask == block.full:
                 blocks.pop(block.key, None)
         self._open.clear()
         self._unwritten.clear()
@@ -695,7 +762,7 @@ class QueueStore:
         limit: int,
     ) -> list[tuple[bytes, QueueEntry]]:
         """``host_id``'s unfinished entries with entry key > ``after`` (None: from its head),
-        in key order, at most ``limit``. They become held.
+        in key order, at most ``limit``, skipping those already held. They become held.
 
         Open blocks (not yet written) are merged in key order with the stored ones. Only the
         items taken are decoded: with the memory budget full a refill often takes one or two.
@@ -731,14 +798,14 @@ class QueueStore:
             if pending and (not stored or pending[0][0] < stored):
                 key, known = pending.pop(0)
                 assert known.entries is not None
-                entries, mask, n = known.entries, known.mask, known.n
+                entries, mask, n = known.entries, known.mask | known.held, known.n
             elif stored:
                 key, advance = stored, True
                 mask, raws = _raw_items(cursor.value())
                 n = len(raws)
                 known = self._blocks.get(key)
                 if known is not None:
-                    mask = known.mask
+                    mask = known.mask | known.held
                 else:
                     done = txn.get(key, db=self._done_db)
                     if done is not None:
@@ -759,7 +826,10 @@ class QueueStore:
                 out += [(key + bytes((i,)), entries[i]) for i in wanted]
             if known is None:
                 known = self._blocks[key] = _Block(key, origin, n, mask, in_done=in_done)
-            known.held += len(wanted)
+            held = known.held
+            for i in wanted:
+                held |= 1 << i
+            known.held = held
         return out
 
     def _cursor(self, txn: lmdb.Transaction[bytes]) -> lmdb.Cursor[bytes]:

@@ -106,9 +106,10 @@ class Request(msgspec.Struct):
     accepted and stored by name); None or ``"parse"`` means ``parse``. ``meta`` is a dict that
     must serialise with msgpack (strings, numbers, booleans, None, bytes, lists, dicts,
     datetimes...): the callback receives it, as decoded from msgpack, in ``response.meta``
-    (a tuple comes back as a list). ``priority``: higher is fetched sooner within a host, as the
-    frontier orders its queues. (A msgspec Struct, for speed: nothing is checked when it is
-    built; the host checks it when the callback yields it.) The request goes through the
+    (a tuple comes back as a list). ``priority``: higher is fetched sooner within a host, as in
+    Scrapy (FIFO among equal priorities; clamped to +-65535 in the frontier's queue key;
+    hosts still take turns by politeness). (A msgspec Struct, for speed: nothing is checked
+    when it is built; the host checks it when the callback yields it.) The request goes through the
     frontier like any link: canonicalisation, scope, the seen-set (a URL already seen is not
     fetched again, whatever its callback), robots.txt, politeness and trap rules.
 

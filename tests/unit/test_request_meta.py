@@ -62,15 +62,15 @@ def test_callback_and_meta_survive_memory_spill_retry_and_restart(tmp_path: Path
     with f.batch():
         f.add([f"{A}/plain"], depth=0)
         f.add([f"{A}/p{i}" for i in range(5)], depth=1, referrer=f"{A}/", now=0.0,
-              callback="parse_page", meta=META, priority=2)  # fmt: skip
-    assert f.spilled > 0  # some of them live only in LMDB
+              callback="parse_page", meta=META, priority=-2)  # fmt: skip
+    assert f.spilled > 0  # some of them live only in LMDB (priority -2: after /plain)
     tickets = f.next_ready(1.0, 10)
     assert [(t.url, t.callback, t.meta, t.priority) for t in tickets] == [
         (f"{A}/plain", "", b"", 0)
     ]
     f.finish(tickets[0], 1.0)
     t = f.next_ready(2.0, 10)[0]
-    assert (t.callback, t.meta, t.priority) == ("parse_page", META, 2)
+    assert (t.callback, t.meta, t.priority) == ("parse_page", META, -2)
     f.retry(t, 2.0, 0.0)  # a retry keeps them
     f.close()
     f, _ = make(tmp_path, memory_urls=2, min_delay_s=0.0)  # a restart reads them back
@@ -82,7 +82,7 @@ def test_callback_and_meta_survive_memory_spill_retry_and_restart(tmp_path: Path
             f.finish(ticket, now)
         now += 1.0
     assert set(seen) == {f"{A}/p{i}" for i in range(5)}
-    assert all(v[:3] == ("parse_page", META, 2) for v in seen.values())
+    assert all(v[:3] == ("parse_page", META, -2) for v in seen.values())
     f.close()
 
 

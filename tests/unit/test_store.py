@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from random import Random
@@ -15,6 +16,8 @@ from hypothesis import strategies as st
 
 from frontier_crawl.frontier.store import (
     BLOCK_MAX,
+    DEFAULT_RANK,
+    PRIORITY_MAX,
     SEQ_BLOCK,
     QueueEntry,
     QueueStore,
@@ -22,7 +25,10 @@ from frontier_crawl.frontier.store import (
     decode_key,
     encode_block,
     encode_key,
+    key_before,
+    key_rank,
     open_env,
+    rank_of,
     release_mapped_pages,
 )
 
@@ -83,10 +89,16 @@ class Q:
         return self.commit(lambda txn: [self.add(txn, h, p, u, held) for h, p, u in rows])
 
     def read(
-        self, host: str, after: bytes | None = None, limit: int = 100
+        self, host: str, after: bytes | None = None, limit: int = 100, *, hold: bool = False
     ) -> list[tuple[bytes, QueueEntry]]:
+        """``read_after``; unless ``hold``, the entries read are released at once (a look
+        that leaves them in LMDB, to be read again; held entries are skipped)."""
         with self.env.begin() as txn:
-            return self.store.read_after(txn, self.ids[host], host, after, limit)
+            rows = self.store.read_after(txn, self.ids[host], host, after, limit)
+        if not hold:
+            for key, _ in rows:
+                assert self.store.release(key)
+        return rows
 
     def counts(self) -> dict[str, int]:
         with self.env.begin() as txn:
@@ -114,18 +126,57 @@ def test_open_env_settings(tmp_path: Path) -> None:
 
 def test_key_layout() -> None:
     key = encode_key(5, 1, 258)
-    assert key == b"\x00\x00\x00\x05\x01" + b"\x00" * 6 + b"\x01\x02"
+    assert key == b"\x00\x00\x00\x05" + b"\x00\x00\x01" + b"\x00" * 4 + b"\x01\x02"
     assert decode_key(key) == (5, 1, 258, None)
     assert decode_key(key + b"\x07") == (5, 1, 258, 7)  # an entry key: block key + index
+    assert key_rank(key + b"\x07") == 1
+
+
+def test_default_rank_keys_are_the_former_layouts() -> None:
+    """Priority 0's keys are byte for byte those of the layout before priorities (host u32,
+    prio u8 = 1, seq u64), so a state written then resumes in the same order."""
+    former = struct.Struct(">IBQ")
+    for host_id, seq in [(0, 1), (5, 258), (0xFFFFFFFF, (1 << 48) - 1)]:
+        key = encode_key(host_id, rank_of(0), seq)
+        assert key == former.pack(host_id, 1, seq)
+        assert decode_key(key) == (host_id, DEFAULT_RANK, seq, None)
 
 
 @pytest.mark.parametrize(
-    ("host_id", "prio", "seq"),
-    [(-1, 1, 1), (1 << 32, 1, 1), (1, 256, 1), (1, -1, 1), (1, 1, 1 << 64), (1, 1, -1)],
+    ("priority", "rank"),
+    [(0, 0x10000), (1, 0xFFFF), (65535, 1), (65536, 1), (10**9, 1), (-1, 0x10001),
+     (-65535, 0x1FFFF), (-(10**9), 0x1FFFF)],
+)  # fmt: skip
+def test_rank_of_priority_clamped(priority: int, rank: int) -> None:
+    assert rank_of(priority) == rank
+    assert rank_of(priority) > 0  # rank 0 stays reserved (before every priority)
+
+
+@HYPOTHESIS
+@given(st.integers(-(10**6), 10**6), st.integers(-(10**6), 10**6))
+def test_higher_priority_lower_rank(a: int, b: int) -> None:
+    clamp = max(-PRIORITY_MAX, min(PRIORITY_MAX, a)), max(-PRIORITY_MAX, min(PRIORITY_MAX, b))
+    assert (rank_of(a) < rank_of(b)) == (clamp[0] > clamp[1])
+
+
+def test_key_before_sorts_just_before() -> None:
+    block = encode_key(3, DEFAULT_RANK, 77)
+    for index in (0, 1, 63):
+        key = block + bytes((index,))
+        before = key_before(key)
+        assert before < key
+        earlier = [block + bytes((i,)) for i in range(index)] + [encode_key(3, DEFAULT_RANK, 76)
+                                                                  + b"\x3f"]  # fmt: skip
+        assert all(k <= before for k in earlier)
+
+
+@pytest.mark.parametrize(
+    ("host_id", "rank", "seq"),
+    [(-1, 1, 1), (1 << 32, 1, 1), (1, 1 << 24, 1), (1, -1, 1), (1, 1, 1 << 48), (1, 1, -1)],
 )
-def test_encode_key_rejects(host_id: int, prio: int, seq: int) -> None:
+def test_encode_key_rejects(host_id: int, rank: int, seq: int) -> None:
     with pytest.raises(ValueError):
-        encode_key(host_id, prio, seq)
+        encode_key(host_id, rank, seq)
 
 
 @pytest.mark.parametrize("key", [b"", b"\x00" * 12, b"\x00" * 15])
@@ -135,13 +186,13 @@ def test_decode_key_rejects(key: bytes) -> None:
 
 
 _IDS = st.integers(0, (1 << 32) - 1)
-_PRIOS = st.integers(0, 255)
-_SEQS = st.integers(0, (1 << 64) - 1)
+_PRIOS = st.integers(0, (1 << 24) - 1)
+_SEQS = st.integers(0, (1 << 48) - 1)
 
 
 @HYPOTHESIS
 @given(st.lists(st.tuples(_IDS, _PRIOS, _SEQS), min_size=2, max_size=20))
-def test_key_order_is_host_prio_seq_order(triples: list[tuple[int, int, int]]) -> None:
+def test_key_order_is_host_rank_seq_order(triples: list[tuple[int, int, int]]) -> None:
     keys = [encode_key(*t) for t in triples]
     assert sorted(keys) == [encode_key(*t) for t in sorted(triples)]
     assert all(decode_key(encode_key(*t))[:3] == t for t in triples)
@@ -236,6 +287,31 @@ def test_priority_band_first(env: lmdb.Environment) -> None:
     assert _urls(q.read(A)) == ["retry1", "retry2", "n1", "n2", "n3"]
 
 
+def test_ranks_order_the_queue_across_transactions(env: lmdb.Environment) -> None:
+    """Lower rank (higher priority) first, FIFO within a rank, whatever the transaction."""
+    q = Q(env)
+    q.put_all([(A, rank_of(0), "z1"), (A, rank_of(-3), "low1"), (A, rank_of(7), "hi1")])
+    q.put_all([(A, rank_of(0), "z2"), (A, rank_of(7), "hi2"), (A, rank_of(10**9), "max1")])
+    q.put_all([(A, rank_of(-3), "low2"), (A, rank_of(PRIORITY_MAX), "max2")])
+    assert _urls(q.read(A)) == ["max1", "max2", "hi1", "hi2", "z1", "z2", "low1", "low2"]
+
+
+def test_read_after_skips_held_entries_and_release_gives_them_back(
+    env: lmdb.Environment,
+) -> None:
+    q = Q(env)
+    keys = q.put_all([(A, DEFAULT_RANK, f"u{i}") for i in range(4)], held=True)
+    assert q.read(A) == []  # all held (in memory)
+    assert q.store.release(keys[2]) and not q.store.release(keys[2])
+    assert _urls(q.read(A)) == ["u2"]
+    assert q.store.release(keys[0])
+    assert _urls(q.read(A, key_before(keys[0]))) == ["u0", "u2"]  # u1 still held: skipped
+    assert q.store.tracked == 1  # the block's record: u1 and u3 are held
+    assert q.store.release(keys[1]) and q.store.release(keys[3])
+    assert q.store.tracked == 0  # nothing held, nothing pending: forgotten
+    assert _urls(q.read(A)) == ["u0", "u1", "u2", "u3"]
+
+
 def test_read_after_pagination_within_and_across_blocks(env: lmdb.Environment) -> None:
     q = Q(env)
     q.put_all([(A, 1, f"u{i}") for i in range(5)] + [(B, 1, "other")])
@@ -258,6 +334,9 @@ def test_done_entries_are_skipped_and_blocks_deleted(tmp_path: Path) -> None:
     keys = q.put_all([(A, 1, f"a{i}") for i in range(4)], held=True)
     q.commit(lambda txn: [q.store.done(keys[i]) for i in (0, 2)])
     assert not q.store.done(keys[0])  # twice: no-op
+    assert q.read(A) == []  # a1 and a3 are still held (in memory): skipped
+    assert q.store.release(keys[1]) and q.store.release(keys[3])
+    assert not q.store.release(keys[1]) and not q.store.release(keys[0])  # not held, done
     assert _urls(q.read(A)) == ["a1", "a3"]
     assert q.counts() == {A: 2}
     with env.begin() as txn:
@@ -267,7 +346,7 @@ def test_done_entries_are_skipped_and_blocks_deleted(tmp_path: Path) -> None:
     q2 = Q(env)
     q2.ids = q.ids
     assert q2.counts() == {A: 2}
-    rows = q2.read(A)
+    rows = q2.read(A, hold=True)
     assert _urls(rows) == ["a1", "a3"]
     with env.begin() as txn:  # the block's value is written once; masks go to b"done"
         assert txn.stat(env.open_db(b"done", txn=txn))["entries"] == 1
@@ -341,16 +420,22 @@ def test_rewrite(env: lmdb.Environment) -> None:
     retried = QueueEntry("a2", 1, attempt=1)
     q.commit(lambda txn: q.store.done(keys[0]))
     assert q.commit(lambda txn: q.store.rewrite(txn, keys[1], retried))
+    assert q.store.release(keys[1])
     assert q.read(A) == [(keys[1], retried)]
     assert not q.commit(lambda txn: q.store.rewrite(txn, keys[0], retried))  # done
     assert not q.commit(lambda txn: q.store.rewrite(txn, b"\x00" * 14, retried))
 
+    b_keys: list[bytes] = []
+
     def in_open_block(txn: lmdb.Transaction) -> list[str]:
         key = q.add(txn, B, 1, "b1", held=True)
+        b_keys.append(key)
         assert q.store.rewrite(txn, key, QueueEntry("b1", 1, attempt=2))
         return [str(e.attempt) for _, e in q.store.read_after(txn, q.ids[B], B, key, 5)]
 
     assert q.commit(in_open_block) == []
+    assert q.read(B) == []  # still held
+    assert q.store.release(b_keys[0])
     assert [e.attempt for _, e in q.read(B)] == [2]
 
 
