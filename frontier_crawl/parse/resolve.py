@@ -23,6 +23,8 @@ concatenation, as nearly all links do, and answers without calling the parser: a
 ``http(s)://host/path`` whose host is already in WHATWG form (lower-case ASCII labels, not
 an IPv4 address, no ``xn--``, no port), a root-relative ``/path``, or a relative
 ``path/to/x``, each made of characters the parser leaves as they are, with no dot segment.
+That shape depends on the href alone, so it is remembered for the hrefs met recently (bounded):
+a site's navigation links, on every page, cost one dict lookup and a concatenation each.
 """
 
 from __future__ import annotations
@@ -104,27 +106,63 @@ def resolve(base: Base, href: str) -> str | None:
 
 
 def _as_it_stands(base: Base, href: str) -> str | None:
-    """The commonest shapes, already in WHATWG form, in one regular-expression match: an
-    absolute URL returned unchanged, a root-relative or relative path appended to the origin
-    or directory. None when ``href`` is anything else (:func:`_whatwg` decides)."""
+    """The commonest shapes, already in WHATWG form: an absolute URL returned unchanged, a
+    root-relative or relative path appended to the origin or directory. None when ``href`` is
+    anything else (:func:`_whatwg` decides). The shape is a function of ``href`` alone, found
+    by :func:`_shape_of` and remembered (:data:`_shapes`)."""
+    shape = _shapes.get(href)
+    if shape is None:
+        shape = _shapes_old.get(href)
+        if shape is None:
+            shape = _shape_of(href)
+        _remember(href, shape)
+    if shape == _ABSOLUTE:
+        return href
+    if shape == _OTHER or not base.directory:
+        return None
+    return (base.origin if shape == _ROOTED else base.directory) + href
+
+
+#: What :func:`_shape_of` says of an href: not a fast-path shape, an absolute URL in WHATWG
+#: form, a root-relative path, a relative path.
+_OTHER, _ABSOLUTE, _ROOTED, _RELATIVE = range(4)
+#: href -> its shape, for hrefs met recently (a site's navigation links recur on every page):
+#: two generations of at most ``_SHAPES_MAX // 2`` hrefs of at most ``_SHAPE_HREF_MAX``
+#: characters, so at most a few MB.
+_SHAPES_MAX = 32_768
+_SHAPE_HREF_MAX = 256
+_shapes: dict[str, int] = {}
+_shapes_old: dict[str, int] = {}
+
+
+def _remember(href: str, shape: int) -> None:
+    """Remember the shape of ``href`` in the young generation (aged when it is full)."""
+    global _shapes, _shapes_old
+    if len(href) > _SHAPE_HREF_MAX:
+        return
+    if len(_shapes) >= _SHAPES_MAX // 2:
+        _shapes_old, _shapes = _shapes, {}
+    _shapes[href] = shape
+
+
+def _shape_of(href: str) -> int:
+    """Which fast path ``href`` takes, by one regular-expression match."""
     first = href[:1]
     if first == "h" and _CLEAN_ABSOLUTE.fullmatch(href) is not None:
-        joined = href
         if "xn--" in href:
-            return None
-    elif not base.directory:
-        return None
+            return _OTHER
+        shape = _ABSOLUTE
     elif first == "/":
         if _CLEAN_ROOTED.fullmatch(href) is None:
-            return None
-        joined = base.origin + href
+            return _OTHER
+        shape = _ROOTED
     elif _CLEAN_RELATIVE.fullmatch(href) is not None:
-        joined = base.directory + href
+        shape = _RELATIVE
     else:
-        return None
+        return _OTHER
     if "/." in href or ("%2" in href and ("%2e" in href or "%2E" in href)):
-        return None  # a dot segment, perhaps escaped (the WHATWG parser reads %2e as ".")
-    return joined
+        return _OTHER  # a dot segment, perhaps escaped (the WHATWG parser reads %2e as ".")
+    return shape
 
 
 def _whatwg(base: Base, href: str) -> str | None:
