@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import can_ada
@@ -103,6 +104,30 @@ def resolve(base: Base, href: str) -> str | None:
     if url is None or len(url) > MAX_URL_CHARS:
         return None
     return url
+
+
+def resolve_all(base: Base, hrefs: Iterable[str]) -> list[str]:
+    """:func:`resolve` of each of ``hrefs`` on one page, in order, the skipped ones left out.
+    One loop for the page: an href whose shape is remembered (:func:`_as_it_stands`) costs a
+    dict lookup and a concatenation, without a call."""
+    out: list[str] = []
+    append = out.append
+    shapes = _shapes  # swapped for a new dict when it fills: this one stays right
+    origin, directory = base.origin, base.directory
+    for href in hrefs:
+        shape = shapes.get(href)
+        if shape == _ABSOLUTE:
+            append(href)  # a remembered href is short: never over MAX_URL_CHARS
+            continue
+        if directory and shape is not None and shape != _OTHER:
+            url = (origin if shape == _ROOTED else directory) + href
+            if len(url) <= MAX_URL_CHARS:
+                append(url)
+            continue
+        resolved = resolve(base, href)
+        if resolved is not None:
+            append(resolved)
+    return out
 
 
 def _as_it_stands(base: Base, href: str) -> str | None:
