@@ -32,7 +32,7 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import can_ada
 
@@ -40,6 +40,7 @@ import can_ada
 MAX_URL_CHARS = 8192
 
 _HTTP_PROTOCOLS = frozenset(("http:", "https:"))
+_HTTP_PREFIXES = ("http://", "https://")
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+\-.]*):")
 # Characters the WHATWG parser leaves as they are in the path and the query of an http(s)
 # URL (its path and special-query percent-encode sets, less "\", a "/" in the path).
@@ -61,9 +62,9 @@ _PCT = [f"%{b:02X}" if b >= 0x80 or b in _QUERY_ENCODE else chr(b) for b in rang
 _UTF8_OUTPUT = frozenset(("utf-8", "utf-16-le", "utf-16-be", "utf-16"))
 
 
-@dataclass(slots=True, frozen=True)
-class Base:
-    """A document base URL, parsed once per page.
+class Base(NamedTuple):
+    """A document base URL, parsed once per page (a named tuple: built once per page, and a
+    frozen dataclass's ``__init__`` costs four times as much).
 
     ``url`` is its WHATWG serialisation without the fragment ("" when it cannot be parsed);
     ``parsed`` the parsed URL (None then). For an http(s) base, ``origin`` is
@@ -89,11 +90,14 @@ class Base:
         except (ValueError, TypeError):
             return cls("", None, encoding=encoding)
         href = _without_fragment(parsed.href)
-        if parsed.protocol not in _HTTP_PROTOCOLS or parsed.has_credentials():
+        if not href.startswith(_HTTP_PREFIXES) or parsed.has_credentials():
             return cls(href, parsed, encoding=encoding)  # no fast paths (they drop userinfo)
-        origin = parsed.origin
-        path = parsed.pathname
-        return cls(href, parsed, origin, origin + path[: path.rfind("/") + 1], encoding)
+        # An http(s) URL serialises as scheme://host[:port] (its origin), then its path (at
+        # least "/"), then the query: the parts are cut from the string, not asked of Ada.
+        path_at = href.index("/", href.index("//") + 2)
+        query_at = href.find("?", path_at)
+        directory = href[: href.rindex("/", path_at, query_at if query_at >= 0 else None) + 1]
+        return cls(href, parsed, href[:path_at], directory, encoding)
 
 
 def resolve(base: Base, href: str) -> str | None:
