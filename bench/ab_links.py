@@ -1,4 +1,6 @@
-"""Before/after of the link path in one process: the link extraction of ``micro_links.py`` and
+"""Before/after of the link path in one process: the link extraction of ``micro_links.py`` (and
+``wide``: 3,000 pages of ``engine_null.py``'s shape, their links to its 20,000 URLs, as in the
+engine's run: more hrefs than the remembered shapes' young generation holds) and
 the admission of ``micro_admission.py``, run by two trees of the code in turn, round after
 round, in CPU time (``time.process_time``). On a shared, loaded machine the load changes from
 second to second; alternating the trees every few milliseconds puts both under the same load,
@@ -77,7 +79,7 @@ def cases(mods: dict[str, ModuleType], tmp: Path) -> dict[str, tuple[Callable[[]
     extract = mods["parse"].extract_links
     mixed = micro_links.mixed_page()
     url, ctype = "http://example.com/dir/page.html", "text/html; charset=utf-8"
-    nulls, sites = PAGES["null"], PAGES["site"]
+    nulls, wide, sites = PAGES["null"], PAGES["wide"], PAGES["site"]
     site_urls = [f"http://www.site.test/area/{n % 7}/page-{n}.html" for n in range(len(sites))]
 
     def run_mixed() -> None:
@@ -88,6 +90,10 @@ def cases(mods: dict[str, ModuleType], tmp: Path) -> dict[str, tuple[Callable[[]
         for i, body in enumerate(nulls):
             extract(body, f"http://h{i % 50}.bench/p/{i}.html", "text/html")
 
+    def run_wide() -> None:
+        for i, body in enumerate(wide):
+            extract(body, f"http://h{i % 50}.bench/p/{i}.html", "text/html")
+
     def run_site() -> None:
         for body, page_url in zip(sites, site_urls, strict=True):
             extract(body, page_url, "text/html; charset=utf-8")
@@ -95,6 +101,7 @@ def cases(mods: dict[str, ModuleType], tmp: Path) -> dict[str, tuple[Callable[[]
     out: dict[str, tuple[Callable[[], object], int]] = {
         "extract_links mixed (us/page)": (run_mixed, 20),
         "extract_links null (us/page)": (run_null, len(nulls)),
+        "extract_links wide (us/page)": (run_wide, len(wide)),
         "extract_links site (us/page)": (run_site, len(sites)),
     }
     links = [[u for u in extract(b, f"http://h{i % 50}.bench/p/{i}.html", "text/html").links]
@@ -126,6 +133,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=41)
     args = ap.parse_args()
     PAGES["null"] = [micro_links.null_page() for _ in range(400)]
+    PAGES["wide"] = [micro_links.null_page() for _ in range(3000)]
     PAGES["site"] = [micro_links.site_page(n) for n in range(400)]
     with tempfile.TemporaryDirectory() as tmp:
         trees = {"before": load(str(Path(args.baseline).resolve())), "after": load(HERE)}

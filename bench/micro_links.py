@@ -64,9 +64,10 @@ def mixed_page() -> bytes:
     return (head + body + imgs + "</body></html>").encode()
 
 
-def null_page() -> bytes:
+def null_page(per_host: int = 400) -> bytes:
     links = b"".join(
-        b'<a href="http://h%d.bench/p/%d.html">x</a>\n' % (rnd.randrange(50), rnd.randrange(400))
+        b'<a href="http://h%d.bench/p/%d.html">x</a>\n'
+        % (rnd.randrange(50), rnd.randrange(per_host))
         for _ in range(20)
     )
     return b"<!DOCTYPE html><html><body>" + FILLER * 8 + links + b"</body></html>"

@@ -120,31 +120,25 @@ def resolve_all(base: Base, hrefs: Iterable[str]) -> list[str]:
     origin, directory = base.origin, base.directory
     for href in hrefs:
         shape = shapes.get(href)
+        if shape is None:
+            shape = _shape(href)
         if shape == _ABSOLUTE:
-            append(href)  # a remembered href is short: never over MAX_URL_CHARS
-            continue
-        if directory and shape is not None and shape != _OTHER:
+            url: str | None = href
+        elif directory and shape != _OTHER:
             url = (origin if shape == _ROOTED else directory) + href
-            if len(url) <= MAX_URL_CHARS:
-                append(url)
-            continue
-        resolved = resolve(base, href)
-        if resolved is not None:
-            append(resolved)
+        else:
+            url = _whatwg(base, href)
+        if url is not None and len(url) <= MAX_URL_CHARS:
+            append(url)
     return out
 
 
 def _as_it_stands(base: Base, href: str) -> str | None:
     """The commonest shapes, already in WHATWG form: an absolute URL returned unchanged, a
     root-relative or relative path appended to the origin or directory. None when ``href`` is
-    anything else (:func:`_whatwg` decides). The shape is a function of ``href`` alone, found
-    by :func:`_shape_of` and remembered (:data:`_shapes`)."""
-    shape = _shapes.get(href)
-    if shape is None:
-        shape = _shapes_old.get(href)
-        if shape is None:
-            shape = _shape_of(href)
-        _remember(href, shape)
+    anything else (:func:`_whatwg` decides). The shape is a function of ``href`` alone
+    (:func:`_shape`)."""
+    shape = _shape(href)
     if shape == _ABSOLUTE:
         return href
     if shape == _OTHER or not base.directory:
@@ -152,12 +146,24 @@ def _as_it_stands(base: Base, href: str) -> str | None:
     return (base.origin if shape == _ROOTED else base.directory) + href
 
 
+def _shape(href: str) -> int:
+    """The shape of ``href`` (:func:`_shape_of`), remembered: either generation answers, and
+    an answer is kept in the young one."""
+    shape = _shapes.get(href)
+    if shape is None:
+        shape = _shapes_old.get(href)
+        if shape is None:
+            shape = _shape_of(href)
+        _remember(href, shape)
+    return shape
+
+
 #: What :func:`_shape_of` says of an href: not a fast-path shape, an absolute URL in WHATWG
 #: form, a root-relative path, a relative path.
 _OTHER, _ABSOLUTE, _ROOTED, _RELATIVE = range(4)
 #: href -> its shape, for hrefs met recently (a site's navigation links recur on every page):
 #: two generations of at most ``_SHAPES_MAX // 2`` hrefs of at most ``_SHAPE_HREF_MAX``
-#: characters, so at most a few MB.
+#: characters (at most about 10 MB, a few MB for typical hrefs).
 _SHAPES_MAX = 32_768
 _SHAPE_HREF_MAX = 256
 _shapes: dict[str, int] = {}
