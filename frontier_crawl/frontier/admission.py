@@ -21,8 +21,8 @@ commit they are not remembered, so an aborted transaction loses nothing
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import islice
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from itertools import filterfalse, islice
 from typing import TYPE_CHECKING
 
 from frontier_crawl.frontier.hosts import Ticket
@@ -205,8 +205,20 @@ class Admission:
         worker = self._worker
         settling = self._settling
         young, old = self._settled, self._settled_old  # swapped only after a commit
+        screened = bool(young or old)
+        if screened and (
+            not max_pages or (isinstance(urls, Sized) and admitted + len(urls) < max_pages)
+        ):
+            # max_pages cannot be reached by these links: the settled ones are skipped by
+            # C-level filters, not one loop turn each (a page's repeated navigation links)
+            urls = filterfalse(old.__contains__, filterfalse(young.__contains__, urls))
+            screened = False
         for raw in urls:
-            if (raw in young or raw in old) and not (max_pages and admitted + added >= max_pages):
+            if (
+                screened
+                and (raw in young or raw in old)
+                and not (max_pages and admitted + added >= max_pages)
+            ):
                 continue
             url = canonicalize(raw)
             if url is None:

@@ -21,16 +21,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from selectolax.lexbor import LexborHTMLParser, SelectolaxError
 
 from frontier_crawl.parse.charset import parse_document_charset
-from frontier_crawl.parse.resolve import Base, resolve
+from frontier_crawl.parse.resolve import Base, resolve, resolve_all
 
 #: (element name, URL attribute, rel=nofollow applies)
 _LINK_ELEMENTS = (("a", "href", True), ("area", "href", True), ("iframe", "src", False),
                   ("frame", "src", False))  # fmt: skip
 _ROBOTS_TOKENS = re.compile(r"[\s,]+")
+_ATTRIBUTES = attrgetter("attributes")  #: a node's attributes, a new dict
+_ABSENT = object()  #: an attribute the element does not have (a value of None: empty)
 
 
 @dataclass(slots=True, frozen=True)
@@ -79,23 +82,16 @@ def _extract(
 
 def _collect(tree: LexborHTMLParser, base: Base) -> tuple[str, ...]:
     """Resolved, deduplicated link URLs (order: see the module docstring)."""
-    seen: dict[str, None] = {}
-    seen_raw: set[str] = set()  # a repeated href resolves the same: skip the work
+    raws: dict[str, None] = {}  # each href once, in order: a repeated one resolves the same
     for tag, attr, obeys_rel in _LINK_ELEMENTS:
-        for node in tree.tags(tag):
-            attrs = node.attributes
-            if attr not in attrs:
+        for attrs in map(_ATTRIBUTES, tree.tags(tag)):
+            raw = attrs.get(attr, _ABSENT)
+            if raw is _ABSENT:
                 continue
             if obeys_rel and (rel := attrs.get("rel")) is not None and _has_nofollow(rel):
                 continue
-            raw = attrs[attr] or ""
-            if raw in seen_raw:
-                continue
-            seen_raw.add(raw)
-            url = resolve(base, raw)
-            if url is not None:
-                seen[url] = None
-    return tuple(seen)
+            raws[raw or ""] = None
+    return tuple(dict.fromkeys(resolve_all(base, raws)))
 
 
 def _has_nofollow(rel: str) -> bool:

@@ -118,6 +118,19 @@ def test_settled_links_do_not_change_the_max_pages_stop(tmp_path: Path) -> None:
     f.close()
 
 
+def test_settled_links_are_skipped_from_a_list_and_from_an_iterator(tmp_path: Path) -> None:
+    f, _ = make(tmp_path, max_pages=100)  # far from the stop: a list is screened before the loop
+    nav = [f"{A}/1", f"{A}/2", "mailto:x@y", f"{A}/x.jpg"]
+    assert f.add(nav, depth=0) == 2  # its own transaction, committed: all four settled
+    asked = f.seen_stats()["recent_hits"]
+    assert f.add(nav, depth=1) == 0
+    assert f.add(iter(nav), depth=1) == 0  # no len(): screened in the loop
+    assert f.seen_stats()["recent_hits"] == asked  # answered before the seen-set
+    assert f.add([*nav, f"{A}/3", f"{A}/1"], depth=1) == 1
+    assert f.pending == 3
+    f.close()
+
+
 def test_foreign_links_are_sent_once_per_committed_transaction(tmp_path: Path) -> None:
     sent: list[tuple[int, str]] = []
     f, _ = make(

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from frontier_crawl.config import CrawlSettings, FetchSection
 from frontier_crawl.parse import LinkParser, PageLinks, Parser, extract_links
 from frontier_crawl.parse.charset import header_codec
-from frontier_crawl.parse.resolve import MAX_URL_CHARS, Base, resolve
+from frontier_crawl.parse.resolve import MAX_URL_CHARS, Base, resolve, resolve_all
 
 PAGE = "http://h.test/a/b.html"
 
@@ -369,6 +369,22 @@ _CLEAN_PIECES = (
 @given(base=_BASES, href=_joined(_CLEAN_PIECES, min_size=1, max_size=7))
 def test_regex_shortcuts_agree_with_whatwg(base: str, href: str) -> None:
     assert resolve(Base.of(base), href) == _reference(base, href)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    bases=st.lists(_BASES, min_size=2, max_size=2),
+    hrefs=st.lists(_joined(_CLEAN_PIECES, min_size=1, max_size=7), max_size=6),
+)
+def test_resolve_all_agrees_with_whatwg_when_the_shapes_are_remembered(
+    bases: list[str], hrefs: list[str]
+) -> None:
+    # each href is met again on a second base and a second time on each: resolve_all then
+    # answers from the shapes remembered the first time, without resolve()
+    for base in bases:
+        expected = [u for u in (_reference(base, h) for h in hrefs) if u is not None]
+        assert resolve_all(Base.of(base), hrefs) == expected
+        assert resolve_all(Base.of(base), hrefs) == expected
 
 
 @pytest.mark.parametrize(
