@@ -302,10 +302,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     end with one worker busy with a long test while the others are idle.
 
     ``--dist worksteal`` gives each of the N workers a contiguous block of the collection at
-    first, and an idle worker takes the end of another's queue: the long tests are dealt to the
-    blocks in turn, longest first, and the short ones follow in their collection order, one
-    contiguous share per block. Every worker computes the same order (same file, same N), as
-    pytest-xdist requires. In one process nothing is reordered.
+    first, and an idle worker takes the end of another's queue. The long tests are dealt to
+    the blocks longest first, each to the block with the least work so far; the short ones
+    follow in their collection order, one contiguous share per block; the ``serial`` ones end
+    the blocks. Every worker computes the same order (same file, same N), as pytest-xdist
+    requires. In one process nothing is reordered.
     """
     workers = getattr(config, "workerinput", {}).get("workercount")
     if not workers or workers < 2 or len(items) < 2:
@@ -316,10 +317,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         entry = known.get(item.nodeid)
         return float(entry.get("wall_s", 0.0)) if isinstance(entry, dict) else _UNKNOWN_S
 
-    long = sorted((i for i in items if wall(i) >= _SHORT_S), key=wall, reverse=True)
-    short = [i for i in items if wall(i) < _SHORT_S]
+    serial = [i for i in items if i.get_closest_marker("serial") is not None]
+    rest = [i for i in items if i.get_closest_marker("serial") is None]
+    long = sorted((i for i in rest if wall(i) >= _SHORT_S), key=wall, reverse=True)
+    short = [i for i in rest if wall(i) < _SHORT_S]
     if config.getoption("dist", "no") != "worksteal":
-        items[:] = long + short
+        items[:] = long + short + serial
         return
     # the block sizes worksteal sends first: len // N to the first worker, and so on
     sizes, left = [], len(items)
@@ -327,14 +330,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         sizes.append(left // remaining)
         left -= sizes[-1]
     blocks: list[list[pytest.Item]] = [[] for _ in sizes]
-    turn = 0
-    for item in long:
-        while len(blocks[turn % workers]) >= sizes[turn % workers]:
-            turn += 1
-        blocks[turn % workers].append(item)
-        turn += 1
-    for block, size in zip(blocks, sizes, strict=True):
-        take = size - len(block)
+    sums = [0.0] * workers
+    for item in long:  # each to the block with the least work so far (that has room)
+        j = min((j for j in range(workers) if len(blocks[j]) < sizes[j]), key=sums.__getitem__)
+        blocks[j].append(item)
+        sums[j] += min(wall(item), 600.0)
+    # the serial tests end their blocks: one waits for every running test to end, the other
+    # workers waiting with it, and near the end of the run those are the short ones
+    ends: list[list[pytest.Item]] = [serial[j::workers] for j in range(workers)]
+    for block, end, size in zip(blocks, ends, sizes, strict=True):
+        take = max(0, size - len(block) - len(end))
         block += short[:take]
         del short[:take]
+        block += end
+    blocks[-1] += short  # only where the serial tests outnumber a block's room
     items[:] = [item for block in blocks for item in block]
