@@ -296,6 +296,12 @@ def _read_times(path: Path) -> dict[str, dict[str, float]]:
     return found if isinstance(found, dict) else {}
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Tell pytest-xdist's workers the run's ``--dist`` mode (theirs is always "no")."""
+    node.workerinput["dist"] = node.config.getoption("dist")
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist, the longest tests (DURATIONS) start first, so that the run does not
@@ -321,7 +327,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     rest = [i for i in items if i.get_closest_marker("serial") is None]
     long = sorted((i for i in rest if wall(i) >= _SHORT_S), key=wall, reverse=True)
     short = [i for i in rest if wall(i) < _SHORT_S]
-    if config.getoption("dist", "no") != "worksteal":
+    if getattr(config, "workerinput", {}).get("dist") != "worksteal":
         items[:] = long + short + serial
         return
     # the block sizes worksteal sends first: len // N to the first worker, and so on
