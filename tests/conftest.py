@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
@@ -235,9 +235,9 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
 #: each test's wall and CPU seconds from a whole run, read to start the longest tests first
 #: (refreshed by the README's command with ``--test-times tests/durations.json``)
 DURATIONS = Path(__file__).with_name("durations.json")
-#: a test not in DURATIONS is taken as this long: a new test starts with the longest, where
-#: a long one (a continuous crawl of a minute) cannot stretch the run's tail
-_UNKNOWN_S = 1e6
+#: a test not in DURATIONS is taken as this long (as the longest): a new test starts with
+#: them, where a long one (a continuous crawl of a minute or two) cannot stretch the tail
+_UNKNOWN_S = 120.0
 #: tests shorter than this keep their collection order (their module's fixtures set up once
 #: per worker, not once per test): only the long ones shape the run's tail
 _SHORT_S = 2.0
@@ -323,31 +323,47 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         entry = known.get(item.nodeid)
         return float(entry.get("wall_s", 0.0)) if isinstance(entry, dict) else _UNKNOWN_S
 
-    serial = [i for i in items if i.get_closest_marker("serial") is not None]
-    rest = [i for i in items if i.get_closest_marker("serial") is None]
+    items[:] = schedule(
+        items,
+        wall,
+        lambda item: item.get_closest_marker("serial") is not None,
+        workers,
+        worksteal=getattr(config, "workerinput", {}).get("dist") == "worksteal",
+    )
+
+
+T = TypeVar("T")
+
+
+def schedule(
+    items: list[T], wall: Callable[[T], float], serial: Callable[[T], bool], workers: int,
+    *, worksteal: bool,
+) -> list[T]:  # fmt: skip
+    """``items`` reordered for ``workers`` (see pytest_collection_modifyitems)."""
+    ends = [i for i in items if serial(i)]
+    rest = [i for i in items if not serial(i)]
     long = sorted((i for i in rest if wall(i) >= _SHORT_S), key=wall, reverse=True)
     short = [i for i in rest if wall(i) < _SHORT_S]
-    if getattr(config, "workerinput", {}).get("dist") != "worksteal":
-        items[:] = long + short + serial
-        return
+    if not worksteal:
+        return long + short + ends
     # the block sizes worksteal sends first: len // N to the first worker, and so on
     sizes, left = [], len(items)
     for remaining in range(workers, 0, -1):
         sizes.append(left // remaining)
         left -= sizes[-1]
-    blocks: list[list[pytest.Item]] = [[] for _ in sizes]
+    blocks: list[list[T]] = [[] for _ in sizes]
     sums = [0.0] * workers
     for item in long:  # each to the block with the least work so far (that has room)
         j = min((j for j in range(workers) if len(blocks[j]) < sizes[j]), key=sums.__getitem__)
         blocks[j].append(item)
-        sums[j] += min(wall(item), 600.0)
+        sums[j] += wall(item)
     # the serial tests end their blocks: one waits for every running test to end, the other
     # workers waiting with it, and near the end of the run those are the short ones
-    ends: list[list[pytest.Item]] = [serial[j::workers] for j in range(workers)]
-    for block, end, size in zip(blocks, ends, sizes, strict=True):
-        take = max(0, size - len(block) - len(end))
+    for j, block in enumerate(blocks):
+        end = ends[j::workers]
+        take = max(0, sizes[j] - len(block) - len(end))
         block += short[:take]
         del short[:take]
         block += end
     blocks[-1] += short  # only where the serial tests outnumber a block's room
-    items[:] = [item for block in blocks for item in block]
+    return [item for block in blocks for item in block]
