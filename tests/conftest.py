@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import compileall
 import fcntl
+import json
 import os
+import resource
 import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
@@ -184,6 +187,16 @@ def pytest_collection(session: pytest.Session) -> Generator[None, None, None]:
         sys.dont_write_bytecode = kept
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--test-times",
+        metavar="PATH",
+        help="write each test's wall and CPU seconds (setup to teardown; CPU of the test's "
+        "process and of the children it reaped) into the JSON file PATH, keeping the entries "
+        f"of tests not run; {DURATIONS.name} is such a file (see README.md, 'Running the tests')",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
@@ -201,6 +214,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
     the lock is not the test's time."""
     run = getattr(item.config, "workerinput", {}).get("testrunuid")
     if run is None:  # one process: nothing runs beside anything
+        item.stash[_STARTED] = (time.perf_counter(), *_cpu_s())
         yield
         return
     base = Path(tempfile.gettempdir()) / f"frontier-crawl-tests-{run}"
@@ -212,6 +226,144 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
         finally:
             fcntl.flock(gate, fcntl.LOCK_UN)
         try:
+            item.stash[_STARTED] = (time.perf_counter(), *_cpu_s())  # the test's time from here
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+#: each test's wall and CPU seconds from a whole run, read to start the longest tests first
+#: (refreshed by the README's command with ``--test-times tests/durations.json``)
+DURATIONS = Path(__file__).with_name("durations.json")
+#: a test not in DURATIONS is taken as this long (as the longest): a new test starts with
+#: them, where a long one (a continuous crawl of a minute or two) cannot stretch the tail
+_UNKNOWN_S = 120.0
+#: tests shorter than this keep their collection order (their module's fixtures set up once
+#: per worker, not once per test): only the long ones shape the run's tail
+_SHORT_S = 2.0
+
+_STARTED = pytest.StashKey[tuple[float, float, float]]()
+
+
+def _cpu_s() -> tuple[float, float]:
+    """User + system CPU seconds of this process (all its threads) and of its reaped children."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, Any, None]:
+    """The teardown's report carries the test's wall and CPU seconds from setup to teardown
+    (``user_properties``: pytest-xdist sends them to the controlling process)."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    started = item.stash.get(_STARTED, None)
+    if report.when != "teardown" or started is None:
+        return
+    wall, me, kids = started
+    me_now, kids_now = _cpu_s()
+    report.user_properties.append(
+        ("times", {"wall_s": time.perf_counter() - wall, "cpu_s": me_now - me + kids_now - kids})
+    )
+
+
+_times: dict[str, dict[str, float]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in report.user_properties:
+        if name == "times" and isinstance(value, dict):
+            _times[report.nodeid] = {k: round(float(v), 2) for k, v in value.items()}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    path = session.config.getoption("test_times")
+    if path is None or hasattr(session.config, "workerinput") or not _times:
+        return
+    out = Path(path)
+    known = _read_times(out)
+    known.update(_times)
+    lines = [f"{json.dumps(k)}: {json.dumps(v)}" for k, v in sorted(known.items())]
+    out.write_text("{\n" + ",\n".join(lines) + "\n}\n")
+
+
+def _read_times(path: Path) -> dict[str, dict[str, float]]:
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Tell pytest-xdist's workers the run's ``--dist`` mode (theirs is always "no")."""
+    node.workerinput["dist"] = node.config.getoption("dist")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the longest tests (DURATIONS) start first, so that the run does not
+    end with one worker busy with a long test while the others are idle.
+
+    ``--dist worksteal`` gives each of the N workers a contiguous block of the collection at
+    first, and an idle worker takes the end of another's queue. The long tests are dealt to
+    the blocks longest first, each to the block with the least work so far; the short ones
+    follow in their collection order, one contiguous share per block; the ``serial`` ones end
+    the blocks. Every worker computes the same order (same file, same N), as pytest-xdist
+    requires. In one process nothing is reordered.
+    """
+    workers = getattr(config, "workerinput", {}).get("workercount")
+    if not workers or workers < 2 or len(items) < 2:
+        return
+    known = _read_times(DURATIONS)
+
+    def wall(item: pytest.Item) -> float:
+        entry = known.get(item.nodeid)
+        return float(entry.get("wall_s", 0.0)) if isinstance(entry, dict) else _UNKNOWN_S
+
+    items[:] = schedule(
+        items,
+        wall,
+        lambda item: item.get_closest_marker("serial") is not None,
+        workers,
+        worksteal=getattr(config, "workerinput", {}).get("dist") == "worksteal",
+    )
+
+
+T = TypeVar("T")
+
+
+def schedule(
+    items: list[T], wall: Callable[[T], float], serial: Callable[[T], bool], workers: int,
+    *, worksteal: bool,
+) -> list[T]:  # fmt: skip
+    """``items`` reordered for ``workers`` (see pytest_collection_modifyitems)."""
+    ends = [i for i in items if serial(i)]
+    rest = [i for i in items if not serial(i)]
+    long = sorted((i for i in rest if wall(i) >= _SHORT_S), key=wall, reverse=True)
+    short = [i for i in rest if wall(i) < _SHORT_S]
+    if not worksteal:
+        return long + short + ends
+    # the block sizes worksteal sends first: len // N to the first worker, and so on
+    sizes, left = [], len(items)
+    for remaining in range(workers, 0, -1):
+        sizes.append(left // remaining)
+        left -= sizes[-1]
+    blocks: list[list[T]] = [[] for _ in sizes]
+    sums = [0.0] * workers
+    for item in long:  # each to the block with the least work so far (that has room)
+        j = min((j for j in range(workers) if len(blocks[j]) < sizes[j]), key=sums.__getitem__)
+        blocks[j].append(item)
+        sums[j] += wall(item)
+    # the serial tests end their blocks: one waits for every running test to end, the other
+    # workers waiting with it, and near the end of the run those are the short ones
+    for j, block in enumerate(blocks):
+        end = ends[j::workers]
+        take = max(0, sizes[j] - len(block) - len(end))
+        block += short[:take]
+        del short[:take]
+        block += end
+    blocks[-1] += short  # only where the serial tests outnumber a block's room
+    return [item for block in blocks for item in block]

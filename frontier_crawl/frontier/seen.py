@@ -94,6 +94,7 @@ LMDB fills its pages completely), and loading it costs one interval's digests, n
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import logging
@@ -371,6 +372,12 @@ class SeenSet:
             _SNAPSHOT_MAGIC, count, self._capacity, self._error_rate, upto
         )
         tmp = path.with_name(path.name + ".tmp")
+        # refused before any of it is written where it cannot fit: written until the disk is
+        # full, it would take every free byte for a moment, and the crawl's other writers
+        # (the WARC writer's process) fail in that moment
+        room = os.statvfs(path.parent)
+        if room.f_bavail * room.f_frsize < len(header) + self.stats()["bloom_bytes"] + 4096:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp))
         try:
             # a fresh file: a leftover, or a symbolic link planted there, is removed first
             with os.fdopen(create_fresh(tmp, 0o600), "wb") as f:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from frontier_crawl.control import status
 from frontier_crawl.control.status import BUSY_WINDOW_S
 from frontier_crawl.engine import Engine
 from frontier_crawl.parse import LinkParser, PageLinks
@@ -221,7 +222,10 @@ def test_draining_named_while_transfers_finish(tmp_path: Path) -> None:
     assert final["bottleneck"] == {"name": "idle", "detail": "the crawl is finished"}
 
 
-def test_stall_explained_crawl_delay_600(tmp_path: Path) -> None:
+def test_stall_explained_crawl_delay_600(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # status.STALL_S 10 -> 1: the sentence is the same after 1 s without a request as after
+    # 10, and the test waited the 10 s for nothing else
+    monkeypatch.setattr(status, "STALL_S", 1.0)
     robots = Answer(200, b"User-agent: *\nCrawl-delay: 600\n", (("Content-Type", "text/plain"),))
     with ScriptedServer(tree_site(["a.test"], 3, robots=robots)) as srv:
         s = settings(tmp_path, [srv.url("a.test", "/")], srv.resolve("a.test"))

@@ -135,8 +135,8 @@ def test_full_disk_stops_gracefully_then_resumes(
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines() if " ERROR " in line]
     assert len(errors) == 1, proc.stderr[-3000:]
-    assert "No space left on device" in errors[0]
-    assert "run the same command" in errors[0]
+    assert "No space left on device" in errors[0], errors[0]  # whole: pytest cuts the repr
+    assert "run the same command" in errors[0], errors[0]
     assert len(served_pages(server, since)) < PAGES  # it did stop before the end
     # room again: the same command finishes the crawl, nothing lost
     tmpfs.resize(64 * MIB)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import pickle
 import struct
+import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -536,3 +539,27 @@ def test_snapshot_is_saved_without_a_copy(env: lmdb.Environment, tmp_path: Path)
         tracemalloc.stop()
     assert peak < size // 4, f"{peak} bytes allocated to save a {size}-byte filter"
     assert (tmp_path / "seen.bloom").stat().st_size > size
+
+
+def test_a_snapshot_without_room_takes_none_of_it(tmp_path: Path) -> None:
+    """A snapshot larger than the free space is refused (ENOSPC) before any of it is written:
+    written until the disk was full, it took every free byte for a moment, and a WARC record
+    written by the crawl's writer process in that moment failed the crawl (seen at -n 6 in
+    tests/e2e/test_disk_snapshot.py: "WARC writing failed: OSError: [Errno 28]")."""
+    from tests.e2e.test_disk_full import MIB, Tmpfs
+
+    fs = Tmpfs(tmp_path / "fs", 2 * MIB)
+    env = open_env(tmp_path / "lmdb", 1 << 26)
+    try:
+        seen = SeenSet(env, 2_000_000, 1e-7)  # about 8.4 MB of filter on a 2 MiB file system
+        assert seen.stats()["bloom_bytes"] > fs.free()
+        before = os.stat(fs.path).st_mtime_ns, fs.free()
+        time.sleep(0.01)  # a file created and removed now would move the directory's mtime
+        with pytest.raises(OSError) as caught:
+            seen.save_snapshot(fs.path / "seen.bloom")
+        assert caught.value.errno == errno.ENOSPC
+        assert (os.stat(fs.path).st_mtime_ns, fs.free()) == before  # nothing created, ever
+        assert list(fs.path.iterdir()) == []
+    finally:
+        env.close()
+        fs.unmount()
