@@ -40,7 +40,7 @@ FIXED = frozenset({
     "politeness.robots_token", "politeness.robots_ttl_s", "politeness.robots_stale_s",
     "politeness.per_ip", "control.listen", "cluster.heartbeat_ttl_s",
     "cluster.unreachable_timeout_s", "output.feeds", "spider.source", "spider.class",
-    "spider.pipelines", "extract",
+    "spider.pipelines", "extract", "recrawl.enabled",
 })  # fmt: skip
 
 
