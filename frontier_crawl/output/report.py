@@ -141,6 +141,9 @@ class CrawlStats:
     timeouts: int = 0  #: any entry with error "timeout"
     not_found: int = 0  #: pages answered 404
     not_modified: int = 0  #: outcome not-modified: a 304 confirmed the cached response
+    #: outcome unchanged: a 2xx revisit with the last capture's payload (not in ``pages``, as
+    #: a 304 is not: ``pages`` counts new and changed content)
+    unchanged: int = 0
     bytes: int = 0
     status_classes: dict[str, int] = field(default_factory=_zero_classes)
     errors_by_kind: dict[str, int] = field(default_factory=dict)
@@ -266,6 +269,8 @@ class CrawlStats:
             self.record_page_at(time.time())
         elif outcome == Outcome.NOT_MODIFIED:
             self.not_modified += 1
+        elif outcome == Outcome.UNCHANGED:
+            self.unchanged += 1
         elif outcome == Outcome.HTTP_ERROR:
             self.http_errors += 1
         elif outcome == Outcome.REDIRECT:
@@ -326,6 +331,7 @@ class CrawlStats:
             "errors_by_kind": dict(sorted(self.errors_by_kind.items())),
             "outcomes": dict(sorted(self.outcomes.items())),
             "not_modified": self.not_modified,
+            "unchanged": self.unchanged,
             "redirects": self.redirects,
             "http_errors": self.http_errors,
             "robots_txt_fetches": self.robots_txt,
@@ -517,7 +523,8 @@ def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
         ("redirects (too many)", f"{get('redirects', 0)} ({get('too_many_redirects', 0)})"),
         ("timeouts / other errors", f"{get('timeouts', 0)} / {get('other_errors', 0)}"),
         ("errors by kind", _pairs(get("errors_by_kind")) or "none"),
-        ("not modified (304, cached)", str(get("not_modified", 0))),
+        ("not modified (304) / unchanged (same payload)",
+         f"{get('not_modified', 0)} / {get('unchanged', 0)}"),
         ("outcomes", _pairs(get("outcomes")) or "none"),
         ("robots denied / unavailable",
          f"{get('robots_denied', 0)} / {get('robots_unavailable', 0)}"),
