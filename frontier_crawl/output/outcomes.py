@@ -23,7 +23,12 @@ class Outcome(StrEnum):
     #: connected to, never retried; the host is retired (its URLs get this outcome too)
     ADDRESS_REFUSED = "address-refused"
     FAILED = "failed"  #: transport error (kind in ``error``); a begun response: WARC-Truncated
-    NOT_MODIFIED = "not-modified"  #: 304 confirmed the cached 200: links followed, WARC revisit
+    #: a 304 confirmed the cached 200 (``fetch.cache``) or the last capture (a revisit, its
+    #: request conditional): WARC revisit record, profile server-not-modified
+    NOT_MODIFIED = "not-modified"
+    #: a 2xx revisit whose payload has the last capture's SHA-1: WARC revisit record, profile
+    #: identical-payload-digest (a changed page is ``fetched`` again)
+    UNCHANGED = "unchanged"
     ROBOTS_TXT = "robots-txt"  #: a robots.txt fetch, logged for the record, not a page
     # a spider's problems with a page: one extra line each, beside the page's own line (its
     # message and code location in ``message`` and ``where``); the crawl goes on

@@ -673,6 +673,7 @@ def test_report_for_a_known_sequence() -> None:
             "too-many-redirects": 1,
         },
         "not_modified": 0,
+        "unchanged": 0,
         "redirects": 1,
         "http_errors": 3,
         "robots_txt_fetches": 2,
@@ -750,6 +751,7 @@ def test_outcome_values() -> None:
         "address-refused",
         "failed",
         "not-modified",
+        "unchanged",
         "robots-txt",
         "callback-error",
         "pipeline-error",
@@ -845,6 +847,7 @@ def test_not_modified_is_counted_and_warnings_reported() -> None:
     stats.record(Outcome.NOT_MODIFIED, 304, None, 0)
     report = stats.report(1.0, BLOOM)
     assert report["not_modified"] == 1 and report["fetched"] == 0
+    assert report["unchanged"] == 0
     assert output.config_warnings(CrawlSettings()) == []
     insecure = msgspec.convert({"fetch": {"verify_tls": False}}, CrawlSettings)
     (warning,) = output.config_warnings(insecure)
