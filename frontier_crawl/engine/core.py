@@ -38,6 +38,7 @@ from frontier_crawl.engine.commit import CommitGroup, Unsettled
 from frontier_crawl.engine.exchange import PeerExchange
 from frontier_crawl.engine.observe import Observer
 from frontier_crawl.engine.seams import CommandSource, FetcherLike, Layout, PeersLike
+from frontier_crawl.engine.sitemaps import SITEMAP_CALLBACK, SitemapFeed
 from frontier_crawl.engine.space import SpaceGuard
 from frontier_crawl.engine.state import LoopState, quiet
 from frontier_crawl.engine.steer import Steering
@@ -171,6 +172,7 @@ class Engine:
             parser=parser,
         )
         self.frontier = parts.frontier
+        self._sitemaps = SitemapFeed(parts.frontier, settings)  #: [sitemaps]: their bodies
         self.fetcher: FetcherLike = parts.fetcher
         self.parser: Parser = parts.parser
         outputs = parts.outputs
@@ -404,6 +406,8 @@ class Engine:
     def _request(self, ticket: Ticket) -> FetchRequest:
         if ticket.robots:  # RFC 9309: the first 500 KiB parsed, whatever the page cap (the
             return FetchRequest(ticket.url, token=ticket, keep_bytes=MAX_ROBOTS_BYTES)  # rest
+        if ticket.callback == SITEMAP_CALLBACK:  # up to sitemaps.max_bytes
+            return self._sitemaps.request(ticket)
         if ticket.meta[:1] == ENVELOPE:  # a spider's Request(headers=...) (is not read);
             headers = request_headers(ticket.meta, ticket.url)
             return FetchRequest(ticket.url, token=ticket, headers=headers)
@@ -491,6 +495,8 @@ class Engine:
     def _dispose(self, ticket: Ticket, r: FetchResult) -> tuple[Outcome, Yielded | None]:
         """Feed a final result's links (or what its spider callback yields) or redirect target
         back; return its outcome, and what the callback gave if the page went to one."""
+        if ticket.callback == SITEMAP_CALLBACK:  # [sitemaps]: never to the HTML parser or a
+            return self._sitemaps.dispose(ticket, r, self._redirect), None  # spider
         spider = self._spider
         if r.error is not None:
             if spider is not None and ticket.meta[:1] == ENVELOPE:  # to its errback, if any
