@@ -553,12 +553,132 @@ class SitemapsSection(_Section, frozen=True):
 
     def __post_init__(self) -> None:
         for i, path in enumerate(self.paths):
-            if not path.startswith("/") or path.startswith("//") or has_controls(path) or (
-                any(c.isspace() for c in path)
+            if (
+                not path.startswith("/")
+                or path.startswith("//")
+                or has_controls(path)
+                or any(c.isspace() for c in path)
             ):
                 raise ValueError(
-                    f"paths[{i}]: expected an absolute path such as \"/sitemap.xml\" (one "
-                    f"\"/\" first, no spaces or control characters), got {path!r}"
+                    f'paths[{i}]: expected an absolute path such as "/sitemap.xml" (one '
+                    f'"/" first, no spaces or control characters), got {path!r}'
+                )
+
+
+class RecrawlRule(_Section, frozen=True):
+    """One ``[[recrawl.rules]]`` table: the interval bounds of the URLs its pattern matches."""
+
+    pattern: Annotated[
+        str,
+        Meta(
+            description="Regular expression (Python syntax) searched in the canonical URL; the "
+            "first rule that matches sets the URL's bounds. Required."
+        ),
+    ]
+    min_interval_s: Annotated[
+        PosFloat | None,
+        Meta(description="Shortest interval of the URLs it matches (unset: recrawl's)."),
+    ] = None
+    max_interval_s: Annotated[
+        PosFloat | None,
+        Meta(description="Longest interval of the URLs it matches (unset: recrawl's)."),
+    ] = None
+    initial_interval_s: Annotated[
+        PosFloat | None,
+        Meta(
+            description="First interval of the URLs it matches (unset: recrawl."
+            "initial_interval_s clamped to this rule's min and max)."
+        ),
+    ] = None
+
+    def __post_init__(self) -> None:
+        problem = _regex_problem(self.pattern)
+        if problem:
+            raise ValueError(f"pattern: {problem}")
+        lo, hi, first = self.min_interval_s, self.max_interval_s, self.initial_interval_s
+        if lo is not None and hi is not None and lo > hi:
+            raise ValueError(f"min_interval_s: {lo} is more than max_interval_s {hi}")
+        low = lo is not None and first is not None and first < lo
+        high = hi is not None and first is not None and first > hi
+        if low or high:
+            raise ValueError(
+                f"initial_interval_s: {first} is outside this rule's min_interval_s and "
+                "max_interval_s"
+            )
+
+
+class RecrawlSection(_Section, frozen=True):
+    """``[recrawl]``: continuous crawling (revisits; frontier/recrawl.py has the policy)."""
+
+    enabled: Annotated[
+        bool,
+        Meta(
+            description="A continuous crawl: every fetched URL is due again after its interval "
+            "and the crawl never ends by itself (SIGTERM stops it; the same command resumes "
+            "the schedule). false: each URL is fetched once."
+        ),
+    ] = False
+    initial_interval_s: Annotated[
+        PosFloat, Meta(description="First revisit this long after a URL's first fetch.")
+    ] = 86_400.0
+    min_interval_s: Annotated[PosFloat, Meta(description="Shortest interval.")] = 3_600.0
+    max_interval_s: Annotated[PosFloat, Meta(description="Longest interval.")] = 2_592_000.0
+    unchanged_factor: Annotated[
+        Annotated[float, Meta(ge=1, le=100)],
+        Meta(
+            description="After a visit that found the page unchanged (304, or a 2xx with the "
+            "payload digest of the last capture) the interval is multiplied by this (1: fixed)."
+        ),
+    ] = 1.5
+    changed_factor: Annotated[
+        Annotated[float, Meta(gt=0, le=1)],
+        Meta(
+            description="After a visit that found the page changed the interval is multiplied "
+            "by this (1: fixed)."
+        ),
+    ] = 0.5
+    revisit_share: Annotated[
+        Annotated[float, Meta(ge=0, le=1)],
+        Meta(
+            description="At most this share of a host's requests go to revisits while the "
+            "host also has new URLs queued (all of them when it has none); 0: new URLs first."
+        ),
+    ] = 0.5
+    gone_visits: Annotated[
+        NonNegInt,
+        Meta(
+            description="A URL answering 404 or 410 this many visits in a row leaves the "
+            "schedule (0: never); until then its interval grows as if unchanged."
+        ),
+    ] = 3
+    item_time_field: Annotated[
+        str,
+        Meta(
+            description="Spiders: key under which each item gets its page's fetch time (epoch "
+            "seconds); empty: none."
+        ),
+    ] = "fetched_at"
+    rules: Annotated[
+        tuple[RecrawlRule, ...],
+        Meta(description="Interval bounds per part of a site; the first rule that matches wins."),
+    ] = ()
+
+    def __post_init__(self) -> None:
+        lo, hi, first = self.min_interval_s, self.max_interval_s, self.initial_interval_s
+        if lo > hi:
+            raise ValueError(f"min_interval_s: {lo} is more than max_interval_s {hi}")
+        if not lo <= first <= hi:
+            raise ValueError(
+                f"initial_interval_s: {first} is outside min_interval_s {lo} .. "
+                f"max_interval_s {hi}"
+            )
+        for i, rule in enumerate(self.rules):
+            r_lo = rule.min_interval_s if rule.min_interval_s is not None else lo
+            r_hi = rule.max_interval_s if rule.max_interval_s is not None else hi
+            if r_lo > r_hi:
+                raise ValueError(
+                    f"rules: rule {i} ({rule.pattern!r}) has min_interval_s {r_lo} above "
+                    f"max_interval_s {r_hi} (an unset one is recrawl's)"
                 )
 
 
@@ -922,6 +1042,7 @@ class CrawlSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     cluster: ClusterSection = ClusterSection()
     spider: SpiderSection = SpiderSection()
     sitemaps: SitemapsSection = SitemapsSection()
+    recrawl: RecrawlSection = RecrawlSection()
     extract: tuple[ExtractRule, ...] = ()
 
 
@@ -937,6 +1058,7 @@ SECTIONS: dict[str, type[_Section]] = {
     "cluster": ClusterSection,
     "spider": SpiderSection,
     "sitemaps": SitemapsSection,
+    "recrawl": RecrawlSection,
 }
 
 

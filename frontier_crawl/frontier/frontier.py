@@ -90,6 +90,7 @@ from frontier_crawl.frontier.identity import (
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Link, decode_links, encode_links
 from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for, host_backoff
+from frontier_crawl.frontier.recrawl import DUE_KEY_LEN, HostRevisits, Recrawl, RecrawlPolicy
 from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, RobotsCache, Rules, product_token
 from frontier_crawl.frontier.scope import check_scope
 from frontier_crawl.frontier.seen import SeenSet
@@ -102,7 +103,7 @@ from frontier_crawl.frontier.store import (
     storage_errors,
 )
 from frontier_crawl.frontier.traps import Limits
-from frontier_crawl.frontier.urls import canonicalize, host_of
+from frontier_crawl.frontier.urls import canonicalize, host_of, origin
 from frontier_crawl.safefs import make_dir
 
 if TYPE_CHECKING:
@@ -212,6 +213,12 @@ class Frontier:
             self._seen = SeenSet(self._env, o.seen_capacity, o.seen_error_rate)
             self._blobs = self._env.open_db(b"blobs")
             self._outbox = self._env.open_db(b"outbox")
+            #: the schedule of a continuous crawl (None: recrawl off, nothing of it runs)
+            self._recrawl = (
+                Recrawl(self._env, self._blobs, o.recrawl, hooks.wall_clock)
+                if o.recrawl is not None
+                else None
+            )
         except lmdb.Error as exc:
             self._env.close()
             if storage_errno(exc) is not None:  # a full or failing disk, not damage
@@ -276,6 +283,8 @@ class Frontier:
         self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
         #: host name -> (delay, policy) set by the operator (``set_host_delay``)
         self._host_delays: dict[str, tuple[float, DelayPolicy]] = {}
+        if self._recrawl is not None:  # a ticket's completion also schedules its next visit
+            self.mark_done = self._mark_done_scheduling  # type: ignore[method-assign]
         try:
             self._resume()
         except _STATE_ERRORS as exc:  # pages of the queue or seen-set unreadable
@@ -344,6 +353,8 @@ class Frontier:
                 self._flush_counts(txn)
         except BaseException:
             self._admission.aborted()
+            if self._recrawl is not None:
+                self._recrawl.aborted()
             self._counted.clear()
             self._store.aborted()
             self._seen.aborted()
@@ -352,6 +363,8 @@ class Frontier:
             raise
         self._store.committed()
         self._admission.committed()
+        if self._recrawl is not None:
+            self._recrawl.committed()
         if self._inbox is not None:
             self._inbox.ack()
 
@@ -505,6 +518,8 @@ class Frontier:
             count = host.admitted.to_bytes(8, "big")
             txn.put(_ADMITTED_PREFIX + host_key.encode(), count, db=blobs)
         self._counted.clear()
+        if self._recrawl is not None:
+            self._recrawl.flush(txn)
 
     def _hot_changed(self, delta: int) -> None:
         self.hot_total += delta
@@ -558,9 +573,16 @@ class Frontier:
     # ----------------------------------------------------------------------------- scheduling
 
     def next_wake(self) -> float | None:
-        """Monotonic time at which a snoozed host becomes due (None if no host is snoozed)."""
+        """Monotonic time at which a snoozed host, or the next revisit of a continuous crawl,
+        becomes due (None if no host is snoozed and no revisit is scheduled)."""
         host = self._queues.first_snoozed()
-        return host.wake_at if host is not None else None
+        wake = host.wake_at if host is not None else None
+        if self._recrawl is not None:
+            due = self._recrawl.next_due()
+            if due is not None:
+                at = time.monotonic() + max(0.0, due - self._wall_clock())
+                wake = at if wake is None else min(wake, at)
+        return wake
 
     @property
     def has_ready(self) -> bool:
@@ -571,6 +593,8 @@ class Frontier:
     def next_ready(self, now: float, limit: int) -> list[Ticket]:
         """Up to ``limit`` tickets from hosts whose politeness slot is open at ``now``."""
         queues = self._queues
+        if self._recrawl is not None:
+            self._pump_revisits(now)
         queues.wake(now)
         out: list[Ticket] = []
         hops = self._robots_hops
@@ -650,6 +674,11 @@ class Frontier:
             host.rules.refresh_at = float("inf")  # other slots go on with these rules meanwhile
             host.in_flight += 1
             return Ticket(b"", host.origin, host.origin + "/robots.txt", 0, robots=True)
+        revisits = host.revisits
+        if revisits is not None and self._revisit_turn(host, revisits, now):
+            revisit = self._take_revisit(host, revisits, now)
+            if revisit is not None:
+                return revisit
         while (item := self._pop(host, now)) is not None:
             key, entry = item
             self.queued -= 1
@@ -666,6 +695,9 @@ class Frontier:
             self._on_reject(ticket, ROBOTS_DENIED)
             with self._write():
                 self._store.done(key)
+        revisits = host.revisits
+        if revisits is not None and revisits.ready_at() <= now:  # nothing new: revisits go
+            return self._take_revisit(host, revisits, now)
         return None
 
     def _cached_rules(self, host: HostQueue, now: float) -> Rules | None:
@@ -756,6 +788,8 @@ class Frontier:
             # the common case, as the policy below decides it: finished, no failure, no hold
             # (finish, inlined: one call less per page)
             host = self._hosts[ticket.origin]
+            if self._recrawl is not None:
+                self._recrawl.stage(ticket, outcome)
             if mark_done:
                 self.mark_done((ticket.key,))
             polite, backoff = self._delay_after(host, ticket, outcome.duration_s, Failure.NONE)
@@ -773,6 +807,8 @@ class Frontier:
             held = self.retry(ticket, outcome.finished, retry_s, answer_s(outcome), failure,
                               outcome.ip, hold_s=after or 0.0)  # fmt: skip
             return Settled(True, held, failure is not Failure.NONE)
+        if self._recrawl is not None:
+            self._recrawl.stage(ticket, outcome)
         held = self.finish(ticket, outcome.finished, answer_s(outcome), failure, outcome.ip,
                            mark_done=mark_done, hold_s=hold_for(after, policy))  # fmt: skip
         return Settled(False, held, failure is not Failure.NONE)
@@ -848,6 +884,13 @@ class Frontier:
         this returns too).
         """
         host = self._hosts[ticket.origin]
+        if ticket.last is not None and self._recrawl is not None:
+            self._retry_revisit(host, ticket, now + delay_s)
+            held = self._release(
+                host, ticket, now, *self._delay_after(host, ticket, fetch_s, failure), hold_s, ip
+            )
+            self._maybe_retire(host, failure)
+            return held
         entry = QueueEntry(
             ticket.url, ticket.depth, ticket.hops, ticket.attempt + 1, ticket.referrer,
             ticket.callback, ticket.meta, ticket.priority,
@@ -1074,6 +1117,10 @@ class Frontier:
                 self._hot_changed(-1)
                 self._reject_entry(txn, host, key, entry, reason)
             host.retries = None
+            revisits, host.revisits = host.revisits, None
+            if revisits is not None and self._recrawl is not None:  # due again after a while
+                for _ready, key, _attempt, visit in revisits.heap:
+                    self._recrawl.put_back(txn, visit, key[8:])
 
     def _reject_entry(
         self,
@@ -1088,6 +1135,116 @@ class Frontier:
                         entry.priority)  # fmt: skip
         self._on_reject(ticket, reason)
         self._store.done(key)
+
+    # ----------------------------------------------------------------------------- revisits
+
+    @property
+    def continuous(self) -> bool:
+        """A continuous crawl (``[recrawl] enabled``): it never ends by itself."""
+        return self._recrawl is not None
+
+    def _mark_done_scheduling(self, keys: Iterable[bytes]) -> None:
+        """:meth:`mark_done` of a continuous crawl: each ticket's next visit, staged by
+        :meth:`complete`, is written in the same transaction as its entry's done mark."""
+        recrawl = self._recrawl
+        assert recrawl is not None
+        with self._write() as txn:
+            for key in keys:
+                if len(key) != DUE_KEY_LEN:  # a revisit has no queue entry
+                    self._store.done(key)
+                recrawl.apply(txn, key)
+
+    def _pump_revisits(self, now: float) -> None:
+        """Load the revisits that came due into their hosts' queues (a bounded number)."""
+        recrawl = self._recrawl
+        assert recrawl is not None
+        wall = self._wall_clock()
+        if not recrawl.wants_pump(wall):
+            return
+        with self._write() as txn:
+            for key, visit in recrawl.due_batch(txn, wall):
+                host_key = origin(visit.url)
+                host = self._hosts.get(host_key) or self._new_host(host_key)
+                if host.state is HostState.RETIRED:
+                    recrawl.put_back(txn, visit, key[8:])
+                    continue
+                if host.revisits is None:
+                    host.revisits = HostRevisits()
+                host.revisits.push(0.0, key, 0, visit)
+                if host.state in (HostState.EMPTY, HostState.BUSY):
+                    self._queues.settle(host, now)
+
+    def _revisit_turn(self, host: HostQueue, revisits: HostRevisits, now: float) -> bool:
+        """Does the host's next request go to a revisit (one is ready)? Always when it has no
+        new URL in memory or LMDB; else as ``revisit_share`` says."""
+        if revisits.ready_at() > now:
+            return False
+        if not (host.hot or host.unloaded):
+            return True
+        recrawl = self._recrawl
+        assert recrawl is not None
+        return revisits.turn(recrawl.policy.revisit_share)
+
+    def _take_revisit(self, host: HostQueue, revisits: HostRevisits, now: float) -> Ticket | None:
+        """The host's first ready revisit as a ticket (its ``key`` the due key, its ``last``
+        the previous captures); one robots.txt now denies is recorded and put back."""
+        recrawl = self._recrawl
+        assert recrawl is not None and host.rules is not None
+        heap = revisits.heap
+        out = None
+        while heap and heap[0][0] <= now:
+            _ready, key, attempt, visit = heapq.heappop(heap)
+            ticket = Ticket(key, host.origin, visit.url, visit.depth, 0, attempt, visit.referrer,
+                            False, visit.callback, visit.meta, visit.priority,
+                            visit.last())  # fmt: skip
+            if host.rules.allowed(visit.url):
+                host.in_flight += 1
+                recrawl.take(key, visit, attempt)
+                out = ticket
+                break
+            self._on_reject(ticket, ROBOTS_DENIED)
+            with self._write() as txn:
+                recrawl.put_back(txn, visit, key[8:])
+        if not heap:
+            host.revisits = None
+        return out
+
+    def _retry_revisit(self, host: HostQueue, ticket: Ticket, at: float) -> None:
+        """A revisit failed transiently with retries left: again at monotonic time ``at``."""
+        recrawl = self._recrawl
+        assert recrawl is not None
+        visit = recrawl.flying.pop(ticket.key, None)
+        if visit is None:
+            return
+        if host.revisits is None:
+            host.revisits = HostRevisits()
+        host.revisits.push(at, ticket.key, ticket.attempt + 1, visit)
+
+    def freshness(self, now_wall: float) -> dict[str, object]:
+        """The schedule's figures (RECRAWL.md's ``freshness`` dict without ``per_hour``, which
+        observe computes from the visit totals); ``{"enabled": False}`` without recrawl. Counts
+        due keys up to a cap: call it every few seconds, not per tick."""
+        if self._recrawl is None:
+            return {"enabled": False}
+        if self._txn is not None:
+            return self._recrawl.freshness(self._txn, now_wall)
+        with self._env.begin() as txn:
+            return self._recrawl.freshness(txn, now_wall)
+
+    def sitemap_lastmod(self, pairs: Iterable[tuple[str, float]]) -> int:
+        """A sitemap's ``(<loc>, <lastmod> epoch seconds)`` pairs: each scheduled URL whose last
+        capture is older than its lastmod becomes due now. Returns how many did (0 without
+        recrawl; URLs that do not canonicalise or are not scheduled are skipped)."""
+        recrawl = self._recrawl
+        if recrawl is None:
+            return 0
+        made = 0
+        with self._write() as txn:
+            for url, lastmod in pairs:
+                canonical = canonicalize(url)
+                if canonical is not None:
+                    made += recrawl.make_due(txn, canonical, lastmod)
+        return made
 
     # ----------------------------------------------------------------------------- operator
 
@@ -1197,6 +1354,8 @@ class Frontier:
         self._max_host_errors = p.max_host_errors
         self._host_error_urls = p.host_error_urls
         self._memory_urls = s.frontier.memory_urls
+        if self._recrawl is not None and s.recrawl.enabled:
+            self._recrawl.policy = RecrawlPolicy.from_settings(s.recrawl)
         if self._policy == policy:
             return  # the hosts' spacing stands (the adaptive part of it too)
         for name, (delay, _own) in list(self._host_delays.items()):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from frontier_crawl.frontier.completion import RetryPolicy
 from frontier_crawl.frontier.politeness import DelayPolicy
+from frontier_crawl.frontier.recrawl import RecrawlPolicy
 from frontier_crawl.frontier.scope import check_scope
 from frontier_crawl.frontier.traps import Limits
 
@@ -62,6 +63,7 @@ class FrontierOptions:
     #: is known, and whether its ``Sitemap:`` lines are too (both empty/False: off)
     sitemap_paths: tuple[str, ...] = ()
     sitemap_robots: bool = False
+    recrawl: RecrawlPolicy | None = None  #: a continuous crawl's policy (None: recrawl off)
 
     @classmethod
     def from_settings(cls, s: CrawlSettings) -> FrontierOptions:
@@ -98,6 +100,7 @@ class FrontierOptions:
             retry_policy=RetryPolicy.from_settings(s.fetch),
             sitemap_paths=s.sitemaps.paths if s.sitemaps.enabled else (),
             sitemap_robots=s.sitemaps.enabled and s.sitemaps.robots,
+            recrawl=RecrawlPolicy.from_settings(s.recrawl) if s.recrawl.enabled else None,
         )
 
 
