@@ -6,7 +6,10 @@ the HTML parser or a spider callback. A 2xx body is read by ``parse.sitemap.pars
 
 * a ``urlset`` (or text sitemap): its ``<loc>`` URLs are admitted through ``Frontier.add`` at
   the sitemap's depth + 1 with the sitemap as referrer (scope, seen-set, traps, robots.txt and
-  politeness apply as to any link; a spider's default callback gets the pages);
+  politeness apply as to any link; a spider's default callback gets the pages); with
+  ``[recrawl]`` on, its ``(<loc>, <lastmod>)`` pairs go to ``Frontier.sitemap_lastmod``: a
+  scheduled page whose last capture is older than its lastmod is due now (a sitemap is itself
+  revisited on its own schedule, so a changed lastmod is seen at the sitemap's next visit);
 * a ``sitemapindex``: its children are admitted as sitemaps (``SITEMAP_CALLBACK``) at the same
   depth (nesting is bounded by ``max_index_depth``, not by ``crawl.max_depth``), their level
   in ``meta``; children of an index at ``max_index_depth`` are not queued (logged once).
@@ -51,13 +54,15 @@ _OUTCOMES = {
 class SitemapFeed:
     """Reads fetched sitemaps into the frontier (one per engine)."""
 
-    __slots__ = ("_frontier", "_limits", "_max_level", "_warned_depth")
+    __slots__ = ("_frontier", "_limits", "_max_level", "_recrawl", "_warned_depth", "made_due")
 
     def __init__(self, frontier: Frontier, settings: CrawlSettings) -> None:
         self._frontier = frontier
         self._limits = SitemapLimits.from_settings(settings)
         self._max_level = settings.sitemaps.max_index_depth
+        self._recrawl = settings.recrawl.enabled  #: lastmods to the schedule
         self._warned_depth = False
+        self.made_due = 0  #: scheduled URLs a sitemap's lastmod made due (this run)
 
     def request(self, ticket: Ticket) -> FetchRequest:
         """A sitemap's request: its body kept up to ``max_bytes`` (decoded), whatever the
@@ -96,4 +101,8 @@ class SitemapFeed:
                             self._max_level)  # fmt: skip
         elif locs:
             self._frontier.add(locs, depth=ticket.depth + 1, referrer=ticket.url, now=r.finished)
+            if self._recrawl:  # a page whose lastmod is newer than its last capture: due now
+                dated = [(loc, when) for loc, when in sitemap.entries if when is not None]
+                if dated:
+                    self.made_due += self._frontier.sitemap_lastmod(dated)
         return _OUTCOMES.get(sitemap.problem, Outcome.SITEMAP_INVALID)
