@@ -18,6 +18,7 @@ from frontier_crawl.output import Outcome
 from frontier_crawl.parse.sitemap import SITEMAP_CALLBACK, level_meta
 from tests.unit.test_frontier import A
 from tests.unit.test_recrawl import Clock, fetch_all, recrawling
+from tests.unit.test_scrapy_idioms import HEAD, host_for
 
 
 def settings(**sitemaps: Any) -> CrawlSettings:
@@ -155,3 +156,11 @@ def test_without_recrawl_no_lastmod_is_looked_at(tmp_path: Path) -> None:
 
 def _no_redirect(ticket: Ticket, r: FetchResult) -> Outcome:
     raise AssertionError("no redirect expected")
+
+
+def test_a_spider_crawl_resumes_with_sitemaps_queued(tmp_path: Path) -> None:
+    """Sitemap tickets in the queue name the crawl's own callback (NUL first), which no
+    spider has: the start-up check of stored callback names must not refuse them."""
+    host = host_for(tmp_path, HEAD + "class S(scrapy.Spider):\n    pass\n")
+    host.check_stored(None, lambda: {SITEMAP_CALLBACK: 3, "": 2})
+    assert not host.names_changed
