@@ -8,8 +8,9 @@ bounded by :class:`SitemapLimits` whatever the input:
 
 * **gzip** is recognised by its magic bytes (``1f 8b``), never by the name or the
   Content-Type (servers label ``.xml.gz`` files every way), and decompressed in chunks with
-  ``zlib`` (concatenated members too): past ``max_bytes`` of output (a gzip bomb) the reading
-  stops with problem ``too-large``, having expanded at most ``max_bytes`` plus one chunk.
+  ``zlib`` (concatenated members too, up to :data:`MAX_GZIP_MEMBERS`): past ``max_bytes`` of
+  output (a gzip bomb) the reading stops with problem ``too-large``, having expanded at most
+  ``max_bytes`` plus one chunk.
 * **XML** goes to lxml's parser (libxml2) as it is decompressed, fed in chunks, with a
   parser *target* (SAX-like callbacks): no tree is built, so memory holds one entry's text,
   not the document. The parser never resolves entities (``resolve_entities=False``), never
@@ -85,6 +86,8 @@ ELEMENTS_PER_ENTRY = 16
 #: the longest ``<loc>`` (or ``<lastmod>``) text kept; longer ones are no URL
 MAX_LOC = 64 * 1024
 _DOCTYPE = re.compile(rb"<!DOCTYPE", re.IGNORECASE)
+#: gzip members read from one body (concatenated members are rare in sitemaps)
+MAX_GZIP_MEMBERS = 64
 #: a text sitemap's longest line considered (longer ones are no URL)
 MAX_LINE = 64 * 1024
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -230,26 +233,41 @@ class _Bytes:
             for start in range(0, len(body), CHUNK):
                 yield self._count(body[start : start + CHUNK])
             return
-        data = body
-        while data:  # one gzip member per round (RFC 1952 allows several)
+        yield from self._gunzip()
+
+    def _gunzip(self) -> Iterator[bytes]:
+        """The gzip members' output. Input is handed to zlib CHUNK bytes at a time (slices of
+        a memoryview, so a long body is never copied whole), output taken at most CHUNK (and
+        never more than one byte past the limit) at a time; at most MAX_GZIP_MEMBERS members
+        (RFC 1952 allows concatenated ones: a body of millions of empty members would
+        otherwise cost a decompressor each for no output)."""
+        view = memoryview(self._body)
+        size, pos, members = len(view), 0, 0
+        pending: bytes | memoryview = b""
+        while True:  # one member per round
+            members += 1
+            if members > MAX_GZIP_MEMBERS:
+                raise _Stop(Problem.BAD_GZIP)
             d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
             try:
-                while True:
-                    # never more than one byte past the limit, however dense the input
-                    want = min(CHUNK, self._limit - self.read + 1)
-                    out = d.decompress(data, want)
-                    data = d.unconsumed_tail
+                while not d.eof:
+                    if not pending:
+                        if pos >= size:
+                            raise _Stop(Problem.BAD_GZIP)  # the body ends inside a member
+                        pending = view[pos : pos + CHUNK]
+                        pos += len(pending)
+                    out = d.decompress(pending, min(CHUNK, self._limit - self.read + 1))
+                    pending = d.unconsumed_tail
                     if out:
                         yield self._count(out)
-                    if d.eof or (not out and not data):
-                        break
             except zlib.error:
                 raise _Stop(Problem.BAD_GZIP) from None
-            if not d.eof:
-                raise _Stop(Problem.BAD_GZIP)  # the stream ends inside a member
-            data = d.unused_data
-            if data[:2] != _GZIP_MAGIC:
-                return  # trailing garbage after the last member is ignored, as gzip(1) does
+            pending = d.unused_data  # (what followed the member in the last piece given)
+            if len(pending) < 2 and pos < size:
+                pending += bytes(view[pos : pos + CHUNK])
+                pos = min(size, pos + CHUNK)
+            if pending[:2] != _GZIP_MAGIC:
+                return  # the end; trailing garbage after a member is ignored, as gzip(1) does
 
     def _count(self, chunk: bytes) -> bytes:
         self.read += len(chunk)

@@ -142,6 +142,27 @@ def test_concatenated_gzip_members() -> None:
     assert parse_sitemap(b).entries == parse_sitemap(a).entries
 
 
+def test_many_empty_gzip_members_stop_at_once() -> None:
+    """200,000 empty gzip members (4 MB): one decompressor each, and the rest of the body
+    copied after each, took 131 s before the member cap; now a clear bad-gzip at once."""
+    body = gzip.compress(b"") * 200_000
+    t0 = time.perf_counter()
+    assert parse_sitemap(body).problem is Problem.BAD_GZIP
+    assert time.perf_counter() - t0 < 2
+
+
+def test_large_incompressible_gzip_is_linear() -> None:
+    """30 MB of gzip that barely compresses: input handed to zlib in pieces, never copied
+    whole per step."""
+    body = gzip.compress(b"<urlset>" + os.urandom(15 * MIB).hex().encode(), 1)
+    assert len(body) > 15 * MIB
+    t0 = time.perf_counter()
+    got = parse_sitemap(body)
+    assert got.problem is Problem.BAD_XML  # one text node past libxml2's 10 MB limit
+    assert got.read_bytes > 10 * MIB
+    assert time.perf_counter() - t0 < 10
+
+
 def test_text_sitemap() -> None:
     body = b"\xef\xbb\xbfhttps://a.test/1\r\n\n  http://a.test/2  \nnot a url\n"
     body += b"https://a.test/ with space\n"
