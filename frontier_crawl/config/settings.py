@@ -486,6 +486,85 @@ class FrontierSection(_Section, frozen=True):
     ] = 1 << 40
 
 
+#: the callback name a sitemap URL is queued with (re-exported by ``parse/sitemap.py``): no
+#: spider callback name can start with NUL, so a spider never sees one. Here, in the leaf
+#: both the frontier (which queues sitemaps) and the parser (which reads them) import.
+SITEMAP_CALLBACK = "\x00sitemap"
+#: the sitemap protocol's caps on one file: 50,000 URLs and 50 MiB uncompressed
+SITEMAP_MAX_URLS = 50_000
+SITEMAP_MAX_BYTES = 52_428_800
+
+
+class SitemapsSection(_Section, frozen=True):
+    enabled: Annotated[
+        bool,
+        Meta(
+            description="Read sitemaps (sitemaps.org: urlset and sitemapindex, plain or gzip, "
+            "and text files of one URL per line) and queue the URLs they list, within the "
+            "scope. Off: a crawl is what it was without this section."
+        ),
+    ] = False
+    robots: Annotated[
+        bool,
+        Meta(
+            description="Follow the Sitemap: lines of each host's robots.txt (one naming "
+            "another host is queued only if that host is in scope)."
+        ),
+    ] = True
+    paths: Annotated[
+        tuple[str, ...],
+        Meta(
+            description="Paths fetched as sitemaps on every host once its robots.txt is known "
+            "(robots.txt rules apply to them); empty: none."
+        ),
+    ] = ("/sitemap.xml",)
+    max_bytes: Annotated[
+        Annotated[int, Meta(ge=1024, le=MAX_COUNT)],
+        Meta(
+            description="Bytes of one sitemap read, after decompression (the transfer and a "
+            "gzip file alike); past it the rest is not read (outcome sitemap-too-large, the "
+            "URLs before the cut are kept). The protocol's limit is 50 MiB."
+        ),
+    ] = SITEMAP_MAX_BYTES
+    max_urls: Annotated[
+        PosInt,
+        Meta(
+            description="URLs (or child sitemaps of an index) read from one file; the rest is "
+            "not read (outcome sitemap-too-large). The protocol's limit is 50,000."
+        ),
+    ] = SITEMAP_MAX_URLS
+    max_index_depth: Annotated[
+        Annotated[int, Meta(ge=0, le=16)],
+        Meta(
+            description="Levels of sitemap indexes followed: a sitemap found in robots.txt or "
+            "paths is level 0, the children of a level-n index are level n + 1 and are queued "
+            "while n + 1 <= this (0: indexes are read but their children not queued). The "
+            "protocol allows 1 (an index lists sitemaps, not indexes); 2 tolerates one nested "
+            "index."
+        ),
+    ] = 2
+    text: Annotated[
+        bool,
+        Meta(
+            description="Accept text sitemaps (UTF-8, one absolute http(s) URL per line); "
+            "false: a body that is not XML is outcome sitemap-invalid."
+        ),
+    ] = True
+
+    def __post_init__(self) -> None:
+        for i, path in enumerate(self.paths):
+            if (
+                not path.startswith("/")
+                or path.startswith("//")
+                or has_controls(path)
+                or any(c.isspace() for c in path)
+            ):
+                raise ValueError(
+                    f'paths[{i}]: expected an absolute path such as "/sitemap.xml" (one '
+                    f'"/" first, no spaces or control characters), got {path!r}'
+                )
+
+
 class RecrawlRule(_Section, frozen=True):
     """One ``[[recrawl.rules]]`` table: the interval bounds of the URLs its pattern matches."""
 
@@ -962,6 +1041,7 @@ class CrawlSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     control: ControlSection = ControlSection()
     cluster: ClusterSection = ClusterSection()
     spider: SpiderSection = SpiderSection()
+    sitemaps: SitemapsSection = SitemapsSection()
     recrawl: RecrawlSection = RecrawlSection()
     extract: tuple[ExtractRule, ...] = ()
 
@@ -977,6 +1057,7 @@ SECTIONS: dict[str, type[_Section]] = {
     "control": ControlSection,
     "cluster": ClusterSection,
     "spider": SpiderSection,
+    "sitemaps": SitemapsSection,
     "recrawl": RecrawlSection,
 }
 

@@ -41,6 +41,7 @@ from frontier_crawl.engine.commit import CommitGroup, Unsettled
 from frontier_crawl.engine.exchange import PeerExchange
 from frontier_crawl.engine.observe import Observer
 from frontier_crawl.engine.seams import CommandSource, FetcherLike, Layout, PeersLike
+from frontier_crawl.engine.sitemaps import SITEMAP_CALLBACK, SitemapFeed
 from frontier_crawl.engine.space import SpaceGuard
 from frontier_crawl.engine.state import LoopState, quiet
 from frontier_crawl.engine.steer import Steering
@@ -209,6 +210,7 @@ class Engine:
             parser=parser,
         )
         self.frontier = parts.frontier
+        self._sitemaps = SitemapFeed(parts.frontier, settings)  #: [sitemaps]: their bodies
         self.fetcher: FetcherLike = parts.fetcher
         self.parser: Parser = parts.parser
         outputs = parts.outputs
@@ -444,6 +446,8 @@ class Engine:
     def _request(self, ticket: Ticket) -> FetchRequest:
         if ticket.robots:  # RFC 9309: the first 500 KiB parsed, whatever the page cap (the
             return FetchRequest(ticket.url, token=ticket, keep_bytes=MAX_ROBOTS_BYTES)  # rest
+        if ticket.callback == SITEMAP_CALLBACK:  # up to sitemaps.max_bytes
+            return self._sitemaps.request(ticket)
         last = ticket.last  # a revisit: conditional on the last capture's validators (the
         if ticket.meta[:1] == ENVELOPE:  # fetcher's cache then adds none); a spider's
             headers = request_headers(ticket.meta, ticket.url)  # Request(headers=...)
@@ -546,6 +550,8 @@ class Engine:
         """Feed a final result's links (or what its spider callback yields) or redirect target
         back; return its outcome, and what the callback gave if the page went to one.
         ``unchanged``: a revisit found the page as it was (a 304, or the same payload)."""
+        if ticket.callback == SITEMAP_CALLBACK:  # [sitemaps]: never to the HTML parser or a
+            return self._sitemaps.dispose(ticket, r, self._redirect), None  # spider
         spider = self._spider
         if r.error is not None:
             if spider is not None and ticket.meta[:1] == ENVELOPE:  # to its errback, if any
@@ -553,7 +559,7 @@ class Engine:
                                                         "", failure=r.error.value)  # fmt: skip
             return Outcome.FAILED, None
         if unchanged:
-            return (Outcome.NOT_MODIFIED if r.status == 304 else Outcome.FETCHED), None
+            return (Outcome.NOT_MODIFIED if r.status == 304 else Outcome.UNCHANGED), None
         if 300 <= r.status < 400 and r.header("location") and r.not_modified is None:
             return self._redirect(ticket, r), None  # never to a callback: the target is
         if 200 <= r.status < 300 or r.not_modified is not None:
@@ -753,6 +759,7 @@ class Engine:
                 referrer=ticket.referrer,
                 content_type=r.content_type,
                 held_s=round(held_s, 3),
+                visit=ticket.last.visits if ticket.last is not None else 0,
             )
         )
 

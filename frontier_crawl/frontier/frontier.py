@@ -61,10 +61,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urljoin
 
 import lmdb
 import msgspec
 
+from frontier_crawl.config.settings import SITEMAP_CALLBACK
 from frontier_crawl.frontier.admission import Admission
 from frontier_crawl.frontier.completion import (
     HOST_STATUSES,
@@ -161,6 +163,14 @@ class HostSignals:
     next_due: tuple[str, str, float] | None
 
 
+def _resolved(base: str, url: str) -> str:
+    """``url`` resolved against ``base`` ("" for one that does not parse)."""
+    try:
+        return urljoin(base, url)
+    except ValueError:
+        return ""
+
+
 class Frontier:
     """Admission (scope, dedup, traps), per-host queues in LMDB, and politeness scheduling."""
 
@@ -186,6 +196,9 @@ class Frontier:
         #: copy, used if the fetch finds robots.txt unreachable (robots_done)
         self._stale: dict[str, Rules] = {}
         self._robots_attempts = o.robots_attempts
+        self._sitemap_paths, self._sitemap_robots = o.sitemap_paths, o.sitemap_robots
+        #: hosts whose rules came from the cache in this next_ready: their sitemaps to queue
+        self._sitemaps_due: list[HostQueue] = []
         self._max_host_errors = o.max_host_errors
         self._host_error_urls = o.host_error_urls
         self._memory_urls = o.memory_urls
@@ -608,6 +621,9 @@ class Frontier:
                     if group is not None:
                         group.next_at = max(group.next_at, host.next_at)
             self._queues.settle(host, now)
+        while self._sitemaps_due:
+            host = self._sitemaps_due.pop()
+            self._queue_sitemaps(host, host.rules, now)
         return out
 
     def _spacing(self, host: HostQueue) -> float:
@@ -648,6 +664,8 @@ class Frontier:
         robots-denied URLs are recorded and skipped."""
         if host.rules is None:
             host.rules = self._cached_rules(host, now) if self._obey_robots else _ALLOW_ALL
+            if host.rules is not None and (self._sitemap_paths or self._sitemap_robots):
+                self._sitemaps_due.append(host)  # queued once next_ready is done with hosts
         if host.rules is None:  # nothing else until robots.txt is known
             host.robots_in_flight = True
             self.robots_waiting += 1
@@ -1015,6 +1033,22 @@ class Frontier:
                     return
                 delay = delay_for(fetch_s, None, self._policy)
         self._release(host, mine, now, delay, retry, 0.0, ip)
+        if rules is not None and (self._sitemap_paths or self._sitemap_robots):
+            self._queue_sitemaps(host, rules, now)
+
+    def _queue_sitemaps(self, host: HostQueue, rules: Rules | None, now: float) -> None:
+        """``[sitemaps]``: the host's sitemaps admitted like any URL (scope, so a ``Sitemap:``
+        line naming another host counts only if that host is in scope; the seen-set, so each
+        is fetched once however often its robots.txt is read; robots.txt; politeness), with
+        callback SITEMAP_CALLBACK at depth 0: ``Sitemap:`` lines of robots.txt (relative
+        ones resolved against it), then the configured paths."""
+        robots_url = host.origin + "/robots.txt"
+        if self._sitemap_robots and rules is not None and rules.sitemaps:
+            found = [url for line in rules.sitemaps if (url := _resolved(robots_url, line))]
+            self.add(found, depth=0, referrer=robots_url, now=now, callback=SITEMAP_CALLBACK)
+        if self._sitemap_paths:
+            paths = [host.origin + path for path in self._sitemap_paths]
+            self.add(paths, depth=0, now=now, callback=SITEMAP_CALLBACK)
 
     def _release(
         self,

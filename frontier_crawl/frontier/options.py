@@ -59,6 +59,10 @@ class FrontierOptions:
     known_ips: Mapping[str, str] = field(default_factory=dict)  #: host -> address (resolve)
     settled_links: int = SETTLED_LINKS
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+    #: ``[sitemaps]`` (enabled): paths queued as sitemaps on every host once its robots.txt
+    #: is known, and whether its ``Sitemap:`` lines are too (both empty/False: off)
+    sitemap_paths: tuple[str, ...] = ()
+    sitemap_robots: bool = False
     recrawl: RecrawlPolicy | None = None  #: a continuous crawl's policy (None: recrawl off)
 
     @classmethod
@@ -94,6 +98,8 @@ class FrontierOptions:
             per_ip=p.per_ip,
             known_ips=known_ips,
             retry_policy=RetryPolicy.from_settings(s.fetch),
+            sitemap_paths=s.sitemaps.paths if s.sitemaps.enabled else (),
+            sitemap_robots=s.sitemaps.enabled and s.sitemaps.robots,
             recrawl=RecrawlPolicy.from_settings(s.recrawl) if s.recrawl.enabled else None,
         )
 

@@ -38,6 +38,10 @@ class Outcome(StrEnum):
     BAD_META = "bad-meta"  #: a Request's meta is not a dict that msgpack serialises
     UNKNOWN_CALLBACK = "unknown-callback"  #: a Request (or a stored URL) names no callback
     BAD_URL = "bad-url"  #: a Request's URL does not parse or is not http(s)
+    # a 2xx sitemap ([sitemaps]): its URLs went to the frontier, it is not a page itself
+    SITEMAP = "sitemap"  #: read whole
+    SITEMAP_TOO_LARGE = "sitemap-too-large"  #: past max_bytes or max_urls: the URLs before kept
+    SITEMAP_INVALID = "sitemap-invalid"  #: not a sitemap (bad XML or gzip, a DTD, other root)
 
 
 #: the outcomes of a spider's problems (``frontier_crawl.spider.Problem.outcome``)

@@ -246,7 +246,8 @@ class SpiderHost:
         counts: dict[str, int] | None = None
         if blob is None:  # a crawl from before the names were saved (or a new one): one scan
             counts = count()
-            self._recorded = {n for n in counts if n}
+            self._recorded = {n for n in counts if n and n[0] != "\x00"}  # (NUL: the crawl's
+            # own, never a spider's, such as the sitemaps' callback)
             self.names_changed = bool(self._recorded)
         else:
             self._recorded = set(_decode_names(blob))

@@ -759,6 +759,9 @@ def test_outcome_values() -> None:
         "bad-meta",
         "unknown-callback",
         "bad-url",
+        "sitemap",
+        "sitemap-too-large",
+        "sitemap-invalid",
     ]
 
 
