@@ -182,8 +182,10 @@ def classify(sig: Signals) -> Bottleneck:
         why = "paused by the operator" if sig.paused else "low disk space"
         return Bottleneck("paused", f"{why}, {_n(sig.in_flight, 'transfer')} finishing")
     if sig.hosts_total == 0 and sig.in_flight == 0 and sig.queued == 0:
-        if sig.next_due_s is not None and not sig.revisits_due:  # a continuous crawl between
-            return Bottleneck("idle", f"next URL due in {_secs(sig.next_due_s)}")  # visits
+        if sig.revisits_due:  # a continuous crawl: due, not yet loaded into their hosts
+            return Bottleneck("idle", f"revisits due: {_n(sig.revisits_due, 'URL')}, loading")
+        if sig.next_due_s is not None:  # a continuous crawl between visits
+            return Bottleneck("idle", f"next URL due in {_secs(sig.next_due_s)}")
         return Bottleneck("idle", "nothing queued and nothing in flight")
     if sig.loop_busy >= CPU_BUSY:
         return Bottleneck("cpu", _cpu_detail(sig))
