@@ -1129,6 +1129,9 @@ class Frontier:
             return
         with self._write() as txn:
             for key, visit in recrawl.due_batch(txn, wall):
+                if not self._admission.in_scope(visit.url):  # a reloaded scope left it out
+                    recrawl.forget(txn, key[8:])
+                    continue
                 host_key = origin(visit.url)
                 host = self._hosts.get(host_key) or self._new_host(host_key)
                 if host.state is HostState.RETIRED:

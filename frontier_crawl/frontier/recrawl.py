@@ -137,7 +137,7 @@ class Visit(msgspec.Struct, array_like=True, frozen=True, gc=False):
     last_modified: str = ""
     digest: bytes = b""
     record_id: str = ""
-    uri: str = ""
+    uri: str = ""  #: the capture's WARC-Target-URI ("": ``url``, the usual case)
     date: float = 0.0
     visits: int = 0
     interval_s: float = 0.0
@@ -148,7 +148,8 @@ class Visit(msgspec.Struct, array_like=True, frozen=True, gc=False):
     visited: float = 0.0  #: wall time of the last visit
 
     def last(self) -> LastCapture:
-        return LastCapture(self.etag, self.last_modified, self.digest, self.record_id, self.uri,
+        uri = self.uri or (self.url if self.date else "")
+        return LastCapture(self.etag, self.last_modified, self.digest, self.record_id, uri,
                            self.date, self.visits, self.interval_s, self.due)  # fmt: skip
 
 
@@ -276,10 +277,10 @@ def plan(prev: Visit | None, ticket: Ticket, c: Completion, policy: RecrawlPolic
         if 200 <= status < 300:  # the validators are those of the latest 2xx
             etag, modified = c.etag or "", c.last_modified or ""
             if kind != "unchanged":  # a full capture: the one revisits now refer to
-                digest, uri, date = c.digest, ticket.url, fetched
+                digest, uri, date = c.digest, "", fetched  # uri "": the URL itself
                 record_id = c.record_id
             elif c.record_id:  # a full record written although unchanged
-                record_id, uri, date = c.record_id, ticket.url, fetched
+                record_id, uri, date = c.record_id, "", fetched
         elif status == 304:  # validators a 304 sends replace the stored ones
             etag = c.etag or etag
             modified = c.last_modified or modified
@@ -402,8 +403,11 @@ class Recrawl:
     def stage(self, ticket: Ticket, c: Completion) -> None:
         """A ticket's final outcome: compute its next record, written by :meth:`apply` when
         the ticket is marked done (a revisit's from the record it was loaded with)."""
-        prev = self.flying.pop(ticket.key, None) if ticket.last is not None else None
-        digest = url_digest(ticket.url)
+        if ticket.last is not None:  # a revisit: its key is its due key, ending in the digest
+            prev = self.flying.pop(ticket.key, None)
+            digest = ticket.key[8:]
+        else:
+            prev, digest = None, url_digest(ticket.url)
         kind, visit = plan(prev, ticket, c, self.policy, self._wall_clock())
         self._staged[ticket.key] = (digest, kind, visit)
 
@@ -452,6 +456,11 @@ class Recrawl:
         its interval, nothing else changes (no visit counted)."""
         due = self._wall_clock() + self.policy.bounds_for(visit.url).clamp(visit.interval_s)
         self._replace(txn, digest, msgspec.structs.replace(visit, due=due))
+        self.present.discard(digest)
+
+    def forget(self, txn: lmdb.Transaction[bytes], digest: bytes) -> None:
+        """Take a URL out of the schedule (its record and due key), e.g. out of scope now."""
+        self._replace(txn, digest, None)
         self.present.discard(digest)
 
     def _decode(self, raw: bytes, digest: bytes) -> Visit | None:
