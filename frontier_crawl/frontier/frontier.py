@@ -42,6 +42,12 @@ Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
   still waits. The engine stops after five hops (RFC 9309 2.3.1.2) and treats a chain it
   stops following (more hops, a target out of scope, or refused by the address policy) as
   "unavailable".
+* A continuous crawl (``[recrawl] enabled``, ``recrawl.py``): :meth:`Frontier.complete`
+  schedules each fetched URL's next visit, written with its ``mark_done``; due revisits are
+  loaded a bounded number at a time into their host's ``revisits`` heap and handed out by
+  ``next_ready`` under the same politeness, robots rules and IP groups as new URLs (their share
+  of a host with new URLs queued bounded by ``revisit_share``), their ticket's ``last`` holding
+  the previous capture. Without recrawl none of it runs (one attribute check per completion).
 * ``identity.json`` in the state directory pins what a crawl cannot change between runs (layout
   version, seen-set sizing); tunables may change freely.
 """

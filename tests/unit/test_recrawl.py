@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -285,8 +286,9 @@ def test_a_fetched_url_comes_back_when_due_with_its_last_capture(tmp_path: Path)
     assert f.next_ready(2.0, 5) == []
     fresh = f.freshness(clock.now)
     assert fresh["scheduled"] == 1 and fresh["due_now"] == 0 and fresh["next_due_s"] == 100.0
+    before = time.monotonic()
     wake = f.next_wake()
-    assert wake is not None  # the loop sleeps until the revisit is due
+    assert wake is not None and before + 99.0 <= wake <= time.monotonic() + 100.0  # sleeps till due
     clock.now += 99.0
     assert f.next_ready(3.0, 5) == []
     clock.now += 1.0
