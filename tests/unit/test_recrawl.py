@@ -526,3 +526,29 @@ def test_sitemap_lastmod_makes_an_older_capture_due_now(tmp_path: Path) -> None:
     got = fetch_all(f, 10.0, clock)
     assert [t.url for t in got] == [f"{A}/a"]
     f.close()
+
+
+def test_a_host_with_a_backlog_does_not_starve_the_others(tmp_path: Path) -> None:
+    clock = Clock()
+    f = recrawling(tmp_path, clock)
+    rc = f._recrawl
+    assert rc is not None
+    rc._memory, rc._per_host_max = 40, 10
+    slow = [f"{A}/{i}" for i in range(100)]
+    f.add(slow, depth=0)
+    for i in range(100):  # all of A due before B's, in this order
+        (t,) = f.next_ready(float(i), 5)
+        f.complete(t, ok(float(i), clock))
+        clock.now += 0.01
+    clock.now += 1.0
+    _schedule(f, clock, [f"{B}/{i}" for i in range(5)])
+    clock.now += 1000.0
+    first = f.next_ready(200.0, 100)
+    assert {t.origin for t in first} == {A, B}  # B is not behind A's 100
+    assert len(rc.present) <= 20
+    for t in first:
+        f.complete(t, ok(200.0, clock))
+    got = [t.url for t in first] + [t.url for t in fetch_all(f, 201.0, clock)]
+    assert sorted(got) == sorted(slow + [f"{B}/{i}" for i in range(5)])  # each once
+    assert [u for u in got if u.startswith(A)] == slow  # A's in due order
+    f.close()
