@@ -1420,10 +1420,9 @@ class Frontier:
 
     def _next_due(self, now: float) -> tuple[str, str, float] | None:
         """The snoozed host due first: (origin, why it waits, seconds until it is due)."""
-        if self.next_wake() is None:
+        host = self._queues.first_snoozed()  # (next_wake also covers revisits not yet due)
+        if host is None:
             return None
-        host = self._queues.first_snoozed()
-        assert host is not None
         wake = host.wake_at
         held = self._holding.get(host.origin)
         if held is not None:

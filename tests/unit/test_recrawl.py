@@ -289,6 +289,7 @@ def test_a_fetched_url_comes_back_when_due_with_its_last_capture(tmp_path: Path)
     before = time.monotonic()
     wake = f.next_wake()
     assert wake is not None and before + 99.0 <= wake <= time.monotonic() + 100.0  # sleeps till due
+    assert f.host_signals(2.0).next_due is None  # no host snoozed: the status does not fail
     clock.now += 99.0
     assert f.next_ready(3.0, 5) == []
     clock.now += 1.0
