@@ -1139,7 +1139,11 @@ class Frontier:
                     recrawl.forget(txn, key[8:])
                     continue
                 host_key = origin(visit.url)
-                host = self._hosts.get(host_key) or self._new_host(host_key)
+                host = self._hosts.get(host_key)
+                if host is None:
+                    host = self._new_host(host_key)
+                    if self._admission.limits.max_pages_per_host:  # as _enqueue counts it
+                        host.admitted = self._stored_admitted(txn, host_key)
                 if host.state is HostState.RETIRED:
                     recrawl.put_back(txn, visit, key[8:])
                     continue

@@ -553,3 +553,17 @@ def test_a_host_with_a_backlog_does_not_starve_the_others(tmp_path: Path) -> Non
     assert sorted(got) == sorted(slow + [f"{B}/{i}" for i in range(5)])  # each once
     assert [u for u in got if u.startswith(A)] == slow  # A's in due order
     f.close()
+
+
+def test_a_host_loaded_by_the_pump_keeps_its_admitted_count(tmp_path: Path) -> None:
+    """max_pages_per_host after a restart: a host first seen again through its revisits still
+    counts the URLs earlier runs admitted."""
+    clock = Clock()
+    f = recrawling(tmp_path, clock, limits={"max_pages_per_host": 3})
+    _schedule(f, clock, [f"{A}/1", f"{A}/2"])
+    f.close()
+    f = recrawling(tmp_path, clock, limits={"max_pages_per_host": 3})
+    clock.now += 100.0
+    assert len(f.next_ready(10.0, 5)) == 1  # a revisit: the pump made the host
+    assert f.add([f"{A}/3", f"{A}/4"], depth=0) == 1
+    f.close()
