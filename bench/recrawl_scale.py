@@ -96,7 +96,7 @@ def main() -> int:
     base = data.stat().st_size
     rng = random.Random(22)
     print(f"start: {rss()}")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     step = clock.now
     tick = args.spread_s / max(n, 1)
     done = 0
@@ -120,7 +120,7 @@ def main() -> int:
         if done // report_every != before // report_every or done == n:
             elapsed = time.perf_counter() - t0
             print(f"scheduled {done:>11,}  {done / elapsed:>8,.0f}/s  {rss()}", flush=True)
-    sched_s = time.perf_counter() - t0
+    sched_s, sched_cpu = time.perf_counter() - t0, time.process_time() - c0
     f._env.sync(True)
     size = data.stat().st_size - base
     with f._env.begin() as txn:
@@ -129,7 +129,8 @@ def main() -> int:
             for st in (txn.stat(rc._visits), txn.stat(rc._due))
         )
         psize = txn.stat(rc._due)["psize"]
-    print(f"scheduling: {n:,} in {sched_s:.0f} s ({n / sched_s:,.0f}/s); schedule pages "
+    print(f"scheduling: {n:,} in {sched_s:.0f} s ({n / sched_s:,.0f}/s; {sched_cpu:.0f} CPU s, "
+          f"{n / sched_cpu:,.0f} per CPU second); schedule pages "
           f"{pages * psize / n:.0f} bytes per scheduled URL (data.mdb grew {size / 1e6:.0f} MB, "
           f"{size / n:.0f} bytes per URL, free pages included)")  # fmt: skip
     gc.collect()
@@ -140,6 +141,7 @@ def main() -> int:
           f"scheduled {fresh['scheduled']:,}")  # fmt: skip
     pops, now = 0, 0.0
     t0 = last = time.perf_counter()
+    c0 = time.process_time()
     limit = int(args.pops)
     batch_cm = f.batch()
     batch_cm.__enter__()
@@ -170,9 +172,10 @@ def main() -> int:
         if tick_t - t0 >= args.pop_s:
             break
     batch_cm.__exit__(None, None, None)
-    pop_s = time.perf_counter() - t0
+    pop_s, pop_cpu = time.perf_counter() - t0, time.process_time() - c0
     print(f"popping: {pops:,} revisits in {pop_s:.0f} s ({pops / pop_s:,.0f}/s, next_ready + "
-          f"complete + commits); most in memory at once {peak_present:,}; {rss()}")  # fmt: skip
+          f"complete + commits; {pop_cpu:.0f} CPU s, {pops / pop_cpu:,.0f} per CPU second); "
+          f"most in memory at once {peak_present:,}; {rss()}")  # fmt: skip
     fresh = f.freshness(clock.now)
     print("freshness:", msgspec.json.encode(fresh).decode())
     f.close()

@@ -106,7 +106,7 @@ PUMP_BATCH = 1024  #: due keys read per pump call at most
 PUMP_MEMORY = 16_384  #: revisits in memory at most (loaded, in flight, waiting to be applied)
 PUMP_PER_HOST = 256  #: of them, of one host at most (so slow hosts cannot fill the memory)
 PUMP_SCAN = 4096  #: due keys one pump call reads at most (skipped ones included)
-DUE_NOW_CAP = 100_000  #: due keys counted for ``freshness`` at most
+DUE_NOW_CAP = 20_000  #: due keys counted for ``freshness`` at most
 OVERDUE_WINDOW_S = 300.0
 _U64 = struct.Struct(">Q")
 
