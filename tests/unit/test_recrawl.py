@@ -567,3 +567,24 @@ def test_a_host_loaded_by_the_pump_keeps_its_admitted_count(tmp_path: Path) -> N
     assert len(f.next_ready(10.0, 5)) == 1  # a revisit: the pump made the host
     assert f.add([f"{A}/3", f"{A}/4"], depth=0) == 1
     f.close()
+
+
+def test_a_reload_applies_the_new_policy_and_scope_to_the_next_visits(tmp_path: Path) -> None:
+    clock = Clock()
+    f = recrawling(tmp_path, clock)
+    _schedule(f, clock, [f"{A}/keep", f"{A}/drop"])
+    s = parse({
+        "crawl": {"seeds": [f"{A}/"]},
+        "scope": {"allow_domains": ["a.test", "b.test"], "exclude": ["/drop$"]},
+        "politeness": {"min_delay_s": 0.0, "obey_robots": False},
+        "recrawl": {"enabled": True, "initial_interval_s": 100, "min_interval_s": 10,
+                    "max_interval_s": 1000, "rules": [{"pattern": "/keep", "max_interval_s": 20}]},
+    })  # fmt: skip
+    f.reconfigure(s, 5.0)
+    clock.now += 100.0
+    got = fetch_all(f, 10.0, clock, status=304)
+    assert [t.url for t in got] == [f"{A}/keep"]  # /drop left the schedule when due
+    v = visit_of(f, f"{A}/keep")
+    assert v is not None and v.interval_s == 20.0  # 150, clamped by the rule's max
+    assert visit_of(f, f"{A}/drop") is None
+    f.close()
