@@ -10,10 +10,6 @@ Layout (as Heritrix's ``BdbMultipleWorkQueues``, with blocks of URLs instead of 
     db b"meta":   b"seq_hwm"  -> u64 big-endian: no key ever used a larger seq
                   b"host_hwm" -> u32 big-endian: no origin ever got a larger host id
 
-A continuous crawl (``[recrawl] enabled``) adds two databases to the same environment,
-``b"recrawl-visits"`` and ``b"recrawl-due"`` (layout: ``recrawl.py``); they are created when
-recrawl is first enabled, so a state without them is an ordinary crawl's and either kind resumes.
-
 A block holds ``n`` (1 .. ``BLOCK_MAX``) URLs of one host: the URLs a transaction queued for
 that host, in admission order. Keys of one host all start with its 4-byte id and sort by
 (prio, seq), so a cursor from the id is that host's FIFO, block by block, with prio 0
@@ -81,6 +77,10 @@ Errors (``storage_errors``): LMDB raises its own ``lmdb.Error`` subclasses (a fu
 :class:`StorageError`, an ``OSError`` with the errno when the message names one, at its
 transaction and sync boundaries, so callers handle one kind of write failure and never import
 lmdb. A transaction whose commit failed is aborted: the state stays as of the last commit.
+
+A continuous crawl (``[recrawl] enabled``) adds two databases to the same environment,
+``b"recrawl-visits"`` and ``b"recrawl-due"`` (layout: ``recrawl.py``); they are created when
+recrawl is first enabled, so a state without them is an ordinary crawl's and either kind resumes.
 """
 
 from __future__ import annotations
