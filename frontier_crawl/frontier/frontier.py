@@ -42,6 +42,12 @@ Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
   still waits. The engine stops after five hops (RFC 9309 2.3.1.2) and treats a chain it
   stops following (more hops, a target out of scope, or refused by the address policy) as
   "unavailable".
+* A continuous crawl (``[recrawl] enabled``, ``recrawl.py``): :meth:`Frontier.complete`
+  schedules each fetched URL's next visit, written with its ``mark_done``; due revisits are
+  loaded a bounded number at a time into their host's ``revisits`` heap and handed out by
+  ``next_ready`` under the same politeness, robots rules and IP groups as new URLs (their share
+  of a host with new URLs queued bounded by ``revisit_share``), their ticket's ``last`` holding
+  the previous capture. Without recrawl none of it runs (one attribute check per completion).
 * ``identity.json`` in the state directory pins what a crawl cannot change between runs (layout
   version, seen-set sizing); tunables may change freely.
 """
@@ -1163,8 +1169,15 @@ class Frontier:
             return
         with self._write() as txn:
             for key, visit in recrawl.due_batch(txn, wall):
+                if not self._admission.in_scope(visit.url):  # a reloaded scope left it out
+                    recrawl.forget(txn, key[8:])
+                    continue
                 host_key = origin(visit.url)
-                host = self._hosts.get(host_key) or self._new_host(host_key)
+                host = self._hosts.get(host_key)
+                if host is None:
+                    host = self._new_host(host_key)
+                    if self._admission.limits.max_pages_per_host:  # as _enqueue counts it
+                        host.admitted = self._stored_admitted(txn, host_key)
                 if host.state is HostState.RETIRED:
                     recrawl.put_back(txn, visit, key[8:])
                     continue

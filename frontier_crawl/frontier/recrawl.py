@@ -36,8 +36,12 @@ cursor from the start.
 
 The pump (:meth:`Recrawl.due_batch`) reads due keys with ``due <= now`` from a remembered
 position, at most ``PUMP_BATCH`` per call and ``memory`` in memory at once (loaded, handed out or
-waiting to be applied): 10^7 scheduled URLs cost their LMDB pages, not RAM. The frontier puts
-them in their host's :class:`HostRevisits` (a heap by ready time then due key, so a host's
+waiting to be applied): 10^7 scheduled URLs cost their LMDB pages, not RAM. One host holds at
+most ``per_host`` of them (a digest starts with its host's hash, so the check needs no read): a
+slow host with a backlog cannot fill the memory and starve the others. Due keys skipped for a
+full host are read again once it has room (the pump goes back to the first one skipped); one
+call reads at most ``PUMP_SCAN`` keys, so its cost is bounded whatever the backlog. The frontier
+puts them in their host's :class:`HostRevisits` (a heap by ready time then due key, so a host's
 revisits go out in due order) and hands them out through ``next_ready`` like any URL: same
 robots rules, politeness, IP groups; ``revisit_share`` bounds the revisits' share of a host's
 requests while it has new URLs queued (:meth:`HostRevisits.turn`). A revisit ticket's ``key`` is
@@ -100,7 +104,9 @@ TOTALS_KEY = b"recrawl:totals"
 DUE_KEY_LEN = 24
 PUMP_BATCH = 1024  #: due keys read per pump call at most
 PUMP_MEMORY = 16_384  #: revisits in memory at most (loaded, in flight, waiting to be applied)
-DUE_NOW_CAP = 100_000  #: due keys counted for ``freshness`` at most
+PUMP_PER_HOST = 256  #: of them, of one host at most (so slow hosts cannot fill the memory)
+PUMP_SCAN = 4096  #: due keys one pump call reads at most (skipped ones included)
+DUE_NOW_CAP = 20_000  #: due keys counted for ``freshness`` at most
 OVERDUE_WINDOW_S = 300.0
 _U64 = struct.Struct(">Q")
 
@@ -137,7 +143,7 @@ class Visit(msgspec.Struct, array_like=True, frozen=True, gc=False):
     last_modified: str = ""
     digest: bytes = b""
     record_id: str = ""
-    uri: str = ""
+    uri: str = ""  #: the capture's WARC-Target-URI ("": ``url``, the usual case)
     date: float = 0.0
     visits: int = 0
     interval_s: float = 0.0
@@ -148,7 +154,8 @@ class Visit(msgspec.Struct, array_like=True, frozen=True, gc=False):
     visited: float = 0.0  #: wall time of the last visit
 
     def last(self) -> LastCapture:
-        return LastCapture(self.etag, self.last_modified, self.digest, self.record_id, self.uri,
+        uri = self.uri or (self.url if self.date else "")
+        return LastCapture(self.etag, self.last_modified, self.digest, self.record_id, uri,
                            self.date, self.visits, self.interval_s, self.due)  # fmt: skip
 
 
@@ -276,10 +283,10 @@ def plan(prev: Visit | None, ticket: Ticket, c: Completion, policy: RecrawlPolic
         if 200 <= status < 300:  # the validators are those of the latest 2xx
             etag, modified = c.etag or "", c.last_modified or ""
             if kind != "unchanged":  # a full capture: the one revisits now refer to
-                digest, uri, date = c.digest, ticket.url, fetched
+                digest, uri, date = c.digest, "", fetched  # uri "": the URL itself
                 record_id = c.record_id
             elif c.record_id:  # a full record written although unchanged
-                record_id, uri, date = c.record_id, ticket.url, fetched
+                record_id, uri, date = c.record_id, "", fetched
         elif status == 304:  # validators a 304 sends replace the stored ones
             etag = c.etag or etag
             modified = c.last_modified or modified
@@ -363,10 +370,15 @@ class Recrawl:
     the transactions and passes them in."""
 
     def __init__(self, env: lmdb.Environment, blobs: lmdb._Database, policy: RecrawlPolicy,
-                 wall_clock: Callable[[], float], memory: int = PUMP_MEMORY) -> None:  # fmt: skip
+                 wall_clock: Callable[[], float], memory: int = PUMP_MEMORY,
+                 per_host: int = PUMP_PER_HOST) -> None:  # fmt: skip
         self.policy = policy
         self._wall_clock = wall_clock
         self._memory = max(1, memory)
+        self._per_host_max = max(1, per_host)
+        #: host hash (a digest's first 4 bytes) -> its revisits in ``present``
+        self._per_host: dict[bytes, int] = {}
+        self._skip_min: bytes | None = None  #: the first due key skipped for a full host
         self._visits = env.open_db(VISITS_DB)
         self._due = env.open_db(DUE_DB)
         self._blobs = blobs
@@ -402,8 +414,11 @@ class Recrawl:
     def stage(self, ticket: Ticket, c: Completion) -> None:
         """A ticket's final outcome: compute its next record, written by :meth:`apply` when
         the ticket is marked done (a revisit's from the record it was loaded with)."""
-        prev = self.flying.pop(ticket.key, None) if ticket.last is not None else None
-        digest = url_digest(ticket.url)
+        if ticket.last is not None:  # a revisit: its key is its due key, ending in the digest
+            prev = self.flying.pop(ticket.key, None)
+            digest = ticket.key[8:]
+        else:
+            prev, digest = None, url_digest(ticket.url)
         kind, visit = plan(prev, ticket, c, self.policy, self._wall_clock())
         self._staged[ticket.key] = (digest, kind, visit)
 
@@ -418,7 +433,7 @@ class Recrawl:
         digest, kind, visit = staged
         self._count(kind)
         self._replace(txn, digest, visit)
-        self.present.discard(digest)
+        self._release(digest)
 
     def _replace(self, txn: lmdb.Transaction[bytes], digest: bytes, visit: Visit | None) -> None:
         """Put ``visit`` as ``digest``'s record (None: delete it), with its one due key."""
@@ -452,7 +467,12 @@ class Recrawl:
         its interval, nothing else changes (no visit counted)."""
         due = self._wall_clock() + self.policy.bounds_for(visit.url).clamp(visit.interval_s)
         self._replace(txn, digest, msgspec.structs.replace(visit, due=due))
-        self.present.discard(digest)
+        self._release(digest)
+
+    def forget(self, txn: lmdb.Transaction[bytes], digest: bytes) -> None:
+        """Take a URL out of the schedule (its record and due key), e.g. out of scope now."""
+        self._replace(txn, digest, None)
+        self._release(digest)
 
     def _decode(self, raw: bytes, digest: bytes) -> Visit | None:
         try:
@@ -464,6 +484,23 @@ class Recrawl:
             return None
 
     # ------------------------------------------------------------------ the pump
+
+    def _release(self, digest: bytes) -> None:
+        """``digest``'s revisit left memory; a host that had its fill has room again: the pump
+        goes back to the first due key it skipped for a full host."""
+        if digest not in self.present:
+            return
+        self.present.discard(digest)
+        host = digest[:4]
+        count = self._per_host[host] - 1
+        if count:
+            self._per_host[host] = count
+        else:
+            del self._per_host[host]
+        if count == self._per_host_max - 1 and self._skip_min is not None:
+            self._scan_from = min(self._scan_from, self._skip_min)
+            self._skip_min = None
+            self._next_due_ms = 0
 
     @property
     def room(self) -> int:
@@ -477,7 +514,7 @@ class Recrawl:
         if room <= 0 or self._next_due_ms > now_ms:
             return []
         out: list[tuple[bytes, Visit]] = []
-        present = self.present
+        present, per_host, scanned = self.present, self._per_host, 0
         cursor = txn.cursor(db=self._due)
         pos = self._scan_from
         found = cursor.set_range(pos)
@@ -493,7 +530,12 @@ class Recrawl:
                 self._next_due_ms = due_ms
                 break
             digest = key[8:]
-            if digest not in present:
+            if digest in present:
+                pass
+            elif per_host.get(digest[:4], 0) >= self._per_host_max:  # its host has its fill
+                if self._skip_min is None or key < self._skip_min:
+                    self._skip_min = key
+            else:
                 raw = txn.get(digest, db=self._visits)
                 visit = self._decode(raw, digest) if raw is not None else None
                 if visit is None or due_key(visit.due, digest) != key:
@@ -505,11 +547,17 @@ class Recrawl:
                     found = cursor.set_range(key)
                     continue
                 present.add(digest)
+                per_host[digest[:4]] = per_host.get(digest[:4], 0) + 1
                 out.append((key, visit))
                 if len(out) >= room:
                     pos = key + b"\x00"
                     self._next_due_ms = 0  # more may be due: read on at the next pump
                     break
+            scanned += 1
+            if scanned >= PUMP_SCAN:
+                pos = key + b"\x00"
+                self._next_due_ms = 0
+                break
             found = cursor.next()
         else:
             pos = pos + b"\x00" if pos else pos
@@ -533,12 +581,6 @@ class Recrawl:
         if attempt == 0:
             now_wall = self._wall_clock()
             self._overdue.append((now_wall, max(0.0, now_wall - visit.due)))
-
-    def dropped(self, digest: bytes) -> None:
-        """A revisit left memory without a visit or a put-back (it is loaded again when due)."""
-        self.present.discard(digest)
-        self._scan_from = b""
-        self._next_due_ms = 0
 
     def next_due(self) -> float | None:
         """Wall time the pump has something to read (None: nothing scheduled beyond what is in

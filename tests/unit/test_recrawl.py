@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -192,8 +193,9 @@ def test_plan_keeps_the_request_and_the_last_capture() -> None:
     assert kind == "new" and first is not None
     assert (first.depth, first.referrer, first.callback, first.meta, first.priority) == (
         2, "http://a.test/", "cb", b"\x80", 3)  # fmt: skip
-    assert (first.etag, first.digest, first.record_id, first.uri, first.date) == (
-        '"1"', b"a" * 20, "<r1>", "http://a.test/p", 50.0)  # fmt: skip
+    assert (first.etag, first.digest, first.record_id, first.date) == ('"1"', b"a" * 20,
+                                                                       "<r1>", 50.0)  # fmt: skip
+    assert first.uri == "" and first.last().uri == "http://a.test/p"  # stored once, as url
     assert (first.visits, first.interval_s, first.due) == (1, 100.0, 200.0)
     # a 304 keeps the capture (and takes the validators it sends)
     kind, again = plan(first, _ticket(last=first.last()),
@@ -284,8 +286,10 @@ def test_a_fetched_url_comes_back_when_due_with_its_last_capture(tmp_path: Path)
     assert f.next_ready(2.0, 5) == []
     fresh = f.freshness(clock.now)
     assert fresh["scheduled"] == 1 and fresh["due_now"] == 0 and fresh["next_due_s"] == 100.0
+    before = time.monotonic()
     wake = f.next_wake()
-    assert wake is not None  # the loop sleeps until the revisit is due
+    assert wake is not None and before + 99.0 <= wake <= time.monotonic() + 100.0  # sleeps till due
+    assert f.host_signals(2.0).next_due is None  # no host snoozed: the status does not fail
     clock.now += 99.0
     assert f.next_ready(3.0, 5) == []
     clock.now += 1.0
@@ -522,4 +526,65 @@ def test_sitemap_lastmod_makes_an_older_capture_due_now(tmp_path: Path) -> None:
     clock.now += 1.0
     got = fetch_all(f, 10.0, clock)
     assert [t.url for t in got] == [f"{A}/a"]
+    f.close()
+
+
+def test_a_host_with_a_backlog_does_not_starve_the_others(tmp_path: Path) -> None:
+    clock = Clock()
+    f = recrawling(tmp_path, clock)
+    rc = f._recrawl
+    assert rc is not None
+    rc._memory, rc._per_host_max = 40, 10
+    slow = [f"{A}/{i}" for i in range(100)]
+    f.add(slow, depth=0)
+    for i in range(100):  # all of A due before B's, in this order
+        (t,) = f.next_ready(float(i), 5)
+        f.complete(t, ok(float(i), clock))
+        clock.now += 0.01
+    clock.now += 1.0
+    _schedule(f, clock, [f"{B}/{i}" for i in range(5)])
+    clock.now += 1000.0
+    first = f.next_ready(200.0, 100)
+    assert {t.origin for t in first} == {A, B}  # B is not behind A's 100
+    assert len(rc.present) <= 20
+    for t in first:
+        f.complete(t, ok(200.0, clock))
+    got = [t.url for t in first] + [t.url for t in fetch_all(f, 201.0, clock)]
+    assert sorted(got) == sorted(slow + [f"{B}/{i}" for i in range(5)])  # each once
+    assert [u for u in got if u.startswith(A)] == slow  # A's in due order
+    f.close()
+
+
+def test_a_host_loaded_by_the_pump_keeps_its_admitted_count(tmp_path: Path) -> None:
+    """max_pages_per_host after a restart: a host first seen again through its revisits still
+    counts the URLs earlier runs admitted."""
+    clock = Clock()
+    f = recrawling(tmp_path, clock, limits={"max_pages_per_host": 3})
+    _schedule(f, clock, [f"{A}/1", f"{A}/2"])
+    f.close()
+    f = recrawling(tmp_path, clock, limits={"max_pages_per_host": 3})
+    clock.now += 100.0
+    assert len(f.next_ready(10.0, 5)) == 1  # a revisit: the pump made the host
+    assert f.add([f"{A}/3", f"{A}/4"], depth=0) == 1
+    f.close()
+
+
+def test_a_reload_applies_the_new_policy_and_scope_to_the_next_visits(tmp_path: Path) -> None:
+    clock = Clock()
+    f = recrawling(tmp_path, clock)
+    _schedule(f, clock, [f"{A}/keep", f"{A}/drop"])
+    s = parse({
+        "crawl": {"seeds": [f"{A}/"]},
+        "scope": {"allow_domains": ["a.test", "b.test"], "exclude": ["/drop$"]},
+        "politeness": {"min_delay_s": 0.0, "obey_robots": False},
+        "recrawl": {"enabled": True, "initial_interval_s": 100, "min_interval_s": 10,
+                    "max_interval_s": 1000, "rules": [{"pattern": "/keep", "max_interval_s": 20}]},
+    })  # fmt: skip
+    f.reconfigure(s, 5.0)
+    clock.now += 100.0
+    got = fetch_all(f, 10.0, clock, status=304)
+    assert [t.url for t in got] == [f"{A}/keep"]  # /drop left the schedule when due
+    v = visit_of(f, f"{A}/keep")
+    assert v is not None and v.interval_s == 20.0  # 150, clamped by the rule's max
+    assert visit_of(f, f"{A}/drop") is None
     f.close()
