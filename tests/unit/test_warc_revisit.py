@@ -3,9 +3,10 @@ libraries' own readers: warcio's ArchiveIterator (digests checked) and ``warcio 
 cdxj-indexer's CDXJ index resolved the way pywb's replay resolves a revisit.
 
 pywb itself is not a dev dependency: it does not install beside this project from the
-registry (pywb 2.9 and 2.10 pin ``redis==2.10.6``, the project needs ``redis>=5``; 2.8 pins
-``greenlet<3``, playwright needs ``greenlet>=3.1.1``; 2.7 pins a gevent that must be built
-from source and fails to compile). The resolution below follows pywb's
+registry (``pip install -e '.[dev]' pywb==V`` on Python 3.11: pywb 2.8.4 to 2.10.0 pin
+``redis==2.10.6``, the project needs ``redis>=5``; 2.8.0 pins ``greenlet<3``, playwright needs
+``greenlet>=3.1.1``; 2.7.4 pins ``gevent==21.12.0``, which has no wheel for 3.11 and whose
+source build fails, a Cython CompileError). The resolution below follows pywb's
 ``ResolvingLoader._load_different_url_payload`` and ``load_cdx_for_dupe``
 (pywb/warcserver/resource/resolvingloader.py): the revisit's own record gives the HTTP
 headers; the payload comes from the index entry of ``WARC-Refers-To-Target-URI`` closest to
