@@ -103,7 +103,7 @@ def label(digest: bytes) -> str:
 
 
 def test_revisit_records_follow_warc_1_1(tmp_path: Path) -> None:
-    """6.7.1: server-not-modified, the 304's block, WARC-Refers-To and the original's
+    """6.7.3: server-not-modified, the 304's block, WARC-Refers-To and the original's
     WARC-Payload-Digest; 6.7.2: identical-payload-digest, the 200's header block and no
     payload, WARC-Truncated: length, WARC-Payload-Digest equal to the original's; both name
     the original by WARC-Refers-To, -Target-URI and -Date. Chosen record IDs are used."""
