@@ -19,6 +19,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -314,3 +315,20 @@ def test_wire_round_trip(c: warcfile.Capture, n: int) -> None:
     buf = b"".join(parts)
     assert len(buf) == size + 1
     assert list(warcfile.decode_captures(buf, 1)) == [c] * n
+
+
+def test_a_forked_child_draws_other_record_ids() -> None:
+    """Record IDs come from a generator seeded per process: a forked child is reseeded, so
+    it does not repeat its parent's IDs (before: the same sequence, duplicate IDs)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.write(write, new_record_id().encode())
+        os._exit(0)
+    os.close(write)
+    try:
+        child = os.read(read, 100).decode()
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    assert child.startswith("<urn:uuid:") and child != new_record_id()
