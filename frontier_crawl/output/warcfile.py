@@ -168,9 +168,10 @@ def _revisit_fields(c: Capture) -> str:
     Both profiles: WARC-Profile, WARC-Refers-To (the repeated capture's record ID, when known),
     WARC-Refers-To-Target-URI and WARC-Refers-To-Date (its target URI and date: what pywb
     looks the original up by), and WARC-Payload-Digest: the repeated capture's payload digest
-    (6.7.2 makes it mandatory for identical-payload-digest; for server-not-modified, 5.9 allows
-    it for a payload left off, and it must then be the original's, never the digest of the
-    304's empty body, or replay tools looking the original up by digest find nothing). The
+    (6.7.2 makes it mandatory for identical-payload-digest; for server-not-modified, 6.7.3
+    defines the payload as the original's and the field's own section allows it for a payload
+    left off by a revisit profile: it must be the original's, never the digest of the 304's
+    empty body, or replay tools looking the original up by digest find nothing). The
     block is the response's header block: a 304's is complete; a 2xx's is the response
     truncated after its headers, so identical-payload-digest also says ``WARC-Truncated:
     length`` (6.7.2: "shall be used for any identical-digest truncation")."""

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from frontier_crawl.control.metrics import render_metrics
 from frontier_crawl.control.status import empty_status
+from frontier_crawl.ctl import summary
 from frontier_crawl.output import render_report, render_report_html, write_status_html
 from frontier_crawl.output.report import interval_label
 
@@ -141,3 +142,17 @@ def test_status_html_passes_freshness_through(tmp_path: Path) -> None:
     page = write_status_html(status, tmp_path).read_text()
     assert "Freshness (continuous crawl)" in page and "12,345" in page
     assert "Freshness" not in write_status_html(empty_status("running"), tmp_path).read_text()
+
+
+def test_ctl_status_prints_freshness() -> None:
+    """``frontier-crawl ctl status``: the freshness lines after the counters, only with
+    recrawl."""
+    status = empty_status("running")
+    plain = summary(status)
+    assert "freshness" not in plain and "revisit" not in plain
+    status["freshness"] = FRESHNESS
+    lines = summary(status).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("freshness"))
+    assert lines[start] == "freshness  revisit schedule: 12,345 URLs, 12 due now, next in 4.2 s"
+    assert lines[start + 1] == "           overdue (revisits, last 5 min): p50 1.2 s, p99 8.0 s"
+    assert lines[start + 3].endswith("per hour: 400 changes, 5,900 revisits, 1,000 new pages")

@@ -3,9 +3,10 @@ libraries' own readers: warcio's ArchiveIterator (digests checked) and ``warcio 
 cdxj-indexer's CDXJ index resolved the way pywb's replay resolves a revisit.
 
 pywb itself is not a dev dependency: it does not install beside this project from the
-registry (pywb 2.9 and 2.10 pin ``redis==2.10.6``, the project needs ``redis>=5``; 2.8 pins
-``greenlet<3``, playwright needs ``greenlet>=3.1.1``; 2.7 pins a gevent that must be built
-from source and fails to compile). The resolution below follows pywb's
+registry (``pip install -e '.[dev]' pywb==V`` on Python 3.11: pywb 2.8.4 to 2.10.0 pin
+``redis==2.10.6``, the project needs ``redis>=5``; 2.8.0 pins ``greenlet<3``, playwright needs
+``greenlet>=3.1.1``; 2.7.4 pins ``gevent==21.12.0``, which has no wheel for 3.11 and whose
+source build fails, a Cython CompileError). The resolution below follows pywb's
 ``ResolvingLoader._load_different_url_payload`` and ``load_cdx_for_dupe``
 (pywb/warcserver/resource/resolvingloader.py): the revisit's own record gives the HTTP
 headers; the payload comes from the index entry of ``WARC-Refers-To-Target-URI`` closest to
@@ -18,6 +19,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +104,7 @@ def label(digest: bytes) -> str:
 
 
 def test_revisit_records_follow_warc_1_1(tmp_path: Path) -> None:
-    """6.7.1: server-not-modified, the 304's block, WARC-Refers-To and the original's
+    """6.7.3: server-not-modified, the 304's block, WARC-Refers-To and the original's
     WARC-Payload-Digest; 6.7.2: identical-payload-digest, the 200's header block and no
     payload, WARC-Truncated: length, WARC-Payload-Digest equal to the original's; both name
     the original by WARC-Refers-To, -Target-URI and -Date. Chosen record IDs are used."""
@@ -313,3 +315,20 @@ def test_wire_round_trip(c: warcfile.Capture, n: int) -> None:
     buf = b"".join(parts)
     assert len(buf) == size + 1
     assert list(warcfile.decode_captures(buf, 1)) == [c] * n
+
+
+def test_a_forked_child_draws_other_record_ids() -> None:
+    """Record IDs come from a generator seeded per process: a forked child is reseeded, so
+    it does not repeat its parent's IDs (before: the same sequence, duplicate IDs)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.write(write, new_record_id().encode())
+        os._exit(0)
+    os.close(write)
+    try:
+        child = os.read(read, 100).decode()
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    assert child.startswith("<urn:uuid:") and child != new_record_id()
