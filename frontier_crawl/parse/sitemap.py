@@ -431,16 +431,19 @@ class _MarkupGuard:
     """Refuses XML whose markup runs past MAX_MARKUP bytes without a ``>`` (across chunks:
     the unfinished markup at the end of one is checked with the next)."""
 
-    __slots__ = ("tail",)
+    __slots__ = ("doctype", "tail")
 
     def __init__(self) -> None:
         self.tail = b""  #: an unfinished "<..." at the end of the last chunk (< MAX_MARKUP)
+        self.doctype = False  #: a "<!DOCTYPE" was fed (what libxml2's refusal is about)
 
     def check(self, chunk: bytes) -> tuple[bytes, bool]:
         """The part of ``chunk`` that may be fed, and whether the markup ran too long there
         (the reading stops after that part: entries before it are kept)."""
         tail = self.tail
         window = tail + chunk if tail else chunk
+        if not self.doctype and _DOCTYPE.search(window) is not None:
+            self.doctype = True
         long = _LONG_MARKUP.search(window)
         if long is not None:
             return chunk[: max(0, long.start() - len(tail))], True
@@ -469,7 +472,7 @@ def _read_xml(head: bytes, rest: Iterator[bytes], reading: _Reading) -> None:
                 raise _Stop(Problem.TOO_LARGE)
         parser.close()
     except etree.XMLSyntaxError:
-        if reading.kind is None and _DOCTYPE.search(head) is not None:
+        if reading.kind is None and guard.doctype:
             raise _Stop(Problem.DTD) from None  # libxml2 refused its entity declarations
         raise _Stop(Problem.BAD_XML) from None
 

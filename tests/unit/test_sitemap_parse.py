@@ -340,6 +340,14 @@ def test_external_dtd_and_bare_doctype_are_refused(tmp_path: Path) -> None:
         assert got.problem is Problem.DTD and not got.entries
 
 
+def test_doctype_after_many_comments_is_still_a_dtd() -> None:
+    comments = b"<!-- padding -->\n" * 40_000  # past the first chunk
+    assert len(comments) > 2 * CHUNK
+    body = comments + BILLION_LAUGHS.split(b"?>", 1)[1]
+    got = parse_sitemap(body)
+    assert got.problem is Problem.DTD and not got.entries
+
+
 def test_non_utf8_garbage_and_other_documents() -> None:
     cases = {
         b"<urlset><url><loc>https://a.test/\xe9\xff</loc></url></urlset>": Problem.BAD_XML,
