@@ -64,10 +64,13 @@ class SitemapFeed:
         self._warned_depth = False
         self.made_due = 0  #: scheduled URLs a sitemap's lastmod made due (this run)
 
-    def request(self, ticket: Ticket) -> FetchRequest:
+    def request(self, ticket: Ticket, headers: tuple[tuple[str, str], ...] = ()) -> FetchRequest:
         """A sitemap's request: its body kept up to ``max_bytes`` (decoded), whatever the
-        page cap, and cut there (the parser then says ``too-large``)."""
-        return FetchRequest(ticket.url, token=ticket, keep_bytes=self._limits.max_bytes)
+        page cap, and cut there (the parser then says ``too-large``). ``headers``: extra
+        request headers (a revisit's validators)."""
+        return FetchRequest(
+            ticket.url, token=ticket, headers=headers, keep_bytes=self._limits.max_bytes
+        )
 
     def dispose(
         self, ticket: Ticket, r: FetchResult, redirect: Callable[[Ticket, FetchResult], Outcome]
@@ -77,6 +80,8 @@ class SitemapFeed:
             return Outcome.FAILED
         if 300 <= r.status < 400 and r.header("location") and r.not_modified is None:
             return redirect(ticket, r)  # the target keeps the callback: read as a sitemap
+        if r.status == 304 and r.not_modified is None:  # a conditional revisit: nothing new
+            return Outcome.NOT_MODIFIED  # (its URLs were admitted at the last visit)
         if not (200 <= r.status < 300 or r.not_modified is not None):
             return Outcome.HTTP_ERROR if r.status >= 400 else Outcome.REDIRECT
         return self.feed(ticket, r)

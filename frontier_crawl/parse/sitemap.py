@@ -25,8 +25,10 @@ bounded by :class:`SitemapLimits` whatever the input:
   usable ``<loc>`` or not; one more is ``too-many-urls``); at most
   :data:`ELEMENTS_PER_ENTRY` times ``max_urls`` XML elements of any kind (``too-large``: a
   small file of millions of empty elements costs CPU, not bytes); a ``<loc>`` longer than
-  :data:`MAX_LOC` is skipped unread; a body the fetcher cut at ``max_bytes`` (``truncated``)
-  is ``too-large``. Entries read before any problem are kept: each came from a complete element.
+  :data:`MAX_LOC` is skipped unread; markup (a tag and its attributes, a comment) longer
+  than :data:`MAX_MARKUP` is ``too-large`` before libxml2 sees it; a body the fetcher cut
+  at ``max_bytes`` (``truncated``) is ``too-large``. Entries read before any problem are
+  kept: each came from a complete element.
 * **Text sitemaps** (``text``): a body whose first byte (after a UTF-8 byte order mark and
   white space) is not ``<``: one URL per line, UTF-8; lines that are not an absolute http(s)
   URL are skipped; none at all is ``not-a-sitemap``.
@@ -50,6 +52,7 @@ nesting level under sitemap indexes (:func:`meta_level`).
 from __future__ import annotations
 
 import calendar
+import itertools
 import re
 import zlib
 from collections.abc import Iterator
@@ -86,6 +89,13 @@ ELEMENTS_PER_ENTRY = 16
 #: the longest ``<loc>`` (or ``<lastmod>``) text kept; longer ones are no URL
 MAX_LOC = 64 * 1024
 _DOCTYPE = re.compile(rb"<!DOCTYPE", re.IGNORECASE)
+#: a text sitemap's line (stripped): one absolute http(s) URL
+_URL_LINE = re.compile(rb"https?://[^\s\x00]+", re.IGNORECASE)
+#: the longest markup (a tag with its attributes, a comment, a CDATA section, the DOCTYPE)
+#: fed to libxml2: a tag of millions of attributes costs it gigabytes (2,000,000 empty
+#: attributes in 23 MB: 488 MB and 7 s), and no sitemap has one beyond a few hundred bytes
+MAX_MARKUP = 64 * 1024
+_LONG_MARKUP = re.compile(rb"<[^>]{%d}" % MAX_MARKUP)
 #: gzip members read from one body (concatenated members are rare in sitemaps)
 MAX_GZIP_MEMBERS = 64
 #: a text sitemap's longest line considered (longer ones are no URL)
@@ -321,9 +331,10 @@ _NOTHING = frozenset({Problem.DTD, Problem.NOT_A_SITEMAP})
 class _Reading:
     """What has been read of one sitemap so far."""
 
-    __slots__ = ("entries", "kind", "max_urls", "problem")
+    __slots__ = ("entries", "kind", "lines", "max_urls", "problem")
 
     def __init__(self, max_urls: int) -> None:
+        self.lines = 0  #: text lines with "://" that were no URL
         self.entries: list[Entry] = []
         self.max_urls = max_urls
         self.kind: Kind | None = None
@@ -416,6 +427,31 @@ class _Target:
         return None
 
 
+class _MarkupGuard:
+    """Refuses XML whose markup runs past MAX_MARKUP bytes without a ``>`` (across chunks:
+    the unfinished markup at the end of one is checked with the next)."""
+
+    __slots__ = ("doctype", "tail")
+
+    def __init__(self) -> None:
+        self.tail = b""  #: an unfinished "<..." at the end of the last chunk (< MAX_MARKUP)
+        self.doctype = False  #: a "<!DOCTYPE" was fed (what libxml2's refusal is about)
+
+    def check(self, chunk: bytes) -> tuple[bytes, bool]:
+        """The part of ``chunk`` that may be fed, and whether the markup ran too long there
+        (the reading stops after that part: entries before it are kept)."""
+        tail = self.tail
+        window = tail + chunk if tail else chunk
+        if not self.doctype and _DOCTYPE.search(window) is not None:
+            self.doctype = True
+        long = _LONG_MARKUP.search(window)
+        if long is not None:
+            return chunk[: max(0, long.start() - len(tail))], True
+        opened = window.rfind(b"<")
+        self.tail = window[opened:] if opened > window.rfind(b">") else b""
+        return chunk, False
+
+
 def _read_xml(head: bytes, rest: Iterator[bytes], reading: _Reading) -> None:
     """Feed the XML to lxml's parser chunk by chunk; entries appended as they end."""
     parser = etree.XMLParser(
@@ -427,35 +463,52 @@ def _read_xml(head: bytes, rest: Iterator[bytes], reading: _Reading) -> None:
         huge_tree=False,
         recover=False,
     )
+    guard = _MarkupGuard()
     try:
-        parser.feed(head)
-        for chunk in rest:
-            parser.feed(chunk)
+        for chunk in itertools.chain((head,), rest):
+            safe, too_long = guard.check(chunk)
+            parser.feed(safe)
+            if too_long:
+                raise _Stop(Problem.TOO_LARGE)
         parser.close()
     except etree.XMLSyntaxError:
-        if reading.kind is None and _DOCTYPE.search(head) is not None:
+        if reading.kind is None and guard.doctype:
             raise _Stop(Problem.DTD) from None  # libxml2 refused its entity declarations
         raise _Stop(Problem.BAD_XML) from None
 
 
 def _read_text(head: bytes, rest: Iterator[bytes], reading: _Reading) -> None:
-    """One URL per line (a partial last line of a chunk waits for the next)."""
+    """One URL per line (``_text_lines``); a partial last line of a chunk waits for the
+    next."""
     pending = head
     for chunk in rest:
-        lines = (pending + chunk).split(b"\n")
-        pending = lines.pop()
+        window = pending + chunk
+        cut = window.rfind(b"\n") + 1
+        _text_lines(window[:cut], reading)
+        pending = window[cut:]
         if len(pending) > MAX_LINE:  # no URL: kept short, so that a body without line
             pending = b"\x00"  # breaks costs linear time (the NUL spoils the line)
-        _text_lines(lines, reading)
-    lines = pending.split(b"\n")
-    _text_lines(lines, reading)
+    _text_lines(pending, reading)
 
 
-def _text_lines(lines: list[bytes], reading: _Reading) -> None:
-    for raw in lines:
+def _text_lines(block: bytes, reading: _Reading) -> None:
+    """The URLs of ``block`` (whole lines): only a line holding ``://`` is looked at, found
+    by ``bytes.find`` (memchr speed: blank and garbage lines cost no Python); past max_urls
+    such lines that are no URL, the file is ``too-large``."""
+    pos, budget = 0, reading.max_urls
+    while (hit := block.find(b"://", pos)) >= 0:
+        start = block.rfind(b"\n", 0, hit) + 1
+        end = block.find(b"\n", hit)
+        end = len(block) if end < 0 else end
+        pos = end + 1
+        line = block[start:end].strip()
         try:
-            line = raw.strip().decode("utf-8")
+            url = line.decode("utf-8") if _URL_LINE.fullmatch(line) is not None else ""
         except UnicodeDecodeError:
+            url = ""
+        if url:
+            reading.add(url, None)
             continue
-        if line[:8].lower().startswith(_HTTP) and not any(c.isspace() for c in line):
-            reading.add(line, None)
+        reading.lines += 1
+        if reading.lines > budget:
+            raise _Stop(Problem.TOO_LARGE)

@@ -15,12 +15,15 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from frontier_crawl.frontier.mailbox import owner_of
+from frontier_crawl.frontier.urls import origin
 from tests.scripted_server import NOT_FOUND, Answer, ScriptedServer, page
 
 HOST, OTHER = "s.test", "other.test"
 NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
 GZIP = (("Content-Type", "application/x-gzip"),)
 XML = (("Content-Type", "application/xml"),)
+TEXT = (("Content-Type", "text/plain"),)
 MIB = 1024 * 1024
 PAGES = 24  #: pages per sitemap, linked from nowhere else
 FAR_AWAY = 12_000  #: out-of-scope entries per sitemap (they make the two pass 1 MiB)
@@ -178,3 +181,73 @@ progress_interval_s = 0
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["complete"] is True
     assert report["outcomes"]["sitemap"] == 3 and report["outcomes"]["fetched"] == 1 + 2 * PAGES
+
+
+@pytest.mark.timeout(120)
+def test_sitemaps_across_two_workers(tmp_path: Path) -> None:
+    """workers.processes = 2, the second host owned by the other worker: a Sitemap: line of
+    one host's robots.txt, and sitemap entries, cross to the other worker's frontier with
+    their callback (the sitemap is read as a sitemap there) and are fetched once."""
+
+    def answer(host: str, path: str, _nth: int) -> Answer:
+        if host == HOST:
+            if path == "/robots.txt":
+                return Answer(200, f"Sitemap: http://{other}:{port}/b.txt\n".encode(), TEXT)
+            if path == "/sitemap.xml":
+                pages = [f"http://{HOST}:{port}/s/{i}" for i in range(6)]
+                return Answer(200, urlset([*pages, f"http://{other}:{port}/b/x"]), XML)
+            return page() if path == "/" or path.startswith("/s/") else NOT_FOUND
+        if path == "/b.txt":  # a text sitemap
+            lines = [f"http://{other}:{port}/b/{i}" for i in range(6)]
+            return Answer(200, "\n".join([*lines, f"http://{HOST}:{port}/s/0"]).encode(), TEXT)
+        return page() if path.startswith("/b/") else NOT_FOUND
+
+    with ScriptedServer(answer) as srv:
+        port = srv.port
+        mine = owner_of(origin(srv.url(HOST, "/")), 2)
+        other = next(
+            name for name in (f"b{i}.test" for i in range(64))
+            if owner_of(origin(srv.url(name, "/")), 2) != mine
+        )  # fmt: skip
+        (tmp_path / "crawl.toml").write_text(f"""
+[crawl]
+seeds = ["{srv.url(HOST, "/")}"]
+output_dir = "out"
+[scope]
+allow_domains = ["{HOST}", "{other}"]
+[sitemaps]
+enabled = true
+[workers]
+processes = 2
+[politeness]
+min_delay_s = 0.01
+[fetch]
+resolve = ["{HOST}:{port}:127.0.0.1", "{other}:{port}:127.0.0.1"]
+allow_addresses = ["loopback"]
+[frontier]
+seen_capacity = 100000
+[output]
+progress_interval_s = 0
+""")
+        proc = subprocess.run(
+            [sys.executable, "-m", "frontier_crawl.cli", "--config", str(tmp_path / "crawl.toml")],
+            capture_output=True, text=True, timeout=100, cwd=tmp_path,
+        )  # fmt: skip
+        log = srv.log()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    asked = Counter((e.host, e.path) for e in log)
+    expected = {(HOST, p) for p in ["/robots.txt", "/", "/sitemap.xml"]}
+    expected |= {(HOST, f"/s/{i}") for i in range(6)}
+    expected |= {(other, p) for p in ["/robots.txt", "/b.txt", "/sitemap.xml", "/b/x"]}
+    expected |= {(other, f"/b/{i}") for i in range(6)}
+    assert set(asked) == expected, set(asked) ^ expected
+    assert set(asked.values()) == {1}
+    lines = [
+        json.loads(x)
+        for path in (tmp_path / "out").glob("**/crawl.jsonl")
+        for x in path.read_text().splitlines()
+    ]
+    outcome = {x["url"].split(str(port), 1)[1] + "@" + x["url"].split("/")[2].split(":")[0]:
+               x["outcome"] for x in lines}  # fmt: skip
+    assert outcome[f"/b.txt@{other}"] == "sitemap" and outcome[f"/sitemap.xml@{HOST}"] == "sitemap"
+    assert outcome[f"/sitemap.xml@{other}"] == "http-error"

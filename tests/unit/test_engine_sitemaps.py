@@ -92,6 +92,7 @@ def test_outcomes(tmp_path: Path) -> None:
     t = sitemap_ticket(f, f"{A}/s.xml")
     cases = [
         (result(t, b"nope", 404), Outcome.HTTP_ERROR),
+        (result(t, b"", 304), Outcome.NOT_MODIFIED),  # a revisit's conditional request
         (result(t, b"", 0, error=ErrorKind.TIMEOUT), Outcome.FAILED),
         (result(t, b"<!DOCTYPE x><urlset/>"), Outcome.SITEMAP_INVALID),
         (result(t, b"<html>soft 404</html>"), Outcome.SITEMAP_INVALID),
