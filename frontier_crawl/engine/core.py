@@ -446,17 +446,15 @@ class Engine:
     def _request(self, ticket: Ticket) -> FetchRequest:
         if ticket.robots:  # RFC 9309: the first 500 KiB parsed, whatever the page cap (the
             return FetchRequest(ticket.url, token=ticket, keep_bytes=MAX_ROBOTS_BYTES)  # rest
+        # a revisit: conditional on the last capture's validators (the fetcher's cache then
+        # adds none of its own); robots.txt redirects: _robots_hop
+        validators = _validators(ticket.last) if ticket.last is not None else ()
         if ticket.callback == SITEMAP_CALLBACK:  # up to sitemaps.max_bytes
-            return self._sitemaps.request(ticket)
-        last = ticket.last  # a revisit: conditional on the last capture's validators (the
-        if ticket.meta[:1] == ENVELOPE:  # fetcher's cache then adds none); a spider's
-            headers = request_headers(ticket.meta, ticket.url)  # Request(headers=...)
-            if last is not None:
-                headers = (*headers, *_validators(last))
-            return FetchRequest(ticket.url, token=ticket, headers=headers)
-        if last is not None:
-            return FetchRequest(ticket.url, token=ticket, headers=_validators(last))
-        return FetchRequest(ticket.url, token=ticket)  # (robots redirects: _robots_hop)
+            return self._sitemaps.request(ticket, validators)
+        if ticket.meta[:1] == ENVELOPE:  # a spider's Request(headers=...) (is not read);
+            headers = request_headers(ticket.meta, ticket.url)
+            return FetchRequest(ticket.url, token=ticket, headers=(*headers, *validators))
+        return FetchRequest(ticket.url, token=ticket, headers=validators)
 
     # ----------------------------------------------------------------------------- results
 
