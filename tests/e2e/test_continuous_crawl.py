@@ -118,6 +118,8 @@ class Segments:
                            lambda: self.site.hits()[self.starts[-1]:], 60,
                            alive=proc, detail=crawl.output)[0]  # fmt: skip
         self.down.append((stopped, first.arrived))
+        if how != "sigterm-group":  # the killed one's children (its WARC writer) did not outlive it
+            gone(tree, 10)
 
     def downtime(self, a: float, b: float) -> float:
         """Seconds of [a, b] the crawler was down."""
