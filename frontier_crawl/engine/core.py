@@ -862,7 +862,10 @@ class Engine:
             self._group.stats, elapsed, _repairs = load_stats(self.frontier)
         report = self._group.stats.report(elapsed, self.frontier.seen_stats())
         report["frontier"] = self.frontier.stats()
-        report["complete"] = self.frontier.pending == 0 and not self._run.halt and not failed
+        report["complete"] = (  # (a continuous crawl never is: its revisits come due)
+            self.frontier.pending == 0 and not self._run.halt and not failed
+            and not self.frontier.continuous
+        )  # fmt: skip
         report["stopped_by_signal"] = bool(self._run.stop_requested)
         report["stopped_for_low_space"] = self._run.halt == "low-disk-space"
         report["disk_space_pauses"] = self._space.pauses

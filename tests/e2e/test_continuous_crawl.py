@@ -104,7 +104,7 @@ class Segments:
             assert crawl.wait() == 0, crawl.output()[-3000:]
             gone(tree)
             report = json.loads((crawl.cfg.parent / "out" / "report.json").read_text())
-            assert report["stopped_by_signal"] is True
+            assert report["stopped_by_signal"] is True and report["complete"] is False
             assert report["freshness"]["enabled"] is True
             assert report["freshness"]["visits"]["not_modified"] > 0, report["freshness"]
         else:  # kill -9 of the main PID, the same command 100 ms later (its children left)
