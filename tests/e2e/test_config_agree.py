@@ -274,7 +274,7 @@ def agree(
     if checked == 0 and key == ("frontier", "seen_capacity") and value > 10**7:
         return  # a Bloom filter of gigabytes, fine for --check, not on a shared test machine
     if checked == 0 and doc.get("recrawl", {}).get("enabled") is True:
-        return  # a continuous crawl never ends by itself (tests/e2e/test_continuous_crawl.py runs one)
+        return  # a continuous crawl never ends by itself (test_continuous_crawl.py runs one)
     ran, run_out = cli(cfg, capfd, *node)
     shown += f"\nrun: {ran!r}\n{run_out[-3000:]}"
     assert not isinstance(ran, BaseException), shown
