@@ -62,16 +62,18 @@ def test_schedules_stay_per_partition(
     tmp_path: Path, site: RecrawlSite, redis_server: RedisServer
 ) -> None:
     cfg = tmp_path / "crawl.toml"
-    # intervals of seconds (2 to 10) so that every page is revisited within seconds; one
-    # process per node (the default, one per core, would vary with the machine)
+    # intervals of seconds (1 to 5) and min_delay_s 1.0 -> 0.25 so that every page is
+    # revisited within seconds; one process per node (the default, one per core, would vary
+    # with the machine)
     cfg.write_text(render_toml({
         "crawl": {"seeds": site.seeds(), "output_dir": "out-{node}"},
+        "politeness": {"min_delay_s": 0.25},
         "fetch": {"resolve": site.resolve_entries()},
         "frontier": {"seen_capacity": 100_000},
         "workers": {"processes": 1},
         "cluster": {"redis_url": redis_server.url, "nodes": 2},
-        "recrawl": {"enabled": True, "min_interval_s": 2.0, "initial_interval_s": 3.0,
-                    "max_interval_s": 10.0},
+        "recrawl": {"enabled": True, "min_interval_s": 1.0, "initial_interval_s": 1.5,
+                    "max_interval_s": 5.0},
     }))  # fmt: skip
     owners = {origin(u): owner_of(origin(u), 2) for u in site.seeds()}
     reports: list[dict[str, Any]] = []

@@ -388,16 +388,17 @@ RECRAWL_EVENTS = ["sigterm-group", "kill-9-worker", "restart-100ms", "ctrl-c-gro
 @pytest.mark.timeout(300)
 def test_recrawl_two_processes(tmp_path: Path) -> None:
     with RecrawlSite(hosts=4, fast_period_s=3.0, vanish_after_s=1e9) as site:
-        # intervals of seconds (2 to 10), not the defaults' hours: every page is revisited
-        # within each few-second segment; politeness at its default (1 s)
+        # intervals of seconds (1 to 5), not the defaults' hours, and min_delay_s 1.0 -> 0.25:
+        # every page is revisited twice within each segment of a few seconds
         cfg = tmp_path / "crawl.toml"
         cfg.write_text(render_toml({
             "crawl": {"seeds": site.seeds(), "output_dir": "out"},
+            "politeness": {"min_delay_s": 0.25},
             "fetch": {"resolve": site.resolve_entries()},
             "frontier": {"seen_capacity": 100_000},  # (see config above)
             "workers": {"processes": 2},
-            "recrawl": {"enabled": True, "min_interval_s": 2.0, "initial_interval_s": 3.0,
-                        "max_interval_s": 10.0},
+            "recrawl": {"enabled": True, "min_interval_s": 1.0, "initial_interval_s": 1.5,
+                        "max_interval_s": 5.0},
         }))  # fmt: skip
         crawl = Crawl(cfg).start()
         dead: list[subprocess.Popen[bytes]] = []
