@@ -20,6 +20,13 @@ Policy (pure functions, as Heritrix's ``WaitEvaluator`` and Nutch's ``AdaptiveFe
   remembers it); any other answer resets the count. ``gone_visits = 0``: never dropped.
 * The next visit is due ``interval`` after this one ended (wall clock).
 
+Names: Heritrix's ``WaitEvaluator`` has ``initial-``, ``min-`` and ``max-wait-interval-seconds``
+and an ``unchanged-factor`` of 1.5 (its ``changed-factor`` divides; here it multiplies, so
+0.5 is the same rule); Nutch's ``AdaptiveFetchSchedule`` adds or subtracts rates
+(``inc_rate`` 0.4, ``dec_rate`` 0.2) within ``min_interval``/``max_interval``; StormCrawler's
+schedulers give errors their own interval (``fetchInterval.fetch.error``) and can stop
+refetching (``fetchInterval.error = -1``), which ``failed`` and ``gone_visits`` follow here.
+
 Mechanism (:class:`Recrawl`), two LMDB databases in the frontier's environment (created when
 recrawl is first enabled; a state without them is an ordinary crawl's)::
 

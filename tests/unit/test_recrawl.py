@@ -588,3 +588,18 @@ def test_a_reload_applies_the_new_policy_and_scope_to_the_next_visits(tmp_path: 
     assert v is not None and v.interval_s == 20.0  # 150, clamped by the rule's max
     assert visit_of(f, f"{A}/drop") is None
     f.close()
+
+
+def test_revisits_of_hosts_on_one_ip_share_its_connection(tmp_path: Path) -> None:
+    clock = Clock()
+    f = recrawling(tmp_path, clock, per_ip=True, known_ips={"a.test": "10.0.0.1",
+                                                           "b.test": "10.0.0.1"})  # fmt: skip
+    _schedule(f, clock, [f"{A}/1", f"{B}/1"])
+    clock.now += 100.0
+    (first,) = f.next_ready(10.0, 5)  # one connection per IP: B waits for A's
+    assert first.last is not None
+    assert f.next_ready(10.1, 5) == []
+    f.complete(first, ok(10.2, clock))
+    (second,) = f.next_ready(10.3, 5)
+    assert second.last is not None and second.origin != first.origin
+    f.close()
