@@ -159,6 +159,12 @@ def summary(status: dict[str, Any]) -> str:
     if status.get("host_delays"):
         lines.append("delays     " + ", ".join(f"{h} {d:g} s"
                                                for h, d in status["host_delays"].items()))
+    fresh = status.get("freshness")
+    if isinstance(fresh, dict) and fresh.get("enabled"):  # a continuous crawl
+        from frontier_crawl.output.report import freshness_rows
+
+        for i, (label, text) in enumerate(freshness_rows(fresh)):
+            lines.append(f"{'freshness' if i == 0 else '':<10} {label}: {text}")
     for w in status.get("workers") or []:
         wb = w.get("bottleneck") or {}
         lines.append(f"worker {w.get('worker', '?')}: {w.get('state')}, {w.get('pages', 0):,} "

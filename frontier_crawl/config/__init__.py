@@ -10,6 +10,7 @@ from frontier_crawl.config.settings import (
     OutputSection,
     PolitenessSection,
     ScopeSection,
+    SitemapsSection,
     SpiderSection,
     WorkersSection,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "OutputSection",
     "PolitenessSection",
     "ScopeSection",
+    "SitemapsSection",
     "SpiderSection",
     "WorkersSection",
     "load",

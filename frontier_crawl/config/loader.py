@@ -55,7 +55,25 @@ def _fields_of(path: list[str]) -> list[str]:
         table = {2: ExtractRule, 4: ExtractField}.get(len(path))
         return list(table.__struct_fields__) if table is not None else []
     cls = SECTIONS.get(path[0])
+    if cls is not None and len(path) == 3 and path[2].isdigit():  # [[section.key]] tables
+        table = _table_of(cls, path[1])
+        return list(table.__struct_encode_fields__) if table is not None else []
     return list(cls.__struct_encode_fields__) if cls is not None else []
+
+
+def _table_of(cls: type[msgspec.Struct], key: str) -> type[msgspec.Struct] | None:
+    """The table class of a section's array of tables ``key`` (None if it is not one)."""
+    for f in msgspec.inspect.type_info(cls).fields:  # type: ignore[attr-defined]
+        kind = f.type
+        while isinstance(kind, msgspec.inspect.Metadata):
+            kind = kind.type
+        if (
+            f.encode_name == key
+            and isinstance(kind, msgspec.inspect.VarTupleType)
+            and isinstance(kind.item_type, msgspec.inspect.StructType)
+        ):
+            return kind.item_type.cls
+    return None
 
 
 def _key(path: list[str]) -> str:

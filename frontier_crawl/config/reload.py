@@ -6,8 +6,8 @@ Every key is in one of three groups:
   worker count). A change is refused: it would be another crawl.
 * **fixed while running**: read once when the crawl starts (the LMDB map, libcurl's
   transport and TLS setup, the HTTP cache, the WARC writer, the robots.txt cache and its
-  token, per-IP grouping, the control listener). A change is refused; it takes effect when
-  the crawl is started again with the file.
+  token, per-IP grouping, the control listener, ``[sitemaps]``). A change is refused; it
+  takes effect when the crawl is started again with the file.
 * **reloadable**: everything else, applied at once (see the README, "Watching and steering a
   crawl", for what "at once" means per key).
 
@@ -40,7 +40,9 @@ FIXED = frozenset({
     "politeness.robots_token", "politeness.robots_ttl_s", "politeness.robots_stale_s",
     "politeness.per_ip", "control.listen", "cluster.heartbeat_ttl_s",
     "cluster.unreachable_timeout_s", "output.feeds", "spider.source", "spider.class",
-    "spider.pipelines", "extract",
+    "spider.pipelines", "extract", "sitemaps.enabled", "sitemaps.robots", "sitemaps.paths",
+    "sitemaps.max_bytes", "sitemaps.max_urls", "sitemaps.max_index_depth", "sitemaps.text",
+    "recrawl.enabled",
 })  # fmt: skip
 
 

@@ -486,6 +486,202 @@ class FrontierSection(_Section, frozen=True):
     ] = 1 << 40
 
 
+#: the callback name a sitemap URL is queued with (re-exported by ``parse/sitemap.py``): no
+#: spider callback name can start with NUL, so a spider never sees one. Here, in the leaf
+#: both the frontier (which queues sitemaps) and the parser (which reads them) import.
+SITEMAP_CALLBACK = "\x00sitemap"
+#: the sitemap protocol's caps on one file: 50,000 URLs and 50 MiB uncompressed
+SITEMAP_MAX_URLS = 50_000
+SITEMAP_MAX_BYTES = 52_428_800
+
+
+class SitemapsSection(_Section, frozen=True):
+    enabled: Annotated[
+        bool,
+        Meta(
+            description="Read sitemaps (sitemaps.org: urlset and sitemapindex, plain or gzip, "
+            "and text files of one URL per line) and queue the URLs they list, within the "
+            "scope. Off: a crawl is what it was without this section."
+        ),
+    ] = False
+    robots: Annotated[
+        bool,
+        Meta(
+            description="Follow the Sitemap: lines of each host's robots.txt (one naming "
+            "another host is queued only if that host is in scope)."
+        ),
+    ] = True
+    paths: Annotated[
+        tuple[str, ...],
+        Meta(
+            description="Paths fetched as sitemaps on every host once its robots.txt is known "
+            "(robots.txt rules apply to them); empty: none."
+        ),
+    ] = ("/sitemap.xml",)
+    max_bytes: Annotated[
+        Annotated[int, Meta(ge=1024, le=MAX_COUNT)],
+        Meta(
+            description="Bytes of one sitemap read, after decompression (the transfer and a "
+            "gzip file alike); past it the rest is not read (outcome sitemap-too-large, the "
+            "URLs before the cut are kept). The protocol's limit is 50 MiB."
+        ),
+    ] = SITEMAP_MAX_BYTES
+    max_urls: Annotated[
+        PosInt,
+        Meta(
+            description="URLs (or child sitemaps of an index) read from one file; the rest is "
+            "not read (outcome sitemap-too-large). The protocol's limit is 50,000."
+        ),
+    ] = SITEMAP_MAX_URLS
+    max_index_depth: Annotated[
+        Annotated[int, Meta(ge=0, le=16)],
+        Meta(
+            description="Levels of sitemap indexes followed: a sitemap found in robots.txt or "
+            "paths is level 0, the children of a level-n index are level n + 1 and are queued "
+            "while n + 1 <= this (0: indexes are read but their children not queued). The "
+            "protocol allows 1 (an index lists sitemaps, not indexes); 2 tolerates one nested "
+            "index."
+        ),
+    ] = 2
+    text: Annotated[
+        bool,
+        Meta(
+            description="Accept text sitemaps (UTF-8, one absolute http(s) URL per line); "
+            "false: a body that is not XML is outcome sitemap-invalid."
+        ),
+    ] = True
+
+    def __post_init__(self) -> None:
+        for i, path in enumerate(self.paths):
+            if (
+                not path.startswith("/")
+                or path.startswith("//")
+                or has_controls(path)
+                or any(c.isspace() for c in path)
+            ):
+                raise ValueError(
+                    f'paths[{i}]: expected an absolute path such as "/sitemap.xml" (one '
+                    f'"/" first, no spaces or control characters), got {path!r}'
+                )
+
+
+class RecrawlRule(_Section, frozen=True):
+    """One ``[[recrawl.rules]]`` table: the interval bounds of the URLs its pattern matches."""
+
+    pattern: Annotated[
+        str,
+        Meta(
+            description="Regular expression (Python syntax) searched in the canonical URL; the "
+            "first rule that matches sets the URL's bounds. Required."
+        ),
+    ]
+    min_interval_s: Annotated[
+        PosFloat | None,
+        Meta(description="Shortest interval of the URLs it matches (unset: recrawl's)."),
+    ] = None
+    max_interval_s: Annotated[
+        PosFloat | None,
+        Meta(description="Longest interval of the URLs it matches (unset: recrawl's)."),
+    ] = None
+    initial_interval_s: Annotated[
+        PosFloat | None,
+        Meta(
+            description="First interval of the URLs it matches (unset: recrawl."
+            "initial_interval_s clamped to this rule's min and max)."
+        ),
+    ] = None
+
+    def __post_init__(self) -> None:
+        problem = _regex_problem(self.pattern)
+        if problem:
+            raise ValueError(f"pattern: {problem}")
+        lo, hi, first = self.min_interval_s, self.max_interval_s, self.initial_interval_s
+        if lo is not None and hi is not None and lo > hi:
+            raise ValueError(f"min_interval_s: {lo} is more than max_interval_s {hi}")
+        low = lo is not None and first is not None and first < lo
+        high = hi is not None and first is not None and first > hi
+        if low or high:
+            raise ValueError(
+                f"initial_interval_s: {first} is outside this rule's min_interval_s and "
+                "max_interval_s"
+            )
+
+
+class RecrawlSection(_Section, frozen=True):
+    """``[recrawl]``: continuous crawling (revisits; frontier/recrawl.py has the policy)."""
+
+    enabled: Annotated[
+        bool,
+        Meta(
+            description="A continuous crawl: every fetched URL is due again after its interval "
+            "and the crawl never ends by itself (SIGTERM stops it; the same command resumes "
+            "the schedule). false: each URL is fetched once."
+        ),
+    ] = False
+    initial_interval_s: Annotated[
+        PosFloat, Meta(description="First revisit this long after a URL's first fetch.")
+    ] = 86_400.0
+    min_interval_s: Annotated[PosFloat, Meta(description="Shortest interval.")] = 3_600.0
+    max_interval_s: Annotated[PosFloat, Meta(description="Longest interval.")] = 2_592_000.0
+    unchanged_factor: Annotated[
+        Annotated[float, Meta(ge=1, le=100)],
+        Meta(
+            description="After a visit that found the page unchanged (304, or a 2xx with the "
+            "payload digest of the last capture) the interval is multiplied by this (1: fixed)."
+        ),
+    ] = 1.5
+    changed_factor: Annotated[
+        Annotated[float, Meta(gt=0, le=1)],
+        Meta(
+            description="After a visit that found the page changed the interval is multiplied "
+            "by this (1: fixed)."
+        ),
+    ] = 0.5
+    revisit_share: Annotated[
+        Annotated[float, Meta(ge=0, le=1)],
+        Meta(
+            description="At most this share of a host's requests go to revisits while the "
+            "host also has new URLs queued (all of them when it has none); 0: new URLs first."
+        ),
+    ] = 0.5
+    gone_visits: Annotated[
+        NonNegInt,
+        Meta(
+            description="A URL answering 404 or 410 this many visits in a row leaves the "
+            "schedule (0: never); until then its interval grows as if unchanged."
+        ),
+    ] = 3
+    item_time_field: Annotated[
+        str,
+        Meta(
+            description="Spiders: key under which each item gets its page's fetch time (epoch "
+            "seconds); empty: none."
+        ),
+    ] = "fetched_at"
+    rules: Annotated[
+        tuple[RecrawlRule, ...],
+        Meta(description="Interval bounds per part of a site; the first rule that matches wins."),
+    ] = ()
+
+    def __post_init__(self) -> None:
+        lo, hi, first = self.min_interval_s, self.max_interval_s, self.initial_interval_s
+        if lo > hi:
+            raise ValueError(f"min_interval_s: {lo} is more than max_interval_s {hi}")
+        if not lo <= first <= hi:
+            raise ValueError(
+                f"initial_interval_s: {first} is outside min_interval_s {lo} .. "
+                f"max_interval_s {hi}"
+            )
+        for i, rule in enumerate(self.rules):
+            r_lo = rule.min_interval_s if rule.min_interval_s is not None else lo
+            r_hi = rule.max_interval_s if rule.max_interval_s is not None else hi
+            if r_lo > r_hi:
+                raise ValueError(
+                    f"rules: rule {i} ({rule.pattern!r}) has min_interval_s {r_lo} above "
+                    f"max_interval_s {r_hi} (an unset one is recrawl's)"
+                )
+
+
 class FeedSection(_Section, frozen=True):
     """One ``[[output.feeds]]`` table: a file the spider's items are appended to."""
 
@@ -845,6 +1041,8 @@ class CrawlSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     control: ControlSection = ControlSection()
     cluster: ClusterSection = ClusterSection()
     spider: SpiderSection = SpiderSection()
+    sitemaps: SitemapsSection = SitemapsSection()
+    recrawl: RecrawlSection = RecrawlSection()
     extract: tuple[ExtractRule, ...] = ()
 
 
@@ -859,6 +1057,8 @@ SECTIONS: dict[str, type[_Section]] = {
     "control": ControlSection,
     "cluster": ClusterSection,
     "spider": SpiderSection,
+    "sitemaps": SitemapsSection,
+    "recrawl": RecrawlSection,
 }
 
 

@@ -12,7 +12,10 @@ pages, pages/s over the last ten minutes (an SVG chart of ``history``), queued U
 state, outcomes, the busiest and the most failing hosts, the CPU shares, one row per worker
 process; on a cluster node, the whole cluster (the status's ``cluster``: one row per node with
 its state, pages, pages/s, queued, bottleneck and when it was last heard of; the nodes missing,
-never joined or silent, and for how long; the totals); and it has pause and resume buttons
+never joined or silent, and for how long; the totals); in a continuous crawl (the status's
+``freshness`` with ``enabled``, RECRAWL.md) a freshness panel: URLs scheduled, revisits due now,
+the next due, how late revisits start (p50, p99), changes, revisits and new pages per hour,
+visits by result and the revisit-interval distribution; and it has pause and resume buttons
 (``POST /api/pause|resume``, this node's).
 
 The token. Opened as ``http://127.0.0.1:PORT/?token=T`` (what ``frontier-crawl ctl dashboard``
@@ -107,6 +110,8 @@ td.h { word-break: break-all; }
 .missing { color: var(--warn); margin: 6px 0; }
 tr.missing td { color: var(--warn); }
 #message.error { color: var(--bad); }
+.grid2.flat { margin-bottom: 0; }
+#freshness-panel .card { border: 1px solid var(--line); border-radius: 6px; padding: 8px 10px; }
 </style></head>
 <body><main>
 <header>
@@ -130,6 +135,27 @@ tr.missing td { color: var(--warn); }
 <div class="panel gap"><h2>Pages per second (10 s window), last 10 min</h2>
   <svg id="chart" viewBox="0 0 1000 220" preserveAspectRatio="none" role="img"
        aria-label="pages per second over the last ten minutes"></svg></div>
+<div class="panel gap" id="freshness-panel" hidden><h2>Freshness (continuous crawl)</h2>
+  <div class="cards">
+    <div class="card"><div class="v" id="fresh-scheduled">-</div>
+      <div class="k">URLs scheduled</div></div>
+    <div class="card"><div class="v" id="fresh-due">-</div>
+      <div class="k">revisits due now</div></div>
+    <div class="card"><div class="v" id="fresh-next">-</div><div class="k">next due in</div></div>
+    <div class="card"><div class="v" id="fresh-p50">-</div>
+      <div class="k">overdue p50 (5 min)</div></div>
+    <div class="card"><div class="v" id="fresh-p99">-</div>
+      <div class="k">overdue p99 (5 min)</div></div>
+    <div class="card"><div class="v" id="fresh-changes">-</div>
+      <div class="k">changes / h</div></div>
+    <div class="card"><div class="v" id="fresh-revisits">-</div>
+      <div class="k">revisits / h</div></div>
+    <div class="card"><div class="v" id="fresh-new">-</div><div class="k">new pages / h</div></div>
+  </div>
+  <div class="grid2 flat">
+    <div><h2>Visits by result</h2><table id="fresh-visits"></table></div>
+    <div><h2>Revisit intervals (URLs)</h2><table id="fresh-intervals"></table></div>
+  </div></div>
 <div class="grid2">
   <div class="panel"><h2>Hosts by state</h2><div id="hosts-stack" class="stack"></div>
     <div id="hosts-legend" class="legend"></div></div>
@@ -386,6 +412,52 @@ function drawCluster(c) {
   $("cluster").replaceChildren(...out);
 }
 
+function span(s) {
+  // an interval bound in its largest whole unit: 60 -> "1 min", 86400 -> "1 d"
+  for (const [unit, size] of [["d", 86400], ["h", 3600], ["min", 60]]) {
+    if (s >= size && s % size === 0) return (s / size) + " " + unit;
+  }
+  return s + " s";
+}
+function late(v) {
+  if (typeof v !== "number" || !isFinite(v)) return "none";
+  return v < 10 ? v.toFixed(1) + " s" : secs(v);
+}
+function drawFreshness(f) {
+  const on = !!(f && f.enabled);
+  $("freshness-panel").hidden = !on;
+  if (!on) return;
+  const perHour = f.per_hour || {};
+  $("fresh-scheduled").textContent = num(f.scheduled);
+  $("fresh-due").textContent = num(f.due_now) + (f.due_now_capped ? "+" : "");
+  $("fresh-next").textContent = late(f.next_due_s);
+  $("fresh-p50").textContent = late(f.overdue_p50_s);
+  $("fresh-p99").textContent = late(f.overdue_p99_s);
+  $("fresh-changes").textContent = rate(perHour.changes);
+  $("fresh-revisits").textContent = rate(perHour.revisits);
+  $("fresh-new").textContent = rate(perHour.new_pages);
+  const visits = Object.entries(f.visits || {});
+  const top = Math.max(0, ...visits.map(([, n]) => n));
+  fill($("fresh-visits"), visits.map(([name, n]) => {
+    const tr = row([[name.replace("_", "-"), "h"], [num(n), "n"]]);
+    tr.appendChild(barCell(n, top, name === "failed" || name === "gone"));
+    return tr;
+  }), "none yet");
+  const iv = f.intervals || {};
+  const bounds = iv.le_s || [], counts = iv.counts || [];
+  const most = Math.max(0, ...counts);
+  const rows = [];
+  counts.forEach((n, i) => {
+    const b = bounds[i];
+    const label = typeof b === "number" ? "\u2264 " + span(b)
+                : i > 0 ? "> " + span(bounds[i - 1]) : "longer";
+    const tr = row([[label, ""], [num(n), "n"]]);
+    tr.appendChild(barCell(n, most, false));
+    rows.push(tr);
+  });
+  fill($("fresh-intervals"), most > 0 ? rows : [], "none scheduled");
+}
+
 let last = null;
 // [unix s, pages] seen by this page, for a status without history (worker processes' merge)
 const seen = [];
@@ -425,6 +497,7 @@ function draw(s) {
                  ["held", "held_s", "n", secs]], "none");
   drawWorkers(s.workers);
   drawCluster(s.cluster);
+  drawFreshness(s.freshness);
   const over = s.state === "finished";
   $("pause").disabled = over || s.paused;
   $("resume").disabled = over || !s.paused;

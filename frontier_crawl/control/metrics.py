@@ -40,6 +40,24 @@ bottleneck{name}                       gauge      1 for the bottleneck named now
 paused                                 gauge      1 while an operator pause holds the crawl
 =====================================  =========  ==============================================
 
+A continuous crawl (``[recrawl] enabled``; the status's ``freshness``, RECRAWL.md) adds the
+revisit schedule's figures (none of them without recrawl):
+
+=====================================  =========  ==============================================
+recrawl_scheduled_urls                 gauge      URLs on the revisit schedule
+recrawl_due_urls                       gauge      revisits due now (counted up to a cap)
+recrawl_next_due_seconds               gauge      seconds until the next revisit is due (absent
+                                                  when none is scheduled)
+recrawl_overdue_seconds{quantile}      gauge      how late the revisits started in the last
+                                                  5 min were (started - due), 0.5 and 0.99
+                                                  (absent when none started)
+recrawl_visits_total{result}           counter    visits since the crawl began (all runs): new,
+                                                  changed, unchanged, not_modified, gone, failed
+recrawl_interval_urls{le}              gauge      scheduled URLs whose revisit interval is at
+                                                  most ``le`` seconds (cumulative, as histogram
+                                                  buckets are: ``histogram_quantile`` reads it)
+=====================================  =========  ==============================================
+
 In a cluster (``cluster.redis_url``) every node also serves the whole cluster's view, as it
 last read it from Redis (a second old at most; label ``node``, not ``worker``):
 
@@ -180,8 +198,79 @@ class _Snapshots(Collector):
         yield bottleneck
         yield gauge("paused", "1 while an operator pause holds the crawl.",
                     lambda s: bool(_status(s).get("paused")))  # fmt: skip
+        fresh = [(_worker(s), f) for s in snaps if (f := _freshness(s)) is not None]
+        if fresh:
+            yield from _freshness_families(fresh)
         if self._cluster is not None:
             yield from _cluster_families(self._cluster)
+
+
+#: the ``visits`` results of the freshness dict, always exported (0 until seen)
+VISIT_RESULTS = ("new", "changed", "unchanged", "not_modified", "gone", "failed")
+
+
+def _freshness(snap: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The snapshot's ``freshness`` dict when recrawl is on, else None."""
+    fresh = _status(snap).get("freshness")
+    return fresh if isinstance(fresh, Mapping) and fresh.get("enabled") else None
+
+
+def _freshness_families(fresh: Sequence[tuple[str, Mapping[str, Any]]]) -> Iterator[Metric]:
+    """The ``recrawl_*`` families (module docstring) from ``(worker, freshness)`` pairs."""
+    plain: list[tuple[str, str, str]] = [
+        ("recrawl_scheduled_urls", "URLs on the revisit schedule.", "scheduled"),
+        ("recrawl_due_urls", "Revisits due now (counted up to a cap).", "due_now"),
+        ("recrawl_next_due_seconds", "Seconds until the next revisit is due.", "next_due_s"),
+    ]
+    for name, doc, key in plain:
+        fam = GaugeMetricFamily(PREFIX + name, doc, labels=["worker"])
+        for worker, f in fresh:
+            if isinstance(f.get(key), int | float):  # next_due_s is None when none is due
+                fam.add_metric([worker], float(f[key]))
+        yield fam
+    overdue = GaugeMetricFamily(
+        PREFIX + "recrawl_overdue_seconds",
+        "How late the revisits started in the last 5 min were (started - due), by quantile.",
+        labels=["worker", "quantile"],
+    )
+    visits = CounterMetricFamily(
+        PREFIX + "recrawl_visits", "Visits by result since the crawl began (all runs).",
+        labels=["worker", "result"],
+    )  # fmt: skip
+    intervals = GaugeMetricFamily(
+        PREFIX + "recrawl_interval_urls",
+        "Scheduled URLs whose revisit interval is at most le seconds (cumulative).",
+        labels=["worker", "le"],
+    )
+    for worker, f in fresh:
+        for quantile, key in (("0.5", "overdue_p50_s"), ("0.99", "overdue_p99_s")):
+            if isinstance(f.get(key), int | float):
+                overdue.add_metric([worker, quantile], float(f[key]))
+        counts = f.get("visits")
+        counts = counts if isinstance(counts, Mapping) else {}
+        for result in sorted({*VISIT_RESULTS, *map(str, counts)}):
+            visits.add_metric([worker, result], _num(counts, result))
+        for le, n in _interval_buckets(f.get("intervals")):
+            intervals.add_metric([worker, le], n)
+    yield overdue
+    yield visits
+    yield intervals
+
+
+def _interval_buckets(value: object) -> list[tuple[str, float]]:
+    """``intervals`` (``le_s``: upper bounds, the last None; ``counts`` per bucket) as
+    cumulative ``(le, count)`` pairs, ``le`` written as the fetch histogram's bounds are."""
+    if not isinstance(value, Mapping):
+        return []
+    bounds, counts = value.get("le_s"), value.get("counts")
+    if not isinstance(bounds, list) or not isinstance(counts, list) or len(bounds) != len(counts):
+        return []
+    out, total = [], 0.0
+    for bound, n in zip(bounds, counts, strict=True):
+        total += float(n) if isinstance(n, int | float) else 0.0
+        le = "+Inf" if bound is None else repr(float(bound))  # as _histogram writes them
+        out.append((le, total))
+    return out
 
 
 def _cluster_families(view: Mapping[str, Any]) -> Iterator[Metric]:

@@ -18,6 +18,8 @@ the checks is the order of precedence:
    the most hosts names it: ``politeness`` (waiting on their delay or Crawl-delay), ``backoff``
    (held by Retry-After or errors; the worst ones are named), ``robots`` (robots.txt in flight).
    Hosts blocked by the operator count as ``paused`` if nothing else is left.
+   A continuous crawl (``[recrawl]``) says "revisits due: N URLs" when revisits wait on
+   politeness, and "next URL due in N s" (``idle``) when nothing is due and nothing queued.
 5. When no request has gone out for :data:`STALL_S` and none is in flight, the sentence says why
    and when the next one is due ("1 host left, next request in 600 s: its Crawl-delay").
 
@@ -57,6 +59,7 @@ STATUS_KEYS: Final[tuple[str, ...]] = (
     "state", "bottleneck", "elapsed_s", "pages", "pages_per_s", "queued", "queued_memory",
     "queued_disk", "in_flight", "concurrency", "hosts", "outcomes", "busiest_hosts",
     "failing_hosts", "cpu", "history", "paused", "blocked_hosts", "host_delays", "workers",
+    "freshness",
 )  # fmt: skip
 HOST_STATES: Final[tuple[str, ...]] = ("total", "ready", "waiting", "backoff", "robots", "blocked")
 
@@ -98,6 +101,10 @@ class Signals:
     holds: tuple[HostHold, ...] = ()
     #: the hosts held longest by backoff or Retry-After (a few, worst first)
     worst_backoff: tuple[HostHold, ...] = ()
+    #: a continuous crawl ([recrawl]): revisits due now, and seconds until the next one is due
+    #: (None: none scheduled, or recrawl off)
+    revisits_due: int = 0
+    next_due_s: float | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -175,6 +182,10 @@ def classify(sig: Signals) -> Bottleneck:
         why = "paused by the operator" if sig.paused else "low disk space"
         return Bottleneck("paused", f"{why}, {_n(sig.in_flight, 'transfer')} finishing")
     if sig.hosts_total == 0 and sig.in_flight == 0 and sig.queued == 0:
+        if sig.revisits_due:  # a continuous crawl: due, not yet loaded into their hosts
+            return Bottleneck("idle", f"revisits due: {_n(sig.revisits_due, 'URL')}, loading")
+        if sig.next_due_s is not None:  # a continuous crawl between visits
+            return Bottleneck("idle", f"next URL due in {_secs(sig.next_due_s)}")
         return Bottleneck("idle", "nothing queued and nothing in flight")
     if sig.loop_busy >= CPU_BUSY:
         return Bottleneck("cpu", _cpu_detail(sig))
@@ -205,6 +216,8 @@ def classify(sig: Signals) -> Bottleneck:
                 f"{_n(sig.in_flight, 'transfer')} in flight, {free} of "
                 f"{sig.concurrency} slots free, {_n(sig.hosts_ready, 'host')} ready",
             )
+        if sig.next_due_s is not None and not sig.revisits_due:
+            return Bottleneck("idle", f"next URL due in {_secs(sig.next_due_s)}")
         return Bottleneck("idle", "nothing ready to fetch")
     if name == "backoff":
         detail = _backoff_detail(sig)
@@ -213,6 +226,9 @@ def classify(sig: Signals) -> Bottleneck:
         return Bottleneck(name, _stall_detail(sig))
     if name == "robots":
         return Bottleneck(name, f"{_n(held, 'host')} waiting for robots.txt, {free} slots free")
+    if sig.revisits_due:
+        return Bottleneck(name, f"revisits due: {_n(sig.revisits_due, 'URL')}, "
+                                f"{_n(held, 'host')} waiting on their delay")  # fmt: skip
     return Bottleneck(
         name, f"{_n(held, 'host')} waiting on their delay, {free} of {sig.concurrency} slots free"
     )
@@ -341,4 +357,5 @@ def empty_status(state: CrawlState = "starting") -> dict[str, Any]:
         "failing_hosts": [],
         "cpu": {"loop_busy": 0.0, "shares": dict.fromkeys(SHARES, 0.0)},
         "history": [], "paused": False, "blocked_hosts": [], "host_delays": {}, "workers": [],
+        "freshness": {"enabled": False},
     }  # fmt: skip

@@ -20,6 +20,7 @@ cause is gone.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import threading
@@ -30,6 +31,8 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.control.commands import Command
 from frontier_crawl.control.status import LoopTimes
@@ -38,14 +41,17 @@ from frontier_crawl.engine.commit import CommitGroup, Unsettled
 from frontier_crawl.engine.exchange import PeerExchange
 from frontier_crawl.engine.observe import Observer
 from frontier_crawl.engine.seams import CommandSource, FetcherLike, Layout, PeersLike
+from frontier_crawl.engine.sitemaps import SITEMAP_CALLBACK, SitemapFeed
 from frontier_crawl.engine.space import SpaceGuard
 from frontier_crawl.engine.state import LoopState, quiet
 from frontier_crawl.engine.steer import Steering
 from frontier_crawl.fetch import ErrorKind, FetchRequest, FetchResult
-from frontier_crawl.frontier import Completion, Ticket
+from frontier_crawl.frontier import Completion, LastCapture, Ticket, changed
 from frontier_crawl.frontier.mailbox import Link
 from frontier_crawl.frontier.robots import MAX_ROBOTS_BYTES
 from frontier_crawl.output import (
+    IDENTICAL_PAYLOAD_DIGEST,
+    SERVER_NOT_MODIFIED,
     ArchiveRecord,
     LogEntry,
     Outcome,
@@ -53,6 +59,7 @@ from frontier_crawl.output import (
     Revisit,
     config_warnings,
     iso_time,
+    new_record_id,
     truncation_reason,
     write_report,
     write_report_html,
@@ -95,6 +102,36 @@ def _completion(r: FetchResult) -> Completion:
     return Completion(r.finished, r.status, error, r.header("retry-after"), r.duration_s, r.ip)
 
 
+def _digest(r: FetchResult) -> bytes:
+    """SHA-1 of a complete 2xx's payload as received (b"" for anything else): what a
+    continuous crawl compares with the last capture's to tell a changed page."""
+    if r.error is None and (200 <= r.status < 300 or r.not_modified is not None):
+        return hashlib.sha1(r.raw_body, usedforsecurity=False).digest()
+    return b""
+
+
+def _visit(facts: Completion, r: FetchResult, digest: bytes, record_id: str) -> Completion:
+    """``facts`` with what the schedule keeps of a visit (``[recrawl]`` on only): the
+    validators, the payload digest, the response record's id, the fetch time, a redirect's
+    target."""
+    location = ""
+    if 300 <= r.status < 400 and r.status != 304 and (given := r.header("location")):
+        location = resolve_location(r.url, given) or ""
+    return msgspec.structs.replace(
+        facts, etag=r.header("etag"), last_modified=r.header("last-modified"), digest=digest,
+        record_id=record_id, fetched_at=r.started_at, location=location,
+    )  # fmt: skip
+
+
+def _validators(last: LastCapture) -> tuple[tuple[str, str], ...]:
+    """A revisit's conditional request headers: the last capture's validators."""
+    if last.etag and last.last_modified:
+        return (("If-None-Match", last.etag), ("If-Modified-Since", last.last_modified))
+    if last.etag:
+        return (("If-None-Match", last.etag),)
+    return (("If-Modified-Since", last.last_modified),) if last.last_modified else ()
+
+
 class Engine:
     """Wires frontier, fetcher, parser and outputs for one crawl process."""
 
@@ -120,6 +157,8 @@ class Engine:
         the frontier dates its robots.txt cache by (a test runs it ahead)."""
         self._wall_clock = wall_clock
         self.settings = settings
+        #: a continuous crawl: the visit facts are gathered (digest, validators, record ids)
+        self._recrawl = settings.recrawl.enabled
         self._run = LoopState()  #: what the loop is doing (read by the status)
         #: the spider (and [[extract]] rules), None without them: today's path, untouched.
         #: Loaded first: a source that does not import is a ConfigError before anything else
@@ -183,6 +222,7 @@ class Engine:
             parser=parser,
         )
         self.frontier = parts.frontier
+        self._sitemaps = SitemapFeed(parts.frontier, settings)  #: [sitemaps]: their bodies
         self.fetcher: FetcherLike = parts.fetcher
         self.parser: Parser = parts.parser
         outputs = parts.outputs
@@ -356,6 +396,8 @@ class Engine:
             if not idle and frontier.blocked_queues and fetcher.in_flight == 0:
                 # all that is left is held by blocks: over, unless an operator can unblock
                 idle = frontier.pending == frontier.held_by_blocks and steer.commands is None
+            if idle and frontier.continuous:  # never over by itself: revisits come due
+                idle = False
             if exchange is not None:
                 if exchange.swap(now, idle):
                     return
@@ -416,10 +458,15 @@ class Engine:
     def _request(self, ticket: Ticket) -> FetchRequest:
         if ticket.robots:  # RFC 9309: the first 500 KiB parsed, whatever the page cap (the
             return FetchRequest(ticket.url, token=ticket, keep_bytes=MAX_ROBOTS_BYTES)  # rest
+        # a revisit: conditional on the last capture's validators (the fetcher's cache then
+        # adds none of its own); robots.txt redirects: _robots_hop
+        validators = _validators(ticket.last) if ticket.last is not None else ()
+        if ticket.callback == SITEMAP_CALLBACK:  # up to sitemaps.max_bytes
+            return self._sitemaps.request(ticket, validators)
         if ticket.meta[:1] == ENVELOPE:  # a spider's Request(headers=...) (is not read);
             headers = request_headers(ticket.meta, ticket.url)
-            return FetchRequest(ticket.url, token=ticket, headers=headers)
-        return FetchRequest(ticket.url, token=ticket)  # redirects: _robots_hop
+            return FetchRequest(ticket.url, token=ticket, headers=(*headers, *validators))
+        return FetchRequest(ticket.url, token=ticket, headers=validators)
 
     # ----------------------------------------------------------------------------- results
 
@@ -438,8 +485,15 @@ class Engine:
         if self.frontier.will_retry(ticket, facts):
             self._retry(ticket, facts)
             return
-        archived = self._archive(r)  # a failure whose response had begun: as truncated
-        outcome, yielded = self._dispose(ticket, r)
+        digest, unchanged = b"", False
+        if self._recrawl:  # a revisit that found the page as it was: a revisit record, no
+            digest = _digest(r)  # callback, nothing parsed (nothing new in it)
+            unchanged = r.error is None and changed(ticket.last, r.status, digest) is False
+        # a failure whose response had begun: as truncated
+        archived, record_id = self._archive(r, ticket, digest, unchanged)
+        outcome, yielded = self._dispose(ticket, r, unchanged)
+        if self._recrawl:
+            facts = _visit(facts, r, digest, record_id)
         t0 = time.perf_counter()
         settled = self.frontier.complete(ticket, facts, mark_done=not archived)
         held = settled.held_s
@@ -472,7 +526,7 @@ class Engine:
                                  retry_after=r.header("retry-after"))  # fmt: skip
         self._times.frontier += time.perf_counter() - t0
         group = self._group
-        group.needed = self._archive(r) or group.needed
+        group.needed = self._archive(r)[0] or group.needed
         self._record(ticket, r, Outcome.ROBOTS_TXT)
 
     def _robots_hop(self, ticket: Ticket, r: FetchResult) -> bool:
@@ -500,15 +554,22 @@ class Engine:
         if held > 0:
             self._held[ticket.key] = self._held.get(ticket.key, 0.0) + held
 
-    def _dispose(self, ticket: Ticket, r: FetchResult) -> tuple[Outcome, Yielded | None]:
+    def _dispose(
+        self, ticket: Ticket, r: FetchResult, unchanged: bool = False
+    ) -> tuple[Outcome, Yielded | None]:
         """Feed a final result's links (or what its spider callback yields) or redirect target
-        back; return its outcome, and what the callback gave if the page went to one."""
+        back; return its outcome, and what the callback gave if the page went to one.
+        ``unchanged``: a revisit found the page as it was (a 304, or the same payload)."""
+        if ticket.callback == SITEMAP_CALLBACK:  # [sitemaps]: never to the HTML parser or a
+            return self._sitemaps.dispose(ticket, r, self._redirect), None  # spider
         spider = self._spider
         if r.error is not None:
             if spider is not None and ticket.meta[:1] == ENVELOPE:  # to its errback, if any
                 return Outcome.FAILED, self._run_spider(spider, ticket, r, _NO_LINKS, r.status,
                                                         "", failure=r.error.value)  # fmt: skip
             return Outcome.FAILED, None
+        if unchanged:
+            return (Outcome.NOT_MODIFIED if r.status == 304 else Outcome.UNCHANGED), None
         if 300 <= r.status < 400 and r.header("location") and r.not_modified is None:
             return self._redirect(ticket, r), None  # never to a callback: the target is
         if 200 <= r.status < 300 or r.not_modified is not None:
@@ -558,6 +619,7 @@ class Engine:
             ticket.callback,
             ticket.meta,
             parsed.tree,  # the parser's document: Response.css does not parse again
+            r.started_at,  # fetched_at: the items' fetch time ([recrawl] item_time_field)
         )
         t1 = time.perf_counter()
         yielded = spider.run(page, failure)  # failure: the errback's (Request(errback=))
@@ -617,12 +679,30 @@ class Engine:
         )  # fmt: skip
         return Outcome.REDIRECT
 
-    def _archive(self, r: FetchResult) -> int:
-        """Write ``r``'s WARC records, if it has any: the write's sequence number, else 0."""
+    def _archive(
+        self, r: FetchResult, ticket: Ticket | None = None, digest: bytes = b"",
+        unchanged: bool = False,
+    ) -> tuple[int, str]:  # fmt: skip
+        """Write ``r``'s WARC records, if it has any: the write's sequence number (else 0),
+        and the WARC-Record-ID the engine chose for its response record ("": none chosen).
+
+        A continuous crawl's revisit that found the page ``unchanged`` is a revisit record
+        referring to the last capture (a 304: server-not-modified; the same payload again:
+        identical-payload-digest, with no payload); a changed or new 2xx a response record
+        whose id is chosen here, for the schedule to keep as the next revisits' referent."""
         if self._warc is None or r.status == 0:
-            return 0
+            return 0, ""
         t0 = time.perf_counter()
         seen = r.not_modified
+        revisit = Revisit(seen.url, seen.fetched_at) if seen is not None else None
+        record_id, payload = "", r.raw_body
+        last = ticket.last if ticket is not None else None
+        if unchanged and last is not None and last.uri:
+            profile = SERVER_NOT_MODIFIED if r.status == 304 else IDENTICAL_PAYLOAD_DIGEST
+            revisit = Revisit(last.uri, last.date, last.record_id, profile, last.digest)
+            payload = b""  # (a revisit archives none: not even sent to the writer)
+        elif digest and revisit is None:
+            record_id = new_record_id()
         seq = self._warc.write(
             ArchiveRecord(
                 url=r.url,
@@ -630,16 +710,18 @@ class Engine:
                 fetched_at=r.started_at,
                 request_bytes=r.request_bytes,
                 header_bytes=r.header_bytes,
-                payload=r.raw_body,
+                payload=payload,
                 truncated=(
                     truncation_reason(r.error.value) if r.error is not None
                     else "length" if r.cut else None
                 ),
-                revisit_of=Revisit(seen.url, seen.fetched_at) if seen is not None else None,
+                revisit_of=revisit,
+                record_id=record_id,
+                payload_digest=digest,
             )
         )
         self._times.warc += time.perf_counter() - t0
-        return seq
+        return seq, record_id
 
     def _record(
         self,
@@ -687,6 +769,7 @@ class Engine:
                 referrer=ticket.referrer,
                 content_type=r.content_type,
                 held_s=round(held_s, 3),
+                visit=ticket.last.visits if ticket.last is not None else 0,
             )
         )
 
@@ -791,7 +874,10 @@ class Engine:
             self._group.stats, elapsed, _repairs = load_stats(self.frontier)
         report = self._group.stats.report(elapsed, self.frontier.seen_stats())
         report["frontier"] = self.frontier.stats()
-        report["complete"] = self.frontier.pending == 0 and not self._run.halt and not failed
+        report["complete"] = (  # (a continuous crawl never is: its revisits come due)
+            self.frontier.pending == 0 and not self._run.halt and not failed
+            and not self.frontier.continuous
+        )  # fmt: skip
         report["stopped_by_signal"] = bool(self._run.stop_requested)
         report["stopped_for_low_space"] = self._run.halt == "low-disk-space"
         report["disk_space_pauses"] = self._space.pauses
@@ -799,6 +885,7 @@ class Engine:
         report["warnings"] = config_warnings(self.settings) + self._group.repairs
         report["output_dir"] = str(self.layout.root)
         report["warc_files"] = [str(p) for p in self._warc.paths] if self._warc else []
+        report["freshness"] = self._observe.freshness(time.monotonic())
         self._run.state = "finished"
         with quiet():  # the last status: finished, with the final counters
             self._observe.sample(time.monotonic(), force=True)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import Any
 
@@ -42,6 +43,38 @@ BUSIEST_EVERY_S = 5.0
 BUSIEST_SHARE = 0.01
 #: failing hosts remembered for the status (the least failing dropped past this many)
 MAX_FAILING_HOSTS = 1000
+#: the freshness rates (``per_hour``) are over this window (or since the run began), from
+#: points of the visit totals kept at most every FRESHNESS_POINT_S
+FRESHNESS_WINDOW_S = 3600.0
+FRESHNESS_POINT_S = 10.0
+
+
+class FreshnessRates:
+    """The ``per_hour`` rates of a continuous crawl's ``freshness``: changes seen, revisits
+    and new pages per hour, from the frontier's visit totals (which survive restarts: the
+    rates are this run's, over the last hour or since the run began when shorter)."""
+
+    def __init__(self) -> None:
+        #: (monotonic time, changes, revisits, new pages), oldest first, within the window
+        self._points: deque[tuple[float, int, int, int]] = deque()
+
+    def rates(self, now: float, visits: Mapping[str, int]) -> dict[str, float]:
+        new = int(visits.get("new", 0))
+        changes = int(visits.get("changed", 0))
+        revisits = sum(int(n) for kind, n in visits.items() if kind != "new")
+        points = self._points
+        if not points or now - points[-1][0] >= FRESHNESS_POINT_S:
+            points.append((now, changes, revisits, new))
+        while len(points) > 1 and now - points[1][0] >= FRESHNESS_WINDOW_S:
+            points.popleft()
+        t0, c0, r0, n0 = points[0]
+        span = now - t0
+        per_hour = 3600.0 / span if span > 0 else 0.0
+        return {
+            "changes": round((changes - c0) * per_hour, 1),
+            "revisits": round((revisits - r0) * per_hour, 1),
+            "new_pages": round((new - n0) * per_hour, 1),
+        }
 
 
 class Observer:
@@ -82,6 +115,7 @@ class Observer:
         self._busiest_at = float("-inf")
         #: origin -> [failures, seconds held] (failed fetches and the holds they caused)
         self._failing: dict[str, list[float]] = {}
+        self._rates = FreshnessRates()
 
     def fresh_status(self) -> dict[str, Any]:
         """``status()`` for the API (HTTP thread): the loop publishes only while someone asks,
@@ -184,6 +218,14 @@ class Observer:
         if force or now - self._status_wanted < STATUS_WANTED_S:
             self._build_status(now, sample)
 
+    def freshness(self, now: float) -> dict[str, Any]:
+        """The ``freshness`` dict of the status and the report (RECRAWL.md): the frontier's,
+        with the ``per_hour`` rates; ``{"enabled": false}`` without ``[recrawl]``."""
+        fresh: dict[str, Any] = dict(self.frontier.freshness(time.time()))
+        if fresh.get("enabled"):
+            fresh["per_hour"] = self._rates.rates(now, fresh.get("visits") or {})
+        return fresh
+
     def _crawl_state(self) -> CrawlState:
         if self._run.state != "running":
             return self._run.state
@@ -191,8 +233,10 @@ class Observer:
             return "stopping"
         return "paused" if self._run.paused else "running"
 
-    def _signals(self, now: float, window_busy: float, shares: dict[str, float],
-                 dns_share: float) -> tuple[Signals, HostSignals]:  # fmt: skip
+    def _signals(
+        self, now: float, window_busy: float, shares: dict[str, float], dns_share: float,
+        fresh: Mapping[str, Any],
+    ) -> tuple[Signals, HostSignals]:  # fmt: skip
         hs = self.frontier.host_signals(now)
         holds: tuple[HostHold, ...] = ()
         if hs.next_due is not None:
@@ -225,13 +269,16 @@ class Observer:
             since_request_s=now - self._run.last_request,
             holds=holds,
             worst_backoff=tuple(HostHold(o, r, w) for o, r, w in hs.worst),
+            revisits_due=int(fresh.get("due_now") or 0),
+            next_due_s=fresh.get("next_due_s"),
         )
         return sig, hs
 
     def _build_status(self, now: float, sample: Sample) -> None:
         """Build the status and metrics snapshots and publish them (replaced whole)."""
         window = self._recorder.window(sample)
-        sig, hs = self._signals(now, window.loop_busy, window.shares, window.dns_share)
+        fresh = self.freshness(now)
+        sig, hs = self._signals(now, window.loop_busy, window.shares, window.dns_share, fresh)
         frontier = self.frontier
         if now >= self._busiest_at:
             t0 = time.perf_counter()
@@ -277,6 +324,7 @@ class Observer:
             "blocked_hosts": frontier.blocked_hosts,
             "host_delays": frontier.host_delays,
             "workers": [],
+            "freshness": fresh,
         }
         self._status, self._status_at = status, now
         self._metrics = self._metrics_snapshot(status, window.admitted_per_s, hs.retired)

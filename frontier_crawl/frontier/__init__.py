@@ -11,6 +11,7 @@ from frontier_crawl.frontier.frontier import (
 )
 from frontier_crawl.frontier.hosts import HostState, Ticket
 from frontier_crawl.frontier.identity import StateMismatch
+from frontier_crawl.frontier.recrawl import LastCapture, changed
 from frontier_crawl.frontier.store import StorageError
 
 __all__ = [
@@ -20,8 +21,10 @@ __all__ = [
     "Frontier",
     "HostSignals",
     "HostState",
+    "LastCapture",
     "Settled",
     "StateMismatch",
     "StorageError",
     "Ticket",
+    "changed",
 ]

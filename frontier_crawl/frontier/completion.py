@@ -60,6 +60,15 @@ class Completion(msgspec.Struct, frozen=True, gc=False):
     retry_after: str | None = None  #: the response's Retry-After header as received
     duration_s: float = 0.0  #: how long the transfer took
     ip: str = ""  #: the peer address, "" if unknown
+    # the facts a continuous crawl's schedule needs (``recrawl.py``); defaults: none known
+    etag: str | None = None  #: the response's ETag header
+    last_modified: str | None = None  #: the response's Last-Modified header
+    digest: bytes = b""  #: SHA-1 of the payload as received, 2xx only
+    #: WARC-Record-ID of the full response record written ("": none written, or a revisit
+    #: record: the last capture stays the one revisits refer to)
+    record_id: str = ""
+    fetched_at: float = 0.0  #: wall clock of the fetch (WARC-Date); 0: the frontier's clock
+    location: str = ""  #: a 3xx's resolved target ("" otherwise)
 
 
 class Settled(msgspec.Struct, frozen=True, gc=False):

@@ -47,6 +47,12 @@ Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
   still waits. The engine stops after five hops (RFC 9309 2.3.1.2) and treats a chain it
   stops following (more hops, a target out of scope, or refused by the address policy) as
   "unavailable".
+* A continuous crawl (``[recrawl] enabled``, ``recrawl.py``): :meth:`Frontier.complete`
+  schedules each fetched URL's next visit, written with its ``mark_done``; due revisits are
+  loaded a bounded number at a time into their host's ``revisits`` heap and handed out by
+  ``next_ready`` under the same politeness, robots rules and IP groups as new URLs (their share
+  of a host with new URLs queued bounded by ``revisit_share``), their ticket's ``last`` holding
+  the previous capture. Without recrawl none of it runs (one attribute check per completion).
 * ``identity.json`` in the state directory pins what a crawl cannot change between runs (layout
   version, seen-set sizing); tunables may change freely.
 """
@@ -68,10 +74,12 @@ from dataclasses import dataclass, replace
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urljoin
 
 import lmdb
 import msgspec
 
+from frontier_crawl.config.settings import SITEMAP_CALLBACK
 from frontier_crawl.frontier.admission import Admission
 from frontier_crawl.frontier.completion import (
     HOST_STATUSES,
@@ -95,6 +103,7 @@ from frontier_crawl.frontier.identity import (
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Link, decode_links, encode_links
 from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for, host_backoff
+from frontier_crawl.frontier.recrawl import DUE_KEY_LEN, HostRevisits, Recrawl, RecrawlPolicy
 from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, RobotsCache, Rules, product_token
 from frontier_crawl.frontier.scope import check_scope
 from frontier_crawl.frontier.seen import SeenSet
@@ -111,7 +120,7 @@ from frontier_crawl.frontier.store import (
     storage_errors,
 )
 from frontier_crawl.frontier.traps import Limits
-from frontier_crawl.frontier.urls import canonicalize, host_of
+from frontier_crawl.frontier.urls import canonicalize, host_of, origin
 from frontier_crawl.safefs import make_dir
 
 if TYPE_CHECKING:
@@ -171,6 +180,14 @@ class HostSignals:
     next_due: tuple[str, str, float] | None
 
 
+def _resolved(base: str, url: str) -> str:
+    """``url`` resolved against ``base`` ("" for one that does not parse)."""
+    try:
+        return urljoin(base, url)
+    except ValueError:
+        return ""
+
+
 class Frontier:
     """Admission (scope, dedup, traps), per-host queues in LMDB, and politeness scheduling."""
 
@@ -196,6 +213,9 @@ class Frontier:
         #: copy, used if the fetch finds robots.txt unreachable (robots_done)
         self._stale: dict[str, Rules] = {}
         self._robots_attempts = o.robots_attempts
+        self._sitemap_paths, self._sitemap_robots = o.sitemap_paths, o.sitemap_robots
+        #: hosts whose rules came from the cache in this next_ready: their sitemaps to queue
+        self._sitemaps_due: list[HostQueue] = []
         self._max_host_errors = o.max_host_errors
         self._host_error_urls = o.host_error_urls
         self._memory_urls = o.memory_urls
@@ -210,6 +230,12 @@ class Frontier:
             self._seen = SeenSet(self._env, o.seen_capacity, o.seen_error_rate)
             self._blobs = self._env.open_db(b"blobs")
             self._outbox = self._env.open_db(b"outbox")
+            #: the schedule of a continuous crawl (None: recrawl off, nothing of it runs)
+            self._recrawl = (
+                Recrawl(self._env, self._blobs, o.recrawl, hooks.wall_clock)
+                if o.recrawl is not None
+                else None
+            )
         except lmdb.Error as exc:
             self._env.close()
             if storage_errno(exc) is not None:  # a full or failing disk, not damage
@@ -277,6 +303,8 @@ class Frontier:
         self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
         #: host name -> (delay, policy) set by the operator (``set_host_delay``)
         self._host_delays: dict[str, tuple[float, DelayPolicy]] = {}
+        if self._recrawl is not None:  # a ticket's completion also schedules its next visit
+            self.mark_done = self._mark_done_scheduling  # type: ignore[method-assign]
         try:
             self._resume()
         except _STATE_ERRORS as exc:  # pages of the queue or seen-set unreadable
@@ -345,6 +373,8 @@ class Frontier:
                 self._flush_counts(txn)
         except BaseException:
             self._admission.aborted()
+            if self._recrawl is not None:
+                self._recrawl.aborted()
             self._counted.clear()
             self._store.aborted()
             self._seen.aborted()
@@ -353,6 +383,8 @@ class Frontier:
             raise
         self._store.committed()
         self._admission.committed()
+        if self._recrawl is not None:
+            self._recrawl.committed()
         if self._inbox is not None:
             self._inbox.ack()
 
@@ -535,6 +567,8 @@ class Frontier:
             count = host.admitted.to_bytes(8, "big")
             txn.put(_ADMITTED_PREFIX + host_key.encode(), count, db=blobs)
         self._counted.clear()
+        if self._recrawl is not None:
+            self._recrawl.flush(txn)
 
     def _hot_changed(self, delta: int) -> None:
         self.hot_total += delta
@@ -588,9 +622,16 @@ class Frontier:
     # ----------------------------------------------------------------------------- scheduling
 
     def next_wake(self) -> float | None:
-        """Monotonic time at which a snoozed host becomes due (None if no host is snoozed)."""
+        """Monotonic time at which a snoozed host, or the next revisit of a continuous crawl,
+        becomes due (None if no host is snoozed and no revisit is scheduled)."""
         host = self._queues.first_snoozed()
-        return host.wake_at if host is not None else None
+        wake = host.wake_at if host is not None else None
+        if self._recrawl is not None:
+            due = self._recrawl.next_due()
+            if due is not None:
+                at = time.monotonic() + max(0.0, due - self._wall_clock())
+                wake = at if wake is None else min(wake, at)
+        return wake
 
     @property
     def has_ready(self) -> bool:
@@ -601,6 +642,8 @@ class Frontier:
     def next_ready(self, now: float, limit: int) -> list[Ticket]:
         """Up to ``limit`` tickets from hosts whose politeness slot is open at ``now``."""
         queues = self._queues
+        if self._recrawl is not None:
+            self._pump_revisits(now)
         queues.wake(now)
         out: list[Ticket] = []
         hops = self._robots_hops
@@ -627,6 +670,9 @@ class Frontier:
                     if group is not None:
                         group.next_at = max(group.next_at, host.next_at)
             self._queues.settle(host, now)
+        while self._sitemaps_due:
+            host = self._sitemaps_due.pop()
+            self._queue_sitemaps(host, host.rules, now)
         return out
 
     def _spacing(self, host: HostQueue) -> float:
@@ -667,6 +713,8 @@ class Frontier:
         robots-denied URLs are recorded and skipped."""
         if host.rules is None:
             host.rules = self._cached_rules(host, now) if self._obey_robots else _ALLOW_ALL
+            if host.rules is not None and (self._sitemap_paths or self._sitemap_robots):
+                self._sitemaps_due.append(host)  # queued once next_ready is done with hosts
         if host.rules is None:  # nothing else until robots.txt is known
             host.robots_in_flight = True
             self.robots_waiting += 1
@@ -675,6 +723,11 @@ class Frontier:
             host.rules.refresh_at = float("inf")  # other slots go on with these rules meanwhile
             host.in_flight += 1
             return Ticket(b"", host.origin, host.origin + "/robots.txt", 0, robots=True)
+        revisits = host.revisits
+        if revisits is not None and self._revisit_turn(host, revisits, now):
+            revisit = self._take_revisit(host, revisits, now)
+            if revisit is not None:
+                return revisit
         while (item := self._pop(host, now)) is not None:
             key, entry = item
             self.queued -= 1
@@ -691,6 +744,9 @@ class Frontier:
             self._on_reject(ticket, ROBOTS_DENIED)
             with self._write():
                 self._store.done(key)
+        revisits = host.revisits
+        if revisits is not None and revisits.ready_at() <= now:  # nothing new: revisits go
+            return self._take_revisit(host, revisits, now)
         return None
 
     def _cached_rules(self, host: HostQueue, now: float) -> Rules | None:
@@ -783,6 +839,8 @@ class Frontier:
             # the common case, as the policy below decides it: finished, no failure, no hold
             # (finish, inlined: one call less per page)
             host = self._hosts[ticket.origin]
+            if self._recrawl is not None:
+                self._recrawl.stage(ticket, outcome)
             if mark_done:
                 self.mark_done((ticket.key,))
             polite, backoff = self._delay_after(host, ticket, outcome.duration_s, Failure.NONE)
@@ -800,6 +858,8 @@ class Frontier:
             held = self.retry(ticket, outcome.finished, retry_s, answer_s(outcome), failure,
                               outcome.ip, hold_s=after or 0.0)  # fmt: skip
             return Settled(True, held, failure is not Failure.NONE)
+        if self._recrawl is not None:
+            self._recrawl.stage(ticket, outcome)
         held = self.finish(ticket, outcome.finished, answer_s(outcome), failure, outcome.ip,
                            mark_done=mark_done, hold_s=hold_for(after, policy))  # fmt: skip
         return Settled(False, held, failure is not Failure.NONE)
@@ -875,6 +935,13 @@ class Frontier:
         this returns too).
         """
         host = self._hosts[ticket.origin]
+        if ticket.last is not None and self._recrawl is not None:
+            self._retry_revisit(host, ticket, now + delay_s)
+            held = self._release(
+                host, ticket, now, *self._delay_after(host, ticket, fetch_s, failure), hold_s, ip
+            )
+            self._maybe_retire(host, failure)
+            return held
         entry = QueueEntry(
             ticket.url, ticket.depth, ticket.hops, ticket.attempt + 1, ticket.referrer,
             ticket.callback, ticket.meta, ticket.priority,
@@ -1017,6 +1084,22 @@ class Frontier:
                     return
                 delay = delay_for(fetch_s, None, self._policy)
         self._release(host, mine, now, delay, retry, 0.0, ip)
+        if rules is not None and (self._sitemap_paths or self._sitemap_robots):
+            self._queue_sitemaps(host, rules, now)
+
+    def _queue_sitemaps(self, host: HostQueue, rules: Rules | None, now: float) -> None:
+        """``[sitemaps]``: the host's sitemaps admitted like any URL (scope, so a ``Sitemap:``
+        line naming another host counts only if that host is in scope; the seen-set, so each
+        is fetched once however often its robots.txt is read; robots.txt; politeness), with
+        callback SITEMAP_CALLBACK at depth 0: ``Sitemap:`` lines of robots.txt (relative
+        ones resolved against it), then the configured paths."""
+        robots_url = host.origin + "/robots.txt"
+        if self._sitemap_robots and rules is not None and rules.sitemaps:
+            found = [url for line in rules.sitemaps if (url := _resolved(robots_url, line))]
+            self.add(found, depth=0, referrer=robots_url, now=now, callback=SITEMAP_CALLBACK)
+        if self._sitemap_paths:
+            paths = [host.origin + path for path in self._sitemap_paths]
+            self.add(paths, depth=0, now=now, callback=SITEMAP_CALLBACK)
 
     def _release(
         self,
@@ -1085,6 +1168,10 @@ class Frontier:
                 self._hot_changed(-1)
                 self._reject_entry(txn, host, key, entry, reason)
             host.retries = None
+            revisits, host.revisits = host.revisits, None
+            if revisits is not None and self._recrawl is not None:  # due again after a while
+                for _ready, key, _attempt, visit in revisits.heap:
+                    self._recrawl.put_back(txn, visit, key[8:])
 
     def _reject_entry(
         self,
@@ -1099,6 +1186,123 @@ class Frontier:
                         entry.priority)  # fmt: skip
         self._on_reject(ticket, reason)
         self._store.done(key)
+
+    # ----------------------------------------------------------------------------- revisits
+
+    @property
+    def continuous(self) -> bool:
+        """A continuous crawl (``[recrawl] enabled``): it never ends by itself."""
+        return self._recrawl is not None
+
+    def _mark_done_scheduling(self, keys: Iterable[bytes]) -> None:
+        """:meth:`mark_done` of a continuous crawl: each ticket's next visit, staged by
+        :meth:`complete`, is written in the same transaction as its entry's done mark."""
+        recrawl = self._recrawl
+        assert recrawl is not None
+        with self._write() as txn:
+            for key in keys:
+                if len(key) != DUE_KEY_LEN:  # a revisit has no queue entry
+                    self._store.done(key)
+                recrawl.apply(txn, key)
+
+    def _pump_revisits(self, now: float) -> None:
+        """Load the revisits that came due into their hosts' queues (a bounded number)."""
+        recrawl = self._recrawl
+        assert recrawl is not None
+        wall = self._wall_clock()
+        if not recrawl.wants_pump(wall):
+            return
+        with self._write() as txn:
+            for key, visit in recrawl.due_batch(txn, wall):
+                if not self._admission.in_scope(visit.url):  # a reloaded scope left it out
+                    recrawl.forget(txn, key[8:])
+                    continue
+                host_key = origin(visit.url)
+                host = self._hosts.get(host_key)
+                if host is None:
+                    host = self._new_host(host_key)
+                    if self._admission.limits.max_pages_per_host:  # as _enqueue counts it
+                        host.admitted = self._stored_admitted(txn, host_key)
+                if host.state is HostState.RETIRED:
+                    recrawl.put_back(txn, visit, key[8:])
+                    continue
+                if host.revisits is None:
+                    host.revisits = HostRevisits()
+                host.revisits.push(0.0, key, 0, visit)
+                if host.state in (HostState.EMPTY, HostState.BUSY):
+                    self._queues.settle(host, now)
+
+    def _revisit_turn(self, host: HostQueue, revisits: HostRevisits, now: float) -> bool:
+        """Does the host's next request go to a revisit (one is ready)? Always when it has no
+        new URL in memory or LMDB; else as ``revisit_share`` says."""
+        if revisits.ready_at() > now:
+            return False
+        if not (host.hot or host.unloaded):
+            return True
+        recrawl = self._recrawl
+        assert recrawl is not None
+        return revisits.turn(recrawl.policy.revisit_share)
+
+    def _take_revisit(self, host: HostQueue, revisits: HostRevisits, now: float) -> Ticket | None:
+        """The host's first ready revisit as a ticket (its ``key`` the due key, its ``last``
+        the previous captures); one robots.txt now denies is recorded and put back."""
+        recrawl = self._recrawl
+        assert recrawl is not None and host.rules is not None
+        heap = revisits.heap
+        out = None
+        while heap and heap[0][0] <= now:
+            _ready, key, attempt, visit = heapq.heappop(heap)
+            ticket = Ticket(key, host.origin, visit.url, visit.depth, 0, attempt, visit.referrer,
+                            False, visit.callback, visit.meta, visit.priority,
+                            visit.last())  # fmt: skip
+            if host.rules.allowed(visit.url):
+                host.in_flight += 1
+                recrawl.take(key, visit, attempt)
+                out = ticket
+                break
+            self._on_reject(ticket, ROBOTS_DENIED)
+            with self._write() as txn:
+                recrawl.put_back(txn, visit, key[8:])
+        if not heap:
+            host.revisits = None
+        return out
+
+    def _retry_revisit(self, host: HostQueue, ticket: Ticket, at: float) -> None:
+        """A revisit failed transiently with retries left: again at monotonic time ``at``."""
+        recrawl = self._recrawl
+        assert recrawl is not None
+        visit = recrawl.flying.pop(ticket.key, None)
+        if visit is None:
+            return
+        if host.revisits is None:
+            host.revisits = HostRevisits()
+        host.revisits.push(at, ticket.key, ticket.attempt + 1, visit)
+
+    def freshness(self, now_wall: float) -> dict[str, object]:
+        """The schedule's figures (RECRAWL.md's ``freshness`` dict without ``per_hour``, which
+        observe computes from the visit totals); ``{"enabled": False}`` without recrawl. Counts
+        due keys up to a cap: call it every few seconds, not per tick."""
+        if self._recrawl is None:
+            return {"enabled": False}
+        if self._txn is not None:
+            return self._recrawl.freshness(self._txn, now_wall)
+        with self._env.begin() as txn:
+            return self._recrawl.freshness(txn, now_wall)
+
+    def sitemap_lastmod(self, pairs: Iterable[tuple[str, float]]) -> int:
+        """A sitemap's ``(<loc>, <lastmod> epoch seconds)`` pairs: each scheduled URL whose last
+        capture is older than its lastmod becomes due now. Returns how many did (0 without
+        recrawl; URLs that do not canonicalise or are not scheduled are skipped)."""
+        recrawl = self._recrawl
+        if recrawl is None:
+            return 0
+        made = 0
+        with self._write() as txn:
+            for url, lastmod in pairs:
+                canonical = canonicalize(url)
+                if canonical is not None:
+                    made += recrawl.make_due(txn, canonical, lastmod)
+        return made
 
     # ----------------------------------------------------------------------------- operator
 
@@ -1208,6 +1412,8 @@ class Frontier:
         self._max_host_errors = p.max_host_errors
         self._host_error_urls = p.host_error_urls
         self._memory_urls = s.frontier.memory_urls
+        if self._recrawl is not None and s.recrawl.enabled:
+            self._recrawl.policy = RecrawlPolicy.from_settings(s.recrawl)
         if self._policy == policy:
             return  # the hosts' spacing stands (the adaptive part of it too)
         for name, (delay, _own) in list(self._host_delays.items()):
@@ -1297,10 +1503,9 @@ class Frontier:
 
     def _next_due(self, now: float) -> tuple[str, str, float] | None:
         """The snoozed host due first: (origin, why it waits, seconds until it is due)."""
-        if self.next_wake() is None:
+        host = self._queues.first_snoozed()  # (next_wake also covers revisits not yet due)
+        if host is None:
             return None
-        host = self._queues.first_snoozed()
-        assert host is not None
         wake = host.wake_at
         held = self._holding.get(host.origin)
         if held is not None:

@@ -16,6 +16,7 @@ in that state (and, in the heap, with that wake time), and is skipped when it co
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ import msgspec
 from frontier_crawl.frontier.urls import host_of
 
 if TYPE_CHECKING:
+    from frontier_crawl.frontier.recrawl import HostRevisits, LastCapture
     from frontier_crawl.frontier.robots import Rules
     from frontier_crawl.frontier.store import QueueEntry
 
@@ -50,6 +52,8 @@ class Ticket(msgspec.Struct, frozen=True, gc=False):
     callback: str = ""  #: the spider callback its response goes to ("": the default)
     meta: bytes = b""  #: the request's meta (msgpack; b"": none)
     priority: int = 0  #: the request's priority (stored with the URL; orders its host's queue)
+    #: a revisit's previous captures (``recrawl.py``); None: a first fetch
+    last: LastCapture | None = None
 
 
 class HostState(Enum):
@@ -114,6 +118,7 @@ class HostQueue:
     admitted: int = 0  #: URLs admitted, all runs (for max_pages_per_host)
     group: IpGroup | None = None
     retired: str = ""  #: why the host was retired (the outcome of its URLs)
+    revisits: HostRevisits | None = None  #: due revisits in memory (continuous crawls only)
 
     @property
     def queued(self) -> int:
@@ -121,14 +126,18 @@ class HostQueue:
             (len(self.hot) if self.hot else 0)
             + self.unloaded
             + (len(self.retries) if self.retries else 0)
+            + (len(self.revisits) if self.revisits is not None else 0)
         )
 
     def due(self) -> float:
         """When the host may issue its next request, queued work permitting: its politeness
-        time, or later when all it has left are retries not yet due."""
-        if self.hot or self.unloaded or not self.retries:
+        time, or later when all it has left are retries (or retried revisits) not yet due."""
+        if self.hot or self.unloaded:
             return self.next_at
-        return max(self.next_at, self.retries[0][0])
+        first = self.retries[0][0] if self.retries else math.inf
+        if self.revisits is not None:
+            first = min(first, self.revisits.ready_at())
+        return self.next_at if first == math.inf else max(self.next_at, first)
 
 
 class HostQueues:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from frontier_crawl.frontier.completion import RetryPolicy
 from frontier_crawl.frontier.politeness import DelayPolicy
+from frontier_crawl.frontier.recrawl import RecrawlPolicy
 from frontier_crawl.frontier.scope import check_scope
 from frontier_crawl.frontier.traps import Limits
 
@@ -58,6 +59,11 @@ class FrontierOptions:
     known_ips: Mapping[str, str] = field(default_factory=dict)  #: host -> address (resolve)
     settled_links: int = SETTLED_LINKS
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+    #: ``[sitemaps]`` (enabled): paths queued as sitemaps on every host once its robots.txt
+    #: is known, and whether its ``Sitemap:`` lines are too (both empty/False: off)
+    sitemap_paths: tuple[str, ...] = ()
+    sitemap_robots: bool = False
+    recrawl: RecrawlPolicy | None = None  #: a continuous crawl's policy (None: recrawl off)
 
     @classmethod
     def from_settings(cls, s: CrawlSettings) -> FrontierOptions:
@@ -92,6 +98,9 @@ class FrontierOptions:
             per_ip=p.per_ip,
             known_ips=known_ips,
             retry_policy=RetryPolicy.from_settings(s.fetch),
+            sitemap_paths=s.sitemaps.paths if s.sitemaps.enabled else (),
+            sitemap_robots=s.sitemaps.enabled and s.sitemaps.robots,
+            recrawl=RecrawlPolicy.from_settings(s.recrawl) if s.recrawl.enabled else None,
         )
 
 

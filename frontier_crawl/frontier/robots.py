@@ -132,6 +132,16 @@ class Rules:
             self._parser = None
             self.allow_all = True
 
+    @property
+    def sitemaps(self) -> list[str]:
+        """The robots.txt's ``Sitemap:`` URLs, as written (any group: they stand alone)."""
+        if self._parser is None:
+            return []
+        try:
+            return [url for url in self._parser.sitemaps if url]
+        except Exception:  # protego on hostile input: no sitemaps
+            return []
+
     def allowed(self, url: str) -> bool:
         """May ``url`` (of this origin) be fetched?"""
         if self._parser is None:

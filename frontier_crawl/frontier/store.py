@@ -93,6 +93,10 @@ Errors (``storage_errors``): LMDB raises its own ``lmdb.Error`` subclasses (a fu
 :class:`StorageError`, an ``OSError`` with the errno when the message names one, at its
 transaction and sync boundaries, so callers handle one kind of write failure and never import
 lmdb. A transaction whose commit failed is aborted: the state stays as of the last commit.
+
+A continuous crawl (``[recrawl] enabled``) adds two databases to the same environment,
+``b"recrawl-visits"`` and ``b"recrawl-due"`` (layout: ``recrawl.py``); they are created when
+recrawl is first enabled, so a state without them is an ordinary crawl's and either kind resumes.
 """
 
 from __future__ import annotations

@@ -16,9 +16,19 @@ from frontier_crawl.output.report_html import (
     write_report_html,
     write_status_html,
 )
-from frontier_crawl.output.warc import ArchiveRecord, Revisit, WarcWriter, truncation_reason
+from frontier_crawl.output.warc import (
+    IDENTICAL_PAYLOAD_DIGEST,
+    SERVER_NOT_MODIFIED,
+    ArchiveRecord,
+    Revisit,
+    WarcWriter,
+    new_record_id,
+    truncation_reason,
+)
 
 __all__ = [
+    "IDENTICAL_PAYLOAD_DIGEST",
+    "SERVER_NOT_MODIFIED",
     "SPIDER_PROBLEMS",
     "ArchiveRecord",
     "CrawlLog",
@@ -32,6 +42,7 @@ __all__ = [
     "config_warnings",
     "iso_time",
     "merge_rate_buckets",
+    "new_record_id",
     "render_report",
     "render_report_html",
     "truncation_reason",

@@ -50,6 +50,14 @@ class LogEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     #: seconds this URL's responses held its host beyond the politeness delay, all attempts
     #: (a 429/503 Retry-After, the host backoff); 0 for nearly every URL
     held_s: float = 0.0
+    #: a revisit (``[recrawl]``): how many visits of the URL came before this one (1 for the
+    #: first revisit). A first fetch has none: UNSET, and 0 is taken as UNSET, so its line
+    #: has no ``visit`` key (lines without recrawl are as they always were)
+    visit: int | msgspec.UnsetType = msgspec.UNSET
+
+    def __post_init__(self) -> None:
+        if self.visit == 0:
+            msgspec.structs.force_setattr(self, "visit", msgspec.UNSET)
 
 
 class ProblemEntry(LogEntry, frozen=True, kw_only=True, gc=False):

@@ -23,7 +23,12 @@ class Outcome(StrEnum):
     #: connected to, never retried; the host is retired (its URLs get this outcome too)
     ADDRESS_REFUSED = "address-refused"
     FAILED = "failed"  #: transport error (kind in ``error``); a begun response: WARC-Truncated
-    NOT_MODIFIED = "not-modified"  #: 304 confirmed the cached 200: links followed, WARC revisit
+    #: a 304 confirmed the cached 200 (``fetch.cache``) or the last capture (a revisit, its
+    #: request conditional): WARC revisit record, profile server-not-modified
+    NOT_MODIFIED = "not-modified"
+    #: a 2xx revisit whose payload has the last capture's SHA-1: WARC revisit record, profile
+    #: identical-payload-digest (a changed page is ``fetched`` again)
+    UNCHANGED = "unchanged"
     ROBOTS_TXT = "robots-txt"  #: a robots.txt fetch, logged for the record, not a page
     # a spider's problems with a page: one extra line each, beside the page's own line (its
     # message and code location in ``message`` and ``where``); the crawl goes on
@@ -33,6 +38,10 @@ class Outcome(StrEnum):
     BAD_META = "bad-meta"  #: a Request's meta is not a dict that msgpack serialises
     UNKNOWN_CALLBACK = "unknown-callback"  #: a Request (or a stored URL) names no callback
     BAD_URL = "bad-url"  #: a Request's URL does not parse or is not http(s)
+    # a 2xx sitemap ([sitemaps]): its URLs went to the frontier, it is not a page itself
+    SITEMAP = "sitemap"  #: read whole
+    SITEMAP_TOO_LARGE = "sitemap-too-large"  #: past max_bytes or max_urls: the URLs before kept
+    SITEMAP_INVALID = "sitemap-invalid"  #: not a sitemap (bad XML or gzip, a DTD, other root)
 
 
 #: the outcomes of a spider's problems (``frontier_crawl.spider.Problem.outcome``)

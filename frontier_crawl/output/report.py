@@ -141,6 +141,9 @@ class CrawlStats:
     timeouts: int = 0  #: any entry with error "timeout"
     not_found: int = 0  #: pages answered 404
     not_modified: int = 0  #: outcome not-modified: a 304 confirmed the cached response
+    #: outcome unchanged: a 2xx revisit with the last capture's payload (not in ``pages``, as
+    #: a 304 is not: ``pages`` counts new and changed content)
+    unchanged: int = 0
     bytes: int = 0
     status_classes: dict[str, int] = field(default_factory=_zero_classes)
     errors_by_kind: dict[str, int] = field(default_factory=dict)
@@ -266,6 +269,8 @@ class CrawlStats:
             self.record_page_at(time.time())
         elif outcome == Outcome.NOT_MODIFIED:
             self.not_modified += 1
+        elif outcome == Outcome.UNCHANGED:
+            self.unchanged += 1
         elif outcome == Outcome.HTTP_ERROR:
             self.http_errors += 1
         elif outcome == Outcome.REDIRECT:
@@ -326,6 +331,7 @@ class CrawlStats:
             "errors_by_kind": dict(sorted(self.errors_by_kind.items())),
             "outcomes": dict(sorted(self.outcomes.items())),
             "not_modified": self.not_modified,
+            "unchanged": self.unchanged,
             "redirects": self.redirects,
             "http_errors": self.http_errors,
             "robots_txt_fetches": self.robots_txt,
@@ -517,7 +523,8 @@ def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
         ("redirects (too many)", f"{get('redirects', 0)} ({get('too_many_redirects', 0)})"),
         ("timeouts / other errors", f"{get('timeouts', 0)} / {get('other_errors', 0)}"),
         ("errors by kind", _pairs(get("errors_by_kind")) or "none"),
-        ("not modified (304, cached)", str(get("not_modified", 0))),
+        ("not modified (304) / unchanged (same payload)",
+         f"{get('not_modified', 0)} / {get('unchanged', 0)}"),
         ("outcomes", _pairs(get("outcomes")) or "none"),
         ("robots denied / unavailable",
          f"{get('robots_denied', 0)} / {get('robots_unavailable', 0)}"),
@@ -536,6 +543,7 @@ def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
                 rows.append((f"time in {key} per page",
                              f"median {t.get('median_ms')} ms, p99 {t.get('p99_ms')} ms, "
                              f"{share:.1f}% of the crawl"))  # fmt: skip
+    rows += freshness_rows(get("freshness"))
     if get("disk_space_pauses"):
         rows.append(("paused for disk space",
                      f"{get('disk_space_pauses')} time(s), {get('disk_space_paused_s', 0)} s"))
@@ -549,6 +557,73 @@ def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
     if isinstance(warnings, list) and warnings:
         rows.append(("warnings", "\n".join(str(w) for w in warnings)))
     return rows
+
+
+def freshness_rows(value: object) -> list[tuple[str, str]]:
+    """The console's lines of a continuous crawl's ``freshness`` (RECRAWL.md's dict; none
+    when recrawl is off or the report has none)."""
+    if not isinstance(value, Mapping) or not value.get("enabled"):
+        return []
+    get = value.get
+    due = f"{_count(get('due_now'))}{'+' if get('due_now_capped') else ''} due now"
+    nxt = get("next_due_s")
+    due += f", next in {_seconds(nxt)}" if isinstance(nxt, int | float) else ", none scheduled"
+    p50, p99 = get("overdue_p50_s"), get("overdue_p99_s")
+    late = (f"p50 {_seconds(p50)}, p99 {_seconds(p99)}"
+            if isinstance(p50, int | float) and isinstance(p99, int | float)
+            else "no revisit started")  # fmt: skip
+    return [
+        ("revisit schedule", f"{_count(get('scheduled'))} URLs, {due}"),
+        ("overdue (revisits, last 5 min)", late),
+        ("visits (all runs)", _pairs(get("visits")) or "none"),
+        ("per hour", _per_hour(get("per_hour")) or "none"),
+        ("revisit intervals", _intervals(get("intervals")) or "none"),
+    ]
+
+
+def interval_label(bound: object, previous: object = None) -> str:
+    """A revisit-interval bucket's label: ``<= 1 min``, ``<= 6 h``... ``> 30 d`` for the last
+    (bound None, ``previous`` the bound before it)."""
+    if not isinstance(bound, int | float):
+        return f"> {_span(previous)}" if isinstance(previous, int | float) else "longer"
+    return f"<= {_span(bound)}"
+
+
+def _span(seconds: float) -> str:
+    """60 -> ``1 min``, 86400 -> ``1 d``: the largest unit that divides it."""
+    s = float(seconds)
+    for unit, size in (("d", 86_400), ("h", 3600), ("min", 60)):
+        if s >= size and s % size == 0:
+            return f"{s / size:g} {unit}"
+    return f"{s:g} s"
+
+
+def _intervals(value: object) -> str:
+    """``<= 1 min 3, <= 5 min 10, ...`` for the non-empty buckets."""
+    if not isinstance(value, Mapping):
+        return ""
+    bounds, counts = value.get("le_s"), value.get("counts")
+    if not isinstance(bounds, list) or not isinstance(counts, list):
+        return ""
+    parts = []
+    for i, (bound, n) in enumerate(zip(bounds, counts, strict=False)):
+        if isinstance(n, int) and n > 0:
+            parts.append(f"{interval_label(bound, bounds[i - 1] if i else None)} {n:,}")
+    return ", ".join(parts)
+
+
+def _per_hour(value: object) -> str:
+    """``400 changes, 5,900 revisits, 1,000 new pages`` from ``per_hour``."""
+    if not isinstance(value, Mapping):
+        return ""
+    return ", ".join(
+        f"{v:,.0f} {k.replace('_', ' ')}" if v >= 10 else f"{v:.1f} {k.replace('_', ' ')}"
+        for k, v in value.items() if isinstance(v, int | float)
+    )  # fmt: skip
+
+
+def _count(value: object) -> str:
+    return f"{value:,}" if isinstance(value, int) else "0"
 
 
 def _holds(value: object, total: object) -> str:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from frontier_crawl.output.fsync import write_atomic
+from frontier_crawl.output.report import interval_label
 
 #: the chart's drawing area, in SVG user units (it scales to the page width)
 _W, _H, _PAD_L, _PAD_B, _PAD_T = 900, 240, 56, 28, 12
@@ -128,6 +129,7 @@ def status_report(status: Mapping[str, object], output_dir: str) -> dict[str, ob
         "blocked_hosts": get("blocked_hosts", []),
         "host_delays": get("host_delays", {}),
         "paused": get("paused", False),
+        "freshness": get("freshness", {"enabled": False}),
     }  # fmt: skip
 
 
@@ -162,6 +164,7 @@ def render_report_html(report: Mapping[str, object]) -> str:
           for k, v in cards),
         "</section>",
         _warnings(get("warnings"), get("write_error")),
+        _freshness(get("freshness")),
         f"<section><h2>{_e(get('chart_title', CHART_TITLE))}</h2>",
         _rate_chart(get("pages_over_time"), get("rate_bucket_s"),
                     str(get("chart_empty", "No page was fetched."))),
@@ -211,6 +214,8 @@ section {{ background: var(--card); border: 1px solid var(--line); border-radius
           padding: 14px 16px; margin: 0 0 14px; }}
 section.cards, section.two {{ background: none; border: 0; padding: 0; display: grid; gap: 14px; }}
 section.cards {{ grid-template-columns: repeat(auto-fit, minmax(160px, 1fr)); }}
+.freshness .cards {{ display: grid; gap: 10px;
+                    grid-template-columns: repeat(auto-fit, minmax(150px, 1fr)); }}
 section.two {{ grid-template-columns: repeat(auto-fit, minmax(380px, 1fr)); }}
 section.two > div {{ background: var(--card); border: 1px solid var(--line); border-radius: 8px;
                     padding: 14px 16px; }}
@@ -234,6 +239,64 @@ svg .grid {{ stroke: var(--line); }}
 svg .line {{ fill: none; stroke: var(--acc); stroke-width: 2; }}
 svg .area {{ fill: var(--acc); opacity: .12; }}
 </style></head><body>"""
+
+
+def _seconds(value: object) -> str:
+    """A duration in seconds, or "none" (a figure with nothing to measure is null)."""
+    return _duration(value) if isinstance(value, int | float) else "none"
+
+
+def _freshness(value: object) -> str:
+    """The "Freshness" section of a continuous crawl (the report's ``freshness``, RECRAWL.md):
+    the schedule's cards, visits by result, the rates per hour, the interval distribution.
+    Nothing without recrawl."""
+    fresh = _mapping(value)
+    if not fresh.get("enabled"):
+        return ""
+    get = fresh.get
+    per_hour = _mapping(get("per_hour"))
+    due = _num(get("due_now", 0)) + ("+" if get("due_now_capped") else "")
+    cards = [
+        ("URLs scheduled", _num(get("scheduled", 0))),
+        ("revisits due now", due),
+        ("next due in", _seconds(get("next_due_s"))),
+        ("overdue p50 (last 5 min)", _seconds(get("overdue_p50_s"))),
+        ("overdue p99 (last 5 min)", _seconds(get("overdue_p99_s"))),
+        ("changes / hour", _num(per_hour.get("changes", 0.0))),
+        ("revisits / hour", _num(per_hour.get("revisits", 0.0))),
+        ("new pages / hour", _num(per_hour.get("new_pages", 0.0))),
+    ]
+    intervals = _mapping(get("intervals"))
+    bounds, counts = intervals.get("le_s"), intervals.get("counts")
+    buckets: dict[str, object] = {}
+    if isinstance(bounds, list) and isinstance(counts, list):
+        for i, (bound, n) in enumerate(zip(bounds, counts, strict=False)):
+            buckets[interval_label(bound, bounds[i - 1] if i else None)] = n
+    return "\n".join([
+        '<section class="freshness"><h2>Freshness (continuous crawl)</h2>',
+        '<div class="cards">',
+        *(f'<div class="card"><div class="v">{_e(v)}</div><div class="k">{_e(k)}</div></div>'
+          for k, v in cards),
+        "</div></section>",
+        '<section class="two">',
+        _bars("Visits by result (all runs)", _mapping(get("visits")), "visit"),
+        _rows_in_order("Revisit intervals (URLs scheduled)", buckets),
+        "</section>",
+    ])  # fmt: skip
+
+
+def _rows_in_order(title: str, counts: Mapping[str, object]) -> str:
+    """A bar per key, in the mapping's order (a distribution: empty buckets shown too)."""
+    items = [(k, int(v)) for k, v in counts.items() if isinstance(v, int)]
+    if not any(v for _, v in items):
+        return f'<div><h2>{_e(title)}</h2><p class="empty">none</p></div>'
+    top = max(v for _, v in items)
+    rows = "".join(
+        f'<tr><td>{_e(k)}</td><td class="n">{v:,}</td><td style="width:45%">'
+        f'<div class="bar" style="width:{100 * v / top:.1f}%"></div></td></tr>'
+        for k, v in items
+    )
+    return f"<div><h2>{_e(title)}</h2><table>{rows}</table></div>"
 
 
 def _warnings(warnings: object, write_error: object) -> str:
@@ -420,7 +483,7 @@ def _details(report: Mapping[str, object]) -> str:
              "output_dir", "outcomes", "errors_by_kind", "status_classes", "slowest_hosts",
              "failing_hosts", "held_by", "pages_over_time", "rate_bucket_s", "cpu", "title",
              "chart_title", "chart_empty", "state", "bottleneck", "busiest_hosts",
-             "loop_s"}  # fmt: skip
+             "loop_s", "freshness"}  # fmt: skip
     rows = []
     for key, value in report.items():
         if key in shown:

@@ -35,15 +35,28 @@ record carries ``WARC-Truncated`` (WARC 1.1 section 5.13: ``length`` for the siz
 for a timeout, ``disconnect`` for a broken connection, ``unspecified`` otherwise) and the payload
 holds what arrived (nothing past the size cap). Transfers that got no response are not archived.
 
-A ``304 Not Modified`` that confirmed an earlier capture (the HTTP cache of a recrawl) is a
-``revisit`` record instead of a response (profile ``server-not-modified``): the 304's header
-block, no payload, and ``WARC-Refers-To-Target-URI`` / ``WARC-Refers-To-Date`` naming the
-capture that holds the payload.
+Revisits (WARC 1.1 section 6.7; ``ArchiveRecord.revisit_of``) are ``revisit`` records
+instead of responses, with no payload, naming the capture that holds it by
+``WARC-Refers-To`` (its record ID, when known), ``WARC-Refers-To-Target-URI`` and
+``WARC-Refers-To-Date`` (what pywb resolves them by), and carrying its
+``WARC-Payload-Digest`` when known (``Revisit.payload_digest``):
+
+* profile ``server-not-modified``: a ``304 Not Modified`` that confirmed an earlier capture
+  (a conditional revisit, or the HTTP cache of a recrawl); the block is the 304's header block;
+* profile ``identical-payload-digest``: a 2xx whose payload has the earlier capture's SHA-1;
+  the block is the 2xx's header block, so the record says ``WARC-Truncated: length`` (6.7.2),
+  and ``WARC-Payload-Digest`` is mandatory.
+
+Record IDs: ``ArchiveRecord.record_id`` is the response (or revisit) record's, chosen by the
+caller with :func:`new_record_id` when it must know it (to refer to the capture later); ""
+lets the writer make one. ``ArchiveRecord.payload_digest`` is the payload's SHA-1 when the
+caller already has it (it is then not computed again; it must be ``sha1(payload)``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import socket
@@ -60,10 +73,13 @@ from frontier_crawl import __version__
 from frontier_crawl.output import warcfile
 from frontier_crawl.output.warcfile import (
     COMPRESSORS,
+    IDENTICAL_PAYLOAD_DIGEST,
+    PROFILES,
     SERVER_NOT_MODIFIED,
     Capture,
     Files,
     last_header_block,
+    new_record_id,
     warc_date,
     warc_file_name,
     without_transfer_encoding,
@@ -78,11 +94,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMPRESSORS",
+    "IDENTICAL_PAYLOAD_DIGEST",
+    "PROFILES",
     "SERVER_NOT_MODIFIED",
     "ArchiveRecord",
     "Revisit",
     "WarcWriter",
     "last_header_block",
+    "new_record_id",
     "truncation_reason",
     "warc_date",
     "warc_file_name",
@@ -106,10 +125,25 @@ def truncation_reason(error: str) -> str:
 
 @dataclass(slots=True, frozen=True)
 class Revisit:
-    """The earlier capture a 304 confirmed: its target URI and WARC-Date (epoch seconds)."""
+    """The earlier capture a revisit repeats: its target URI and WARC-Date (epoch seconds),
+    its response record's WARC-Record-ID ("" : unknown, no WARC-Refers-To), the revisit's
+    profile (``SERVER_NOT_MODIFIED`` for a 304, ``IDENTICAL_PAYLOAD_DIGEST`` for a 2xx with
+    the same payload) and that capture's payload SHA-1 (20 bytes; b"" : unknown, which
+    identical-payload-digest allows only with the record's own payload or digest)."""
 
     uri: str
     date: float
+    record_id: str = ""
+    profile: str = SERVER_NOT_MODIFIED
+    payload_digest: bytes = b""
+
+    def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise ValueError(f"unknown revisit profile {self.profile!r}")
+        if self.payload_digest and len(self.payload_digest) != 20:
+            raise ValueError(f"a payload digest is a SHA-1 (20 bytes), got {self.payload_digest!r}")
+        if self.record_id:
+            _check_record_id(self.record_id)
 
 
 @dataclass(slots=True, frozen=True)
@@ -123,16 +157,50 @@ class ArchiveRecord:
     header_bytes: bytes  #: response status line + headers as received
     payload: bytes  #: body as received after de-chunking; may still be gzip-encoded
     truncated: str | None = None  #: WARC-Truncated reason when the payload is incomplete
-    revisit_of: Revisit | None = None  #: set for a 304 confirming that capture (no payload)
+    #: set for a revisit (a 304, or a 2xx with the same payload): the capture it repeats; its
+    #: record then has no payload (``payload`` is not archived, only its digest)
+    revisit_of: Revisit | None = None
+    record_id: str = ""  #: WARC-Record-ID of the response (or revisit) record; "" : a new one
+    payload_digest: bytes = b""  #: ``sha1(payload).digest()`` if already known, else b""
 
     def capture(self) -> Capture:
-        """The form the records are built from (``warcfile.Capture``)."""
+        """The form the records are built from (``warcfile.Capture``). An
+        identical-payload-digest revisit's digest is ``payload_digest``, else the original's,
+        else computed from ``payload``. Raises ValueError for a malformed record ID or digest,
+        or an identical-payload-digest revisit whose ``payload_digest`` is not the
+        original's."""
+        if self.record_id:
+            _check_record_id(self.record_id)
+        digest = self.payload_digest
+        if digest and len(digest) != 20:
+            raise ValueError(f"a payload digest is a SHA-1 (20 bytes), got {digest!r}")
         seen = self.revisit_of
+        if seen is None:
+            return Capture(
+                self.url, self.ip, self.fetched_at, self.request_bytes, self.header_bytes,
+                self.payload, self.truncated or "", record_id=self.record_id,
+                payload_digest=digest,
+            )  # fmt: skip
+        if seen.profile == IDENTICAL_PAYLOAD_DIGEST:
+            digest = digest or seen.payload_digest or hashlib.sha1(self.payload).digest()
+            if seen.payload_digest and digest != seen.payload_digest:
+                raise ValueError(
+                    f"identical-payload-digest revisit of {self.url}: its payload digest is not "
+                    "the original's"
+                )
+        else:  # a 304: the payload (none) is the original's
+            digest = seen.payload_digest
         return Capture(
-            self.url, self.ip, self.fetched_at, self.request_bytes, self.header_bytes,
-            self.payload, self.truncated or "", seen.uri if seen else "",
-            seen.date if seen else 0.0, seen is not None,
+            self.url, self.ip, self.fetched_at, self.request_bytes, self.header_bytes, b"",
+            "", seen.uri, seen.date, seen.profile, self.record_id, digest, seen.record_id,
         )  # fmt: skip
+
+
+def _check_record_id(rid: str) -> None:
+    """A WARC-Record-ID is ``<uri>``: one printable line, no spaces (it becomes a header)."""
+    if not (len(rid) > 2 and rid[0] == "<" and rid[-1] == ">" and rid.isprintable()
+            and " " not in rid and rid.isascii()):  # fmt: skip
+        raise ValueError(f"a WARC-Record-ID is <uri> on one line, got {rid!r}")
 
 
 class WarcWriter:
@@ -237,8 +305,8 @@ class WarcWriter:
         """Append a response record and its request record; rotate past ``max_bytes``.
 
         Returns the write's sequence number (1, 2, ...): :meth:`written` reaching it means the
-        records are durable. Raises ValueError for an empty ``header_bytes`` or a closed
-        writer.
+        records are durable. Raises ValueError for an empty ``header_bytes``, a malformed
+        ``record_id`` or digest (``ArchiveRecord.capture``) or a closed writer.
         """
         if self._closed:
             raise ValueError("write to a closed WarcWriter")

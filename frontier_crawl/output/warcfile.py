@@ -48,7 +48,11 @@ try:  # zlib's maintained fork; the standard library's zlib where it is missing
 except ImportError:  # pragma: no cover
     _zng = zlib
 
+#: the WARC 1.1 revisit profiles (section 6.7): a 304 that confirmed the last capture, and a
+#: 2xx whose payload has the last capture's digest
 SERVER_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+IDENTICAL_PAYLOAD_DIGEST = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+PROFILES = (SERVER_NOT_MODIFIED, IDENTICAL_PAYLOAD_DIGEST)
 _CONTROL_ESCAPES = {c: f"%{c:02X}" for c in (*range(0x21), 0x7F)}
 
 #: deflate libraries for the gzip members: name -> (default level, highest level)
@@ -66,26 +70,33 @@ class Capture(NamedTuple):
     header_bytes: bytes
     payload: bytes
     truncated: str = ""
-    refers_uri: str = ""  #: for a revisit: the capture a 304 confirmed ("" otherwise)
+    refers_uri: str = ""  #: for a revisit: the capture it repeats ("" otherwise)
     refers_date: float = 0.0
-    revisit: bool = False
+    profile: str = ""  #: a revisit's WARC-Profile (``PROFILES``); "" for a response record
+    record_id: str = ""  #: WARC-Record-ID of the response or revisit record ("" : a new one)
+    #: SHA-1 of the payload (20 bytes; b"" : computed here). A revisit's is the repeated
+    #: capture's, written as its WARC-Payload-Digest (none for a 304 without one)
+    payload_digest: bytes = b""
+    refers_id: str = ""  #: for a revisit: that capture's WARC-Record-ID ("" : unknown)
 
 
 # --------------------------------------------------------------------------- the wire
 
-#: per capture: fetched_at, refers_date, revisit, then the lengths of url, ip, request,
-#: header, payload, truncated, refers_uri; the fields follow in that order
-_WIRE = struct.Struct("<dd?7I")
+#: per capture: fetched_at, refers_date, then the lengths of url, ip, request, header,
+#: payload, truncated, refers_uri, profile, record_id, payload_digest, refers_id; the fields
+#: follow in that order
+_WIRE = struct.Struct("<dd11I")
 
 
 def encode_capture(c: Capture, out: list[bytes]) -> int:
     """Append ``c``'s wire form to ``out`` (parts to join); returns its size in bytes."""
     url, ip = c.url.encode("utf-8", "surrogatepass"), c.ip.encode()
     truncated, refers = c.truncated.encode(), c.refers_uri.encode("utf-8", "surrogatepass")
-    lengths = (len(url), len(ip), len(c.request_bytes), len(c.header_bytes), len(c.payload),
-               len(truncated), len(refers))  # fmt: skip
-    out += (_WIRE.pack(c.fetched_at, c.refers_date, c.revisit, *lengths), url, ip,
-            c.request_bytes, c.header_bytes, c.payload, truncated, refers)  # fmt: skip
+    profile, rid, refers_id = c.profile.encode(), c.record_id.encode(), c.refers_id.encode()
+    parts = (url, ip, c.request_bytes, c.header_bytes, c.payload, truncated, refers, profile,
+             rid, c.payload_digest, refers_id)  # fmt: skip
+    lengths = [len(part) for part in parts]
+    out += (_WIRE.pack(c.fetched_at, c.refers_date, *lengths), *parts)
     return _WIRE.size + sum(lengths)
 
 
@@ -94,16 +105,19 @@ def decode_captures(buf: bytes, start: int = 0) -> Iterator[Capture]:
     size, unpack, end = _WIRE.size, _WIRE.unpack_from, len(buf)
     at = start
     while at < end:
-        fetched_at, refers_date, revisit, *lengths = unpack(buf, at)
+        fetched_at, refers_date, *lengths = unpack(buf, at)
         at += size
         fields = []
         for n in lengths:
             fields.append(buf[at : at + n])
             at += n
-        url, ip, request, head, payload, truncated, refers = fields
+        url, ip, request, head, payload, truncated, refers, profile, rid, digest, refers_id = (
+            fields
+        )
         yield Capture(url.decode("utf-8", "surrogatepass"), ip.decode(), fetched_at, request,
                       head, payload, truncated.decode(), refers.decode("utf-8", "surrogatepass"),
-                      refers_date, revisit)  # fmt: skip
+                      refers_date, profile.decode(), rid.decode(), digest,
+                      refers_id.decode())  # fmt: skip
 
 
 # --------------------------------------------------------------------------- records
@@ -112,7 +126,7 @@ def decode_captures(buf: bytes, start: int = 0) -> Iterator[Capture]:
 def record_bytes(c: Capture) -> list[bytes]:
     """The uncompressed WARC records of a capture: its response (or revisit) record, then its
     request record when there is a request header block. Raises ValueError for an empty
-    response header block."""
+    response header block or a revisit of an unknown profile."""
     if not c.header_bytes.strip():
         raise ValueError(f"empty response header block for {c.url}")
     head = without_transfer_encoding(last_header_block(c.header_bytes))
@@ -121,24 +135,20 @@ def record_bytes(c: Capture) -> list[bytes]:
     if c.ip:
         shared += f"WARC-IP-Address: {c.ip}\r\n"
     block = hashlib.sha1(head)
-    if c.revisit:
-        payload = b""
-        fields = (
-            f"WARC-Profile: {SERVER_NOT_MODIFIED}\r\n"
-            f"WARC-Refers-To-Target-URI: {_header_safe(c.refers_uri)}\r\n"
-            f"WARC-Refers-To-Date: {warc_date(c.refers_date)}\r\n"
-            f"WARC-Block-Digest: {_sha1_label(block.digest())}\r\n"
-        )
+    if c.profile:
+        payload, fields = b"", _revisit_fields(c)
+        fields += f"WARC-Block-Digest: {_sha1_label(block.digest())}\r\n"
     else:
         payload = c.payload
         block.update(payload)
+        digest = c.payload_digest or hashlib.sha1(payload).digest()
         fields = f"WARC-Truncated: {c.truncated}\r\n" if c.truncated else ""
         fields += (
             f"WARC-Block-Digest: {_sha1_label(block.digest())}\r\n"
-            f"WARC-Payload-Digest: {_sha1_label(hashlib.sha1(payload).digest())}\r\n"
+            f"WARC-Payload-Digest: {_sha1_label(digest)}\r\n"
         )
-    rid = _record_id()
-    kind = "revisit" if c.revisit else "response"
+    rid = c.record_id or new_record_id()
+    kind = "revisit" if c.profile else "response"
     out = [_record(kind, rid, shared + fields, "application/http; msgtype=response", head, payload)]
     if c.request_bytes.strip():
         request = last_header_block(c.request_bytes)
@@ -148,8 +158,40 @@ def record_bytes(c: Capture) -> list[bytes]:
             f"WARC-Payload-Digest: {_EMPTY_SHA1}\r\n"
         )
         kind = "application/http; msgtype=request"
-        out.append(_record("request", _record_id(), shared + fields, kind, request, b""))
+        out.append(_record("request", new_record_id(), shared + fields, kind, request, b""))
     return out
+
+
+def _revisit_fields(c: Capture) -> str:
+    """A revisit record's own fields (WARC 1.1 section 6.7), block digest aside.
+
+    Both profiles: WARC-Profile, WARC-Refers-To (the repeated capture's record ID, when known),
+    WARC-Refers-To-Target-URI and WARC-Refers-To-Date (its target URI and date: what pywb
+    looks the original up by), and WARC-Payload-Digest: the repeated capture's payload digest
+    (6.7.2 makes it mandatory for identical-payload-digest; for server-not-modified, 6.7.3
+    defines the payload as the original's and the field's own section allows it for a payload
+    left off by a revisit profile: it must be the original's, never the digest of the 304's
+    empty body, or replay tools looking the original up by digest find nothing). The
+    block is the response's header block: a 304's is complete; a 2xx's is the response
+    truncated after its headers, so identical-payload-digest also says ``WARC-Truncated:
+    length`` (6.7.2: "shall be used for any identical-digest truncation")."""
+    if c.profile not in PROFILES:
+        raise ValueError(f"unknown revisit profile {c.profile!r} for {c.url}")
+    identical = c.profile == IDENTICAL_PAYLOAD_DIGEST
+    if identical and len(c.payload_digest) != 20:
+        raise ValueError(f"identical-payload-digest revisit of {c.url} without its SHA-1")
+    fields = f"WARC-Profile: {c.profile}\r\n"
+    if c.refers_id:
+        fields += f"WARC-Refers-To: {c.refers_id}\r\n"
+    fields += (
+        f"WARC-Refers-To-Target-URI: {_header_safe(c.refers_uri)}\r\n"
+        f"WARC-Refers-To-Date: {warc_date(c.refers_date)}\r\n"
+    )
+    if identical:
+        fields += "WARC-Truncated: length\r\n"
+    if c.payload_digest:
+        fields += f"WARC-Payload-Digest: {_sha1_label(c.payload_digest)}\r\n"
+    return fields
 
 
 def warcinfo_bytes(filename: str, info: Mapping[str, str], now: float) -> bytes:
@@ -159,7 +201,7 @@ def warcinfo_bytes(filename: str, info: Mapping[str, str], now: float) -> bytes:
         f"WARC-Filename: {filename}\r\nWARC-Date: {warc_date(now)}\r\n"
         f"WARC-Block-Digest: {_sha1_label(hashlib.sha1(block).digest())}\r\n"
     )
-    return _record("warcinfo", _record_id(), fields, "application/warc-fields", block, b"")
+    return _record("warcinfo", new_record_id(), fields, "application/warc-fields", block, b"")
 
 
 def _record(
@@ -174,16 +216,17 @@ def _record(
     return b"".join((header.encode("utf-8"), head, payload, b"\r\n\r\n"))
 
 
-def _record_id() -> str:
+def new_record_id() -> str:
     """A fresh ``<urn:uuid:...>`` (version 4, random), as ``uuid.uuid4()`` makes them at a
     fifth of its cost: 122 random bits from a generator seeded from ``os.urandom`` in each
-    process (record IDs must be unique, not secret)."""
+    process, and again in a forked child (record IDs must be unique, not secret)."""
     n = (_RANDOM.getrandbits(128) & _UUID_CLEAR) | _UUID_SET
     h = f"{n:032x}"
     return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
 
 
 _RANDOM = random.Random(os.urandom(32))
+os.register_at_fork(after_in_child=lambda: _RANDOM.seed(os.urandom(32)))
 _UUID_CLEAR = ~((0xF << 76) | (0x3 << 62))  #: the version and variant bits
 _UUID_SET = (4 << 76) | (0x2 << 62)  #: version 4, RFC 4122 variant
 

@@ -173,8 +173,12 @@ class SpiderHost:
         rules: Rules | None = None,
         user_dirs: tuple[str, ...] = (),
         renamed: dict[str, str] | None = None,
+        item_time_field: str = "",
     ) -> None:
         self.spider = spider
+        #: [recrawl] item_time_field: the key each item of a page gets, its fetch time (ISO
+        #: 8601, UTC, as the crawl log's ``time``), when the page says when it was fetched
+        self._item_time_field = item_time_field
         #: [spider] renamed_callbacks: a stored callback name -> the method it is now
         self._renamed = dict(renamed or {})
         #: callback names stored with queued requests (CALLBACKS_BLOB), and whether this run
@@ -221,7 +225,10 @@ class SpiderHost:
         for source in (section.source, *(p.rpartition(":")[0] for p in section.pipelines)):
             if source is not None and is_source_file(source):
                 dirs.append(str(Path(source).resolve().parent))
-        return cls(spider, pipelines, rules, tuple(dirs), dict(section.renamed_callbacks))
+        recrawl = settings.recrawl
+        time_field = recrawl.item_time_field if recrawl.enabled else ""
+        return cls(spider, pipelines, rules, tuple(dirs), dict(section.renamed_callbacks),
+                   time_field)  # fmt: skip
 
     # -- the seam ------------------------------------------------------------------------
 
@@ -239,7 +246,8 @@ class SpiderHost:
         counts: dict[str, int] | None = None
         if blob is None:  # a crawl from before the names were saved (or a new one): one scan
             counts = count()
-            self._recorded = {n for n in counts if n}
+            self._recorded = {n for n in counts if n and n[0] != "\x00"}  # (NUL: the crawl's
+            # own, never a spider's, such as the sitemaps' callback)
             self.names_changed = bool(self._recorded)
         else:
             self._recorded = set(_decode_names(blob))
@@ -409,6 +417,9 @@ class SpiderHost:
             return Yielded(state.requests, [], state.problems, t1 - t0, 0.0)
         dropped: dict[str, int] = {}
         items = self._pipeline(state, response, dropped)
+        if self._item_time_field and state.page.fetched_at:
+            key, stamp = self._item_time_field, _iso_time(state.page.fetched_at)
+            items = [{**item, key: stamp} for item in items]  # (the feed's form: dicts)
         return Yielded(state.requests, items, state.problems, t1 - t0, _perf() - t1,
                        dropped or None)  # fmt: skip
 
@@ -923,3 +934,9 @@ def _short(value: Any, limit: int = 80) -> str:
     except Exception:
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _iso_time(epoch_s: float) -> str:
+    """``2024-05-01T12:00:00.123Z`` (as the crawl log's ``time``; milliseconds truncated)."""
+    seconds, ms = divmod(int(epoch_s * 1000), 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{ms:03d}Z"

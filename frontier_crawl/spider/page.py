@@ -24,3 +24,5 @@ class Page(msgspec.Struct, frozen=True, gc=False):
     #: the page as the engine parsed it for its links (a selectolax LexborHTMLParser), if it
     #: can hand it over: ``Response.css`` then uses it instead of parsing the page again
     tree: Any = None
+    #: wall clock (time.time()) of the fetch; 0.0: not given (the items carry no fetch time)
+    fetched_at: float = 0.0

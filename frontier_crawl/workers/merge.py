@@ -52,7 +52,8 @@ def merge_status(snaps: list[dict[str, Any]]) -> dict[str, Any]:
     for snap in snaps:
         for key, value in snap.items():
             if key in ("history", "worker", "workers", "state", "bottleneck", "busiest_hosts",
-                       "failing_hosts", "cpu", "blocked_hosts", "host_delays", "paused"):
+                       "failing_hosts", "cpu", "blocked_hosts", "host_delays", "paused",
+                       "freshness"):  # fmt: skip
                 continue
             merged[key] = _merge(merged.get(key), value)
     states = [s.get("state", "running") for s in snaps]
@@ -62,6 +63,7 @@ def merge_status(snaps: list[dict[str, Any]]) -> dict[str, Any]:
     merged["blocked_hosts"] = snaps[0].get("blocked_hosts", [])
     merged["host_delays"] = snaps[0].get("host_delays", {})
     merged["cpu"] = _merge_cpu([s.get("cpu", {}) for s in snaps])
+    merged["freshness"] = merge_freshness([s.get("freshness") or {} for s in snaps])
     merged["elapsed_s"] = max(float(s.get("elapsed_s", 0.0)) for s in snaps)
     for key in ("busiest_hosts", "failing_hosts"):
         rows = [row for s in snaps for row in s.get(key, [])]
@@ -121,6 +123,8 @@ def merge_reports(reports: list[Mapping[str, Any]]) -> dict[str, Any]:
         [(float(r.get("rate_bucket_s", 60.0)), r.get("pages_over_time", [])) for r in reports]
     )
     merged["runs"] = max((int(r.get("runs", 0)) for r in reports), default=0)  # side by side
+    if any("freshness" in r for r in reports):
+        merged["freshness"] = merge_freshness([r.get("freshness") or {} for r in reports])
     for key, order in (("slowest_hosts", "mean_fetch_s"), ("failing_hosts", "failures")):
         rows = [row for r in reports for row in r.get(key, [])]  # hosts are partitioned
         merged[key] = sorted(rows, key=lambda row: -row.get(order, 0))[:10]
@@ -131,6 +135,34 @@ def merge_reports(reports: list[Mapping[str, Any]]) -> dict[str, Any]:
             if isinstance(spider.get(key), dict):
                 spider[key] = LogHistogram.from_summary(spider[key]).summary(busy)
     return merged
+
+
+def merge_freshness(parts: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """One ``freshness`` dict (RECRAWL.md) from the workers': counts and rates added, the
+    interval histograms added bucket by bucket, the soonest next due time, and the workers'
+    worst overdue figures (a quantile of the union is not kept: the worst worker's is shown)."""
+    if not parts or not all(p.get("enabled") for p in parts):
+        return {"enabled": False}
+    out: dict[str, Any] = {"enabled": True}
+    for key in ("scheduled", "due_now"):
+        out[key] = sum(int(p.get(key) or 0) for p in parts)
+    out["due_now_capped"] = any(p.get("due_now_capped") for p in parts)
+    for key, pick in (("next_due_s", min), ("overdue_p50_s", max), ("overdue_p99_s", max)):
+        values = [float(p[key]) for p in parts if p.get(key) is not None]
+        out[key] = pick(values) if values else None
+    for key in ("visits", "per_hour"):
+        total: dict[str, Any] = {}
+        for p in parts:
+            for name, n in (p.get(key) or {}).items():
+                total[name] = total.get(name, 0) + n
+        out[key] = total
+    first = parts[0].get("intervals") or {}
+    counts = [0] * len(first.get("counts", []))
+    for p in parts:
+        for i, n in enumerate((p.get("intervals") or {}).get("counts", [])[: len(counts)]):
+            counts[i] += int(n)
+    out["intervals"] = {"le_s": list(first.get("le_s", [])), "counts": counts}
+    return out
 
 
 def _merge(a: Any, b: Any) -> Any:

@@ -9,6 +9,8 @@ is local; WARC off (the example collects items only).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -16,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 
 from frontier_crawl.demo.server import DemoServer, robots_first_violations
 from frontier_crawl.demo.site import Site, SiteSpec
+from tests.control_client import Api
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -127,3 +132,50 @@ def test_spider_and_rules_combined(tmp_path: Path) -> None:
     assert len(from_rules) + len(from_spider) == len(items) == 2 * len(truth)
     assert _by_url(from_spider) == {p["url"]: p for p in truth}
     assert sorted(i["page"] for i in from_rules) == sorted(str(p["url"]) for p in truth)
+
+
+def test_recrawl_example_revisits_until_stopped(tmp_path: Path) -> None:
+    """examples/recrawl: a continuous crawl of the shop; it runs until SIGTERM, its revisits of
+    the unchanging demo pages are identical-payload-digest WARC records, the status and report
+    show the freshness figures; ``POST /api/stop`` ends it (exit 0)."""
+
+    site = Site(SiteSpec(hosts=1, pages=10, crawl_delay_s=None, products=20))
+    with DemoServer(site) as server:
+        text = (EXAMPLE.parent / "recrawl" / "crawl.toml").read_text()
+        config = tmp_path / "crawl.toml"
+        config.write_text(text.replace(f":{EXAMPLE_PORT}", f":{server.port}"))
+        out = tmp_path / "recrawl-output"
+        log = tmp_path / "crawl.log"
+        with log.open("wb") as sink:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "frontier_crawl.cli", "--config", str(config)],
+                stdout=sink, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True,
+            )  # fmt: skip
+        stopped = False
+        try:
+
+            def unchanged() -> bool:
+                path = out / "crawl.jsonl"
+                return path.exists() and '"outcome":"unchanged"' in path.read_text()
+
+            wait_until("a revisit found a page unchanged", unchanged, 60, every_s=0.1,
+                       alive=proc, detail=log.read_text)  # fmt: skip
+            api = Api(out)
+            fresh = api.status()["freshness"]
+            assert fresh["enabled"] is True and fresh["scheduled"] > 0, fresh
+            assert proc.poll() is None  # nothing new to fetch, and it goes on
+            api.post("/api/stop")
+            stopped = True
+        finally:
+            if not stopped and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(60) == 0, log.read_text()[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["freshness"]["visits"]["unchanged"] >= 1, report["freshness"]
+    profiles: Counter[str] = Counter()
+    for path in sorted((out / "warc").glob("*.warc.gz")):
+        with path.open("rb") as fh:
+            for rec in ArchiveIterator(fh):
+                rec.content_stream().read()
+                profiles[rec.rec_headers.get_header("WARC-Profile") or rec.rec_type] += 1
+    assert any(p.endswith("identical-payload-digest") for p in profiles), profiles

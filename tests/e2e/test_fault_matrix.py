@@ -33,6 +33,7 @@ from frontier_crawl.demo.site import Site, SiteSpec
 from frontier_crawl.output.warc import _BATCH_RECORDS
 from tests.conftest import render_toml, running, served_pages, warc_response_uris
 from tests.e2e.test_crash import warcio_check
+from tests.recrawl_site import Hit, RecrawlSite
 from tests.redis_server import RedisServer
 from tests.waiting import wait_until
 
@@ -374,3 +375,97 @@ def test_cluster_node(
         chain.run(event)
     assert first.wait() == 0, first.output()[-3000:]
     chain.finish([tmp_path / "out-0", tmp_path / "out-1"])
+
+
+# ---------------------------------------------------------------------- continuous crawling
+#: what a continuous crawl ([recrawl]) meets, on two worker processes. It never ends by itself:
+#: each event is checked by its exit status, no process left, and the schedule going on after
+#: the same command (the first request for every page it had surely committed, answered 2 s
+#: before the event, is conditional); SIGTERM ends it, and its WARC files are all valid
+RECRAWL_EVENTS = ["sigterm-group", "kill-9-worker", "restart-100ms", "ctrl-c-group"]
+
+
+@pytest.mark.timeout(300)
+def test_recrawl_two_processes(tmp_path: Path) -> None:
+    with RecrawlSite(hosts=4, fast_period_s=3.0, vanish_after_s=1e9) as site:
+        # intervals of seconds (1 to 5), not the defaults' hours, and min_delay_s 1.0 -> 0.25:
+        # every page is revisited twice within each segment of a few seconds
+        cfg = tmp_path / "crawl.toml"
+        cfg.write_text(render_toml({
+            "crawl": {"seeds": site.seeds(), "output_dir": "out"},
+            "politeness": {"min_delay_s": 0.25},
+            "fetch": {"resolve": site.resolve_entries()},
+            "frontier": {"seen_capacity": 100_000},  # (see config above)
+            "workers": {"processes": 2},
+            "recrawl": {"enabled": True, "min_interval_s": 1.0, "initial_interval_s": 1.5,
+                        "max_interval_s": 5.0},
+        }))  # fmt: skip
+        crawl = Crawl(cfg).start()
+        dead: list[subprocess.Popen[bytes]] = []
+        try:
+            for event in RECRAWL_EVENTS:
+                since = len(site.hits())
+                assert crawl.proc is not None
+                wait_until(  # every page revisited at least once in this run
+                    f"every page visited twice before {event}",
+                    lambda s=since: _visited_twice(site, s), 60, every_s=0.1,
+                    alive=crawl.proc, detail=crawl.output,
+                )  # fmt: skip
+                stopped = time.time()
+                tree = crawl.tree()
+                if event == "sigterm-group":
+                    os.killpg(crawl.pid, signal.SIGTERM)
+                    assert crawl.wait() == 0, crawl.output()[-3000:]
+                elif event == "ctrl-c-group":
+                    os.killpg(crawl.pid, signal.SIGINT)
+                    assert crawl.wait() == 0, crawl.output()[-3000:]
+                    gone(tree)
+                    break  # the end of the chain
+                elif event == "kill-9-worker":
+                    workers = crawl.children("multiprocessing.spawn")
+                    assert workers, "no worker process found"
+                    os.kill(workers[0], signal.SIGKILL)
+                    assert crawl.wait() == 1, crawl.output()[-3000:]
+                else:  # restart-100ms: the dead main process left unreaped meanwhile
+                    os.kill(crawl.pid, signal.SIGKILL)
+                    assert crawl.proc is not None
+                    dead.append(crawl.proc)
+                if event != "restart-100ms":
+                    gone(tree)
+                begin = len(site.hits())
+                crawl.start()
+                _first_requests_conditional(site, begin, stopped - 2.0, crawl)
+        finally:
+            for pid in crawl.tree() if crawl.proc and crawl.proc.poll() is None else ():
+                os.kill(pid, signal.SIGKILL)
+            for proc in dead:
+                assert proc.wait(10) == -signal.SIGKILL
+    assert "Traceback" not in crawl.output(), crawl.output()[-3000:]
+    warcs = sorted(p for p in (tmp_path / "out").rglob("warc/*") if p.is_file())
+    assert warcs and all(p.name.endswith(".warc.gz") for p in warcs), warcs
+    warcio_check(warcs)
+
+
+def _visited_twice(site: RecrawlSite, since: int) -> bool:
+    counts: dict[tuple[str, str], int] = {}
+    for h in site.pages(since):
+        counts[h.host, h.path] = counts.get((h.host, h.path), 0) + 1
+    return len(counts) == 7 * site.hosts and min(counts.values()) >= 2
+
+
+def _first_requests_conditional(
+    site: RecrawlSite, begin: int, committed_by: float, crawl: Crawl
+) -> None:
+    """After a restart: the first request for each page with a validator that was answered
+    with a 200 before ``committed_by`` is conditional (its validators kept with it)."""
+    known = {(h.host, h.path) for h in site.pages() if h.status == 200 and h.path != "/plain"
+             and h.arrived < committed_by}  # fmt: skip
+    assert crawl.proc is not None
+    wait_until("every known page requested again",
+               lambda: known <= {(h.host, h.path) for h in site.pages(begin)}, 60,
+               every_s=0.1, alive=crawl.proc, detail=crawl.output)  # fmt: skip
+    firsts: dict[tuple[str, str], Hit] = {}
+    for h in site.pages(begin):
+        firsts.setdefault((h.host, h.path), h)
+    unconditional = [k for k in known if not firsts[k].conditional]
+    assert not unconditional, unconditional

@@ -55,6 +55,12 @@ def _run_cli(tmp_path: Path, text: str, *extra: str) -> subprocess.CompletedProc
         ('[politeness]\nrobots_token = "bot/1"\n', "politeness.robots_token: 'bot/1' is not"),
         ('[politeness]\nuser_agent = "bot2/1"\n', "set politeness.robots_token"),
         ("[politeness]\nrobots_ttl_s = 0\n", "politeness.robots_ttl_s: must be > 0.0, got 0"),
+        ("[recrawl]\nchanged_factor = 2\n", "recrawl.changed_factor: must be <= 1.0, got 2"),
+        (
+            "[recrawl]\nmin_interval_s = 60\ninitial_interval_s = 30\n",
+            "recrawl.initial_interval_s: 30.0 is outside min_interval_s 60.0",
+        ),
+        ("[[recrawl.rules]]\npattern = '('\n", "recrawl.rules[0].pattern: invalid regular"),
     ],
 )
 def test_bad_config_exits_2_naming_the_key(tmp_path: Path, snippet: str, expected: str) -> None:

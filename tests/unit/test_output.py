@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import gzip
+import hashlib
 import json
 import random
 import re
@@ -141,10 +142,17 @@ def warcio_records(rec: ArchiveRecord) -> list[bytes]:
         fields["WARC-IP-Address"] = rec.ip
     shared = dict(fields)  # the request record's
     if rec.revisit_of is not None:
+        seen = rec.revisit_of
         kind, payload = "revisit", b""
-        fields["WARC-Profile"] = warcfile.SERVER_NOT_MODIFIED
-        fields["WARC-Refers-To-Target-URI"] = rec.revisit_of.uri
-        fields["WARC-Refers-To-Date"] = warc_date(rec.revisit_of.date)
+        fields["WARC-Profile"] = seen.profile
+        if seen.record_id:
+            fields["WARC-Refers-To"] = seen.record_id
+        fields["WARC-Refers-To-Target-URI"] = seen.uri
+        fields["WARC-Refers-To-Date"] = warc_date(seen.date)
+        if seen.profile == warcfile.IDENTICAL_PAYLOAD_DIGEST:
+            fields["WARC-Truncated"] = "length"
+        if seen.payload_digest:  # warcio writes what it is given for a revisit
+            fields["WARC-Payload-Digest"] = warcfile._sha1_label(seen.payload_digest)
     else:
         kind, payload = "response", rec.payload
         if rec.truncated:
@@ -192,14 +200,24 @@ def same_ids(ours: list[bytes]) -> list[bytes]:
     return [r.replace(rid[1], b"<urn:uuid:R>").replace(qid[1], b"<urn:uuid:Q>") for r in ours]
 
 
-@pytest.mark.parametrize("kind", ["response", "revisit", "truncated", "no-ip", "chunked"])
+@pytest.mark.parametrize(
+    "kind", ["response", "revisit", "revisit-known", "identical", "truncated", "no-ip", "chunked"]
+)
 def test_records_are_the_bytes_warcio_writes(kind: str) -> None:
     """Records built as bytes (no warcio on the write path) equal what warcio's builder and
     writer make of the same capture: its WARC headers (the random record IDs aside), its
     digests (computed by warcio here), its block layout byte for byte."""
     rec = record("/d?q=1", random.Random(3).randbytes(50_000))  # several 16 KiB reads
+    digest = hashlib.sha1(rec.payload).digest()
     if kind == "revisit":
         rec = dataclasses.replace(rec, revisit_of=Revisit("http://h.test/d", T0 - 60))
+    elif kind == "revisit-known":  # a 304 whose original's record ID and digest are known
+        seen = Revisit("http://h.test/d", T0 - 60, output.new_record_id(), payload_digest=digest)
+        rec = dataclasses.replace(rec, revisit_of=seen, payload=b"")
+    elif kind == "identical":  # a 200 whose payload is the original's: headers only
+        seen = Revisit("http://h.test/d", T0 - 60, output.new_record_id(),
+                       output.IDENTICAL_PAYLOAD_DIGEST, digest)  # fmt: skip
+        rec = dataclasses.replace(rec, revisit_of=seen)
     elif kind == "truncated":
         rec = dataclasses.replace(rec, truncated="length")
     elif kind == "no-ip":
@@ -655,6 +673,7 @@ def test_report_for_a_known_sequence() -> None:
             "too-many-redirects": 1,
         },
         "not_modified": 0,
+        "unchanged": 0,
         "redirects": 1,
         "http_errors": 3,
         "robots_txt_fetches": 2,
@@ -732,6 +751,7 @@ def test_outcome_values() -> None:
         "address-refused",
         "failed",
         "not-modified",
+        "unchanged",
         "robots-txt",
         "callback-error",
         "pipeline-error",
@@ -739,11 +759,17 @@ def test_outcome_values() -> None:
         "bad-meta",
         "unknown-callback",
         "bad-url",
+        "sitemap",
+        "sitemap-too-large",
+        "sitemap-invalid",
     ]
 
 
 def test_exported_members() -> None:
     assert set(output.__all__) == {
+        "IDENTICAL_PAYLOAD_DIGEST",
+        "SERVER_NOT_MODIFIED",
+        "new_record_id",
         "ArchiveRecord",
         "CrawlLog",
         "CrawlStats",
@@ -824,6 +850,7 @@ def test_not_modified_is_counted_and_warnings_reported() -> None:
     stats.record(Outcome.NOT_MODIFIED, 304, None, 0)
     report = stats.report(1.0, BLOOM)
     assert report["not_modified"] == 1 and report["fetched"] == 0
+    assert report["unchanged"] == 0
     assert output.config_warnings(CrawlSettings()) == []
     insecure = msgspec.convert({"fetch": {"verify_tls": False}}, CrawlSettings)
     (warning,) = output.config_warnings(insecure)
@@ -857,7 +884,7 @@ def test_writer_process_loads_no_frontier_crawl_module(tmp_path: Path) -> None:
 def test_record_ids_are_random_uuid4() -> None:
     import uuid
 
-    ids = [warcfile._record_id() for _ in range(1000)]
+    ids = [warcfile.new_record_id() for _ in range(1000)]
     assert len(set(ids)) == len(ids)
     for rid in ids[:50]:
         assert rid.startswith("<urn:uuid:") and rid.endswith(">")
