@@ -10,8 +10,10 @@ Every host serves:
 - ``/static``: never changes, ETag and Last-Modified;
 - ``/lastmod``: never changes, Last-Modified only;
 - ``/plain``: never changes, no validator (a revisit gets a 200 with the same payload);
-- ``/vanish``: a 200 until ``vanish_after_s``, then a 404 (host 0), a 410 (host 1), or a 301
-  to ``/static`` (the others);
+- ``/vanish``: a 200 until ``vanish_after_s`` after the host's first request for it
+  (:attr:`RecrawlSite.vanish_at`: counted from the crawl's first visit, not from the site's
+  start, so a crawler slow to start on a loaded machine still sees it before it goes), then a
+  404 (host 0), a 410 (host 1), or a 301 to ``/static`` (the others);
 - ``/robots.txt``: allow all.
 
 A page's version ``k`` starts at ``start + k * period`` (wall clock, ``time.time()``), its
@@ -84,6 +86,8 @@ class RecrawlSite:
     _threads: list[threading.Thread] = field(default_factory=list, init=False)
     _hits: list[Hit] = field(default_factory=list, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    #: host -> when its ``/vanish`` goes (wall clock), set by the first request for it
+    vanish_at: dict[str, float] = field(default_factory=dict, init=False)
 
     # ---------------------------------------------------------------------------- the pages
 
@@ -113,7 +117,7 @@ class RecrawlSite:
         index = self.names().index(host) if host in self.names() else -1
         if index < 0 or (path not in PATHS and path != "/"):
             return Page(404, -1, b"not here\n")
-        if path == "/vanish" and now - self.start >= self.vanish_after_s:
+        if path == "/vanish" and now >= self.vanish_at.setdefault(host, now + self.vanish_after_s):
             if index == 0:
                 return Page(404, -1, b"gone\n")
             if index == 1:
