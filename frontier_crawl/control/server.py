@@ -98,6 +98,9 @@ WRITE_TIMEOUT_S = 10.0
 LINGER_S = 1.0
 #: connections served at once (a thread each); one more is answered 503 and closed
 MAX_CONNECTIONS = 32
+#: at close, how long connections answering a request may take to send their reply (a
+#: POST /api/stop's "applied" raced the close that the stop itself led to)
+CLOSE_GRACE_S = 2.0
 BACKLOG = 128
 #: 401s (and connections refused for the cap): one log line per client per interval at most
 REFUSALS_LOG_INTERVAL_S = 60.0
@@ -370,6 +373,7 @@ class ControlServer:
         self._slots = threading.BoundedSemaphore(max_connections)
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._quiet = threading.Condition(self._lock)  #: notified as connections end
         self._unauthorised = _Refusals("request(s)")
         self._busy = _Refusals("connection(s)")
         self._wake_r, self._wake_w = socket.socketpair()
@@ -459,6 +463,7 @@ class ControlServer:
             if sock not in self._open:
                 return
             self._open.discard(sock)
+            self._quiet.notify_all()
         self._slots.release()
 
     # -- called from the connection threads ----------------------------------------------------
@@ -609,7 +614,13 @@ class ControlServer:
         self._sock.close()
         with self._lock:
             clients = list(self._open)
-        for sock in clients:  # wakes a thread blocked in recv; it then closes the socket
+        for sock in clients:  # wakes a thread blocked in recv (it then closes the socket),
+            with contextlib.suppress(OSError):  # while a reply being made still goes out
+                sock.shutdown(socket.SHUT_RD)
+        with self._quiet:  # (the reply to the command that led to this close, say)
+            self._quiet.wait_for(lambda: not self._open, CLOSE_GRACE_S)
+            clients = list(self._open)
+        for sock in clients:  # a client that does not read its reply: cut off
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
         self._wake_r.close()

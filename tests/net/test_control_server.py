@@ -323,3 +323,31 @@ def test_address_and_token_files_are_written_whole_and_never_through_a_link(
     finally:
         control.close()
     assert not (out / ADDR_FILE).exists() and not (out / TOKEN_FILE).exists()
+
+
+def test_the_reply_to_a_command_that_closes_the_server_is_sent(tmp_path: Path) -> None:
+    """A command whose effect closes the API (POST /api/stop: the loop drains, then closes the
+    server) races its own reply: the close came first once in CI and the client got
+    RemoteDisconnected instead of "applied". Here the dispatch closes the server and gives
+    the close half a second to run before it returns the result; the reply still arrives
+    (before the fix, close shut every client socket both ways at once)."""
+    closer: list[threading.Thread] = []
+
+    def dispatch(command: Command) -> dict[str, Any]:
+        thread = threading.Thread(target=control.close)
+        closer.append(thread)
+        thread.start()
+        addr = tmp_path / ADDR_FILE
+        wait_until("the address file removed by close", lambda: not addr.exists(), 10)
+        thread.join(0.5)  # the close's own pace: it ends at once unless it waits for us
+        return {"result": "applied", "command": command.name}
+
+    control = ControlServer("127.0.0.1:0", tmp_path, _status, _metrics, dispatch=dispatch)
+    try:
+        raw = exchange(control, head(control, "POST", "/api/stop", "Content-Length: 2") + b"{}")
+        [(status, _headers, body)] = responses(raw, ["POST"])
+        assert status == 200 and json.loads(body)["result"] == "applied"
+        closer[0].join(10)
+        assert not closer[0].is_alive()
+    finally:
+        control.close()
