@@ -337,21 +337,36 @@ def _vet(directory: Path) -> None:
             regular_file(path)
     if not db.exists():
         return
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        try:
-            keys = [row[0] for row in con.execute("SELECT key FROM Settings")]
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return
+        keys = _settings_keys(db, "ro")
+    except sqlite3.OperationalError as exc:
+        # a kill -9 can leave the write-ahead log needing a recovery that a read-only
+        # connection may not run ("attempt to write a readonly database", seen once in CI on
+        # a restart after kill -9 of every process): read it with a connection allowed to
+        # recover it (nothing of the Settings table is applied by this read)
+        if "readonly" not in str(exc):
             raise
-    finally:
-        con.close()
+        keys = _settings_keys(db, "rw")
+    if keys is None:
+        return
     strange = sorted(str(k) for k in keys if k not in _KNOWN_SETTINGS)
     if strange:
         raise sqlite3.DatabaseError(
             f"settings diskcache never writes in its Settings table: {', '.join(strange)[:200]}"
         )
+
+
+def _settings_keys(db: Path, mode: str) -> list[object] | None:
+    """The keys of the cache's Settings table (None: it has none yet), read in ``mode``."""
+    con = sqlite3.connect(f"file:{db}?mode={mode}", uri=True)
+    try:
+        return [row[0] for row in con.execute("SELECT key FROM Settings")]
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return None
+        raise
+    finally:
+        con.close()
 
 
 def open_cache(directory: Path, **settings: Any) -> diskcache.Cache:
