@@ -178,11 +178,37 @@ def storage_errors(path: Path) -> Iterator[None]:
         raise storage_error(path, exc) from exc
 
 
+#: free bytes below which a failed write's filesystem counts as full (LMDB writes pages)
+_FULL_BELOW = 1 << 20
+
+
 def storage_error(path: Path, exc: lmdb.Error) -> StorageError:
+    """``exc`` as a StorageError naming ``path``. LMDB reports a *short* write (the disk
+    filled in the middle of one) as EIO ("TODO: Use which error code?" in its
+    ``mdb_page_flush``): an I/O error on a filesystem with almost nothing free is said to
+    be what it is, no space (ENOSPC), so that the operator frees space rather than checks a
+    disk that is fine (seen in CI on a full tmpfs)."""
     text = str(exc)
+    code = storage_errno(exc)
+    if code == errno.EIO and (free := _free_bytes(path)) is not None and free < _FULL_BELOW:
+        text += (f" ({os.strerror(errno.ENOSPC)}: {free} bytes free on its filesystem; LMDB "
+                 "reports a write the full disk cut short as an I/O error)")  # fmt: skip
+        code = errno.ENOSPC
     err = StorageError(f"{path}: {text}")
-    err.errno = storage_errno(exc)
+    err.errno = code
     return err
+
+
+def _free_bytes(path: Path) -> int | None:
+    """Bytes an unprivileged writer may still use on ``path``'s filesystem (its nearest
+    existing ancestor's); None if none can be looked at."""
+    for candidate in (path, *path.parents):
+        try:
+            st = os.statvfs(candidate)
+        except OSError:
+            continue
+        return st.f_bavail * st.f_frsize
+    return None
 
 
 def storage_errno(exc: lmdb.Error) -> int | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 from pathlib import Path
 
@@ -73,3 +74,25 @@ def test_lmdb_errors_become_storage_errors_with_errno(tmp_path: Path) -> None:
     with pytest.raises(StorageError) as info, storage_errors(tmp_path):
         raise lmdb.Error("mdb_something: Input/output error")
     assert info.value.errno == errno.EIO
+
+
+def test_an_lmdb_io_error_on_a_full_disk_is_said_to_be_no_space(tmp_path: Path) -> None:
+    """LMDB reports a write that a full disk cut short as EIO ("Input/output error"); on a
+    filesystem with (almost) nothing free, the StorageError says no space and has ENOSPC, so
+    the operator frees space (tests/e2e/test_disk_full.py met it on a full tmpfs in CI: the
+    error line named an I/O error). Elsewhere an I/O error stays one (above)."""
+    from tests.e2e.test_disk_full import MIB, Tmpfs
+
+    fs = Tmpfs(tmp_path / "fs", MIB)
+    try:
+        with (fs.path / "filler").open("wb") as fh, contextlib.suppress(OSError):
+            while True:
+                fh.write(b"x" * 65536)
+                fh.flush()
+        with pytest.raises(StorageError) as info, storage_errors(fs.path / "frontier.lmdb"):
+            raise lmdb.Error("mdb_txn_commit: Input/output error")
+        assert info.value.errno == errno.ENOSPC
+        assert "No space left on device" in str(info.value)
+        assert "Input/output error" in str(info.value)  # what LMDB said, kept
+    finally:
+        fs.unmount()
