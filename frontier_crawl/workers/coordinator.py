@@ -36,7 +36,6 @@ from frontier_crawl.cluster import (
 )
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.control.commands import Command
-from frontier_crawl.control.metrics import render_metrics
 from frontier_crawl.control.status import HISTORY_EVERY_S, HISTORY_S
 from frontier_crawl.engine import set_aside_state
 from frontier_crawl.frontier import DamagedState, StateMismatch
@@ -446,6 +445,9 @@ class Coordinator:
 
     def metrics(self) -> bytes:
         """Prometheus text of every worker (label ``worker``)."""
+        # prometheus_client (~50 ms with the http.server it imports) only once scraped
+        from frontier_crawl.control.metrics import render_metrics
+
         return render_metrics(
             [{**s["metrics"], "worker": str(s["worker"])} for s in self._snapshots()
              if "metrics" in s],
