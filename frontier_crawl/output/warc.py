@@ -57,14 +57,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
+import select
 import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
@@ -263,7 +262,7 @@ class WarcWriter:
         level = gzip_level or default
         make_dir(directory)
         files = Files(
-            directory, prefix, max_bytes, _warcinfo_fields(info), level, compressor, durable
+            str(directory), prefix, max_bytes, _warcinfo_fields(info), level, compressor, durable
         )
         self._sink: _InlineSink | _ChildSink = (
             _ChildSink(files, sync_interval_s, keep_fds) if background else _InlineSink(files)
@@ -373,7 +372,10 @@ class _InlineSink:
 
     def __init__(self, files: Files) -> None:
         self._files = files
-        self.paths = files.paths
+
+    @property
+    def paths(self) -> list[Path]:
+        return [Path(p) for p in self._files.paths]
 
     def append(self, capture: Capture) -> None:
         self._files.append([capture])
@@ -414,8 +416,8 @@ class _ChildSink:
         with contextlib.suppress(OSError):
             ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SOCKET_BUFFER)
             theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SOCKET_BUFFER)
-        program = [sys.executable, "-c", warcfile.CHILD_CODE, str(theirs.fileno()),
-                   str(os.getpid()), str(Path(warcfile.__file__).resolve())]  # fmt: skip
+        program = [sys.executable, "-S", "-c", warcfile.CHILD_CODE, str(theirs.fileno()),
+                   str(os.getpid()), warcfile.child_path()]  # fmt: skip
         with theirs:
             self._process = subprocess.Popen(
                 # the terminal's signals ignored from the first instruction: the crawl stops
@@ -427,17 +429,19 @@ class _ChildSink:
                 process_group=0,
                 stdin=subprocess.DEVNULL,
             )
-        self._conn = Connection(ours.detach())
+        self._sock = ours
+        self._poll = select.poll()
+        self._poll.register(ours.fileno(), select.POLLIN)
         self.paths: list[Path] = []
         self._error = ""
         self._errno: int | None = None
         self._written = 0  #: records the child reported durable
-        self._batch: list[bytes] = [warcfile.APPEND]  #: captures not yet sent, encoded
+        #: the frame's length (filled in by _call), then the captures not yet sent, encoded
+        self._batch: list[bytes | memoryview] = [b"", warcfile.APPEND]
         self._batched = 0  #: how many
         self._batch_bytes = 0
         self._batch_since = 0.0  #: monotonic time of the first
-        setup = {"files": files.settings(), "sync_interval_s": sync_interval_s}
-        self._call(warcfile.SETUP + json.dumps(setup).encode(), reply=False)
+        self._call([b"", warcfile.setup_message(files, sync_interval_s)], reply=False)
 
     def append(self, capture: Capture) -> None:
         if self._error:
@@ -455,13 +459,13 @@ class _ChildSink:
 
     def _send_batch(self) -> None:
         if self._batched:
-            message = b"".join(self._batch)
-            self._batch, self._batched, self._batch_bytes = [warcfile.APPEND], 0, 0
-            self._call(message, reply=False)
+            parts = self._batch
+            self._batch, self._batched, self._batch_bytes = [b"", warcfile.APPEND], 0, 0
+            self._call(parts, reply=False)
 
     def flush(self) -> None:
         self._send_batch()
-        self._call(warcfile.FLUSH, reply=True)
+        self._call([b"", warcfile.FLUSH], reply=True)
 
     def written(self) -> int:
         """Send the batch, read the progress reports that have arrived (never waits for
@@ -480,57 +484,80 @@ class _ChildSink:
         self._error = f"the WARC writer process is gone ({exc!r})"
         return self._failure()
 
+    def _ready(self) -> bool:
+        """A report has (begun to) come in: the child writes each in one call, so the rest
+        of it follows at once."""
+        return bool(self._poll.poll(0))
+
+    def _recv(self) -> bool:
+        """Read one report; True if it is the reply to a command."""
+        return self._take(warcfile.parse_report(warcfile.read_frame(self._sock.fileno())))
+
     def _read_reports(self) -> None:
         if self._error:
             raise self._failure()
         try:
-            while self._conn.poll(0):
-                self._take(self._conn.recv())
+            while self._ready():
+                self._recv()
         except (OSError, EOFError) as exc:
             raise self._gone(exc) from exc
         if self._error:
             raise self._failure()
 
-    def _take(self, message: tuple[str, int, str, int | None, list[str]]) -> bool:
-        """Note a message from the child; True if it is the reply to a command."""
-        kind, written, error, code, finished = message
+    def _take(self, message: tuple[bool, int, str, int | None, list[str]]) -> bool:
+        """Note a report from the child; True if it is the reply to a command."""
+        reply, written, error, code, finished = message
         self._written = max(self._written, written)
         self.paths.extend(Path(p) for p in finished)
         if error:
             self._error, self._errno = error, code
-        return kind == "reply"
+        return reply
 
     def close(self) -> None:
         try:
             if not self._error:
                 self._send_batch()
-            self._call(warcfile.CLOSE, reply=True)
+            self._call([b"", warcfile.CLOSE], reply=True)
         finally:
-            self._conn.close()
+            self._sock.close()
             try:
                 self._process.wait(_CHILD_EXIT_S)
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
 
-    def _call(self, message: bytes, *, reply: bool) -> None:
+    def _call(self, parts: list[bytes | memoryview], *, reply: bool) -> None:
+        """Send the message whose parts are ``parts`` (the first, b"", stands for its frame
+        header), in one ``sendmsg`` where it fits: no copy of the captures into one buffer."""
         if self._error:
             raise self._failure()
+        parts[0] = warcfile.FRAME.pack(sum(map(len, parts)) - len(parts[0]))
         try:
             # Read the child's reports before sending: were they left unread for long (no
             # written() or flush() in a while), the child would block sending one while this
             # side blocks sending to it. Read here, what the child can send while this send
             # waits is a report per message already in the socket, far less than it holds.
-            while self._conn.poll(0):
-                self._take(self._conn.recv())
+            while self._ready():
+                self._recv()
             if not self._error:
-                self._conn.send_bytes(message)
-                while reply and not self._take(self._conn.recv()):
+                _send_all(self._sock, parts)
+                while reply and not self._recv():
                     pass  # a progress report sent before the reply
         except (OSError, EOFError) as exc:
             raise self._gone(exc) from exc
         if self._error:
             raise self._failure()
+
+
+def _send_all(sock: socket.socket, parts: list[bytes | memoryview]) -> None:
+    """Send ``parts`` in order: ``sendmsg`` (a gather write), then whatever it left."""
+    total = sum(map(len, parts))
+    sent = sock.sendmsg(parts) if len(parts) <= _IOV_MAX else 0
+    if sent < total:  # rare: interrupted, or too many parts
+        sock.sendall(b"".join(parts)[sent:])
+
+
+_IOV_MAX = 1024  #: Linux's limit on the parts of one sendmsg
 
 
 def _warcinfo_fields(info: Mapping[str, str]) -> dict[str, str]:

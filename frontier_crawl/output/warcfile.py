@@ -19,23 +19,23 @@ lengths, then the fields), many to a message, never as pickled objects.
 
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
-import importlib.util
-import json
 import math
 import os
 import random
+import select
 import struct
 import sys
 import time
 import zlib
-from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
-from multiprocessing.connection import Connection
-from pathlib import Path
-from types import ModuleType
-from typing import Any, BinaryIO, NamedTuple
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a child's start-up)
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+    from typing import Any, NamedTuple
 
 _isal: Any
 _zng: Any
@@ -59,25 +59,38 @@ _CONTROL_ESCAPES = {c: f"%{c:02X}" for c in (*range(0x21), 0x7F)}
 COMPRESSORS: dict[str, tuple[int, int]] = {"isal": (1, 3), "zlib-ng": (6, 9)}
 
 
-class Capture(NamedTuple):
-    """One fetch as it went over the wire, in the form the child builds records from (the
-    fields of ``warc.ArchiveRecord``, its revisit flattened)."""
+#: Capture's fields and their defaults (the runtime class is made from them: ``typing``, for
+#: a ``NamedTuple`` class, would cost the child a tenth of its start-up)
+_CAPTURE_FIELDS = ("url", "ip", "fetched_at", "request_bytes", "header_bytes", "payload",
+                   "truncated", "refers_uri", "refers_date", "profile", "record_id",
+                   "payload_digest", "refers_id")  # fmt: skip
+_CAPTURE_DEFAULTS = ("", "", 0.0, "", "", b"", "")
 
-    url: str
-    ip: str
-    fetched_at: float
-    request_bytes: bytes
-    header_bytes: bytes
-    payload: bytes
-    truncated: str = ""
-    refers_uri: str = ""  #: for a revisit: the capture it repeats ("" otherwise)
-    refers_date: float = 0.0
-    profile: str = ""  #: a revisit's WARC-Profile (``PROFILES``); "" for a response record
-    record_id: str = ""  #: WARC-Record-ID of the response or revisit record ("" : a new one)
-    #: SHA-1 of the payload (20 bytes; b"" : computed here). A revisit's is the repeated
-    #: capture's, written as its WARC-Payload-Digest (none for a 304 without one)
-    payload_digest: bytes = b""
-    refers_id: str = ""  #: for a revisit: that capture's WARC-Record-ID ("" : unknown)
+if TYPE_CHECKING:
+
+    class Capture(NamedTuple):
+        """One fetch as it went over the wire, in the form the child builds records from (the
+        fields of ``warc.ArchiveRecord``, its revisit flattened). The byte fields may be
+        ``memoryview`` slices of a received message in the child."""
+
+        url: str
+        ip: str
+        fetched_at: float
+        request_bytes: bytes
+        header_bytes: bytes
+        payload: bytes | memoryview
+        truncated: str = ""
+        refers_uri: str = ""  #: for a revisit: the capture it repeats ("" otherwise)
+        refers_date: float = 0.0
+        profile: str = ""  #: a revisit's WARC-Profile (``PROFILES``); "" for a response record
+        record_id: str = ""  #: WARC-Record-ID of the response or revisit record ("" : a new one)
+        #: SHA-1 of the payload (20 bytes; b"" : computed here). A revisit's is the repeated
+        #: capture's, written as its WARC-Payload-Digest (none for a 304 without one)
+        payload_digest: bytes | memoryview = b""
+        refers_id: str = ""  #: for a revisit: that capture's WARC-Record-ID ("" : unknown)
+
+else:
+    Capture = collections.namedtuple("Capture", _CAPTURE_FIELDS, defaults=_CAPTURE_DEFAULTS)
 
 
 # --------------------------------------------------------------------------- the wire
@@ -88,7 +101,7 @@ class Capture(NamedTuple):
 _WIRE = struct.Struct("<dd11I")
 
 
-def encode_capture(c: Capture, out: list[bytes]) -> int:
+def encode_capture(c: Capture, out: list[bytes | memoryview]) -> int:
     """Append ``c``'s wire form to ``out`` (parts to join); returns its size in bytes."""
     url, ip = c.url.encode("utf-8", "surrogatepass"), c.ip.encode()
     truncated, refers = c.truncated.encode(), c.refers_uri.encode("utf-8", "surrogatepass")
@@ -100,24 +113,26 @@ def encode_capture(c: Capture, out: list[bytes]) -> int:
     return _WIRE.size + sum(lengths)
 
 
-def decode_captures(buf: bytes, start: int = 0) -> Iterator[Capture]:
-    """The captures encoded back to back in ``buf[start:]``."""
+def decode_captures(buf: bytes | bytearray, start: int = 0) -> Iterator[Capture]:
+    """The captures encoded back to back in ``buf[start:]``. The payloads (and digests) are
+    ``memoryview`` slices of ``buf``, not copies; the header blocks are bytes."""
     size, unpack, end = _WIRE.size, _WIRE.unpack_from, len(buf)
+    view = memoryview(buf)
     at = start
     while at < end:
         fetched_at, refers_date, *lengths = unpack(buf, at)
         at += size
         fields = []
         for n in lengths:
-            fields.append(buf[at : at + n])
+            fields.append(view[at : at + n])
             at += n
         url, ip, request, head, payload, truncated, refers, profile, rid, digest, refers_id = (
             fields
         )
-        yield Capture(url.decode("utf-8", "surrogatepass"), ip.decode(), fetched_at, request,
-                      head, payload, truncated.decode(), refers.decode("utf-8", "surrogatepass"),
-                      refers_date, profile.decode(), rid.decode(), digest,
-                      refers_id.decode())  # fmt: skip
+        yield Capture(str(url, "utf-8", "surrogatepass"), str(ip, "utf-8"), fetched_at,
+                      bytes(request), bytes(head), payload, str(truncated, "utf-8"),
+                      str(refers, "utf-8", "surrogatepass"), refers_date, str(profile, "utf-8"),
+                      str(rid, "utf-8"), digest, str(refers_id, "utf-8"))  # fmt: skip
 
 
 # --------------------------------------------------------------------------- records
@@ -135,6 +150,7 @@ def record_bytes(c: Capture) -> list[bytes]:
     if c.ip:
         shared += f"WARC-IP-Address: {c.ip}\r\n"
     block = hashlib.sha1(head)
+    payload: bytes | memoryview
     if c.profile:
         payload, fields = b"", _revisit_fields(c)
         fields += f"WARC-Block-Digest: {_sha1_label(block.digest())}\r\n"
@@ -205,7 +221,8 @@ def warcinfo_bytes(filename: str, info: Mapping[str, str], now: float) -> bytes:
 
 
 def _record(
-    kind: str, rid: str, fields: str, content_type: str, head: bytes, payload: bytes
+    kind: str, rid: str, fields: str, content_type: str, head: bytes,
+    payload: bytes | memoryview,
 ) -> bytes:
     """One record: WARC/1.1, type and ID first (then ``fields``), Content-Type and
     Content-Length last, as warcio orders them; the block, then the blank lines."""
@@ -231,7 +248,7 @@ _UUID_CLEAR = ~((0xF << 76) | (0x3 << 62))  #: the version and variant bits
 _UUID_SET = (4 << 76) | (0x2 << 62)  #: version 4, RFC 4122 variant
 
 
-def _sha1_label(digest: bytes) -> str:
+def _sha1_label(digest: bytes | memoryview) -> str:
     """A SHA-1 digest as WARC writes it (``sha1:`` and base32, as warcio's ``Digester``).
 
     160 bits are exactly 32 base32 digits, 16 pairs of them: looked up per 10 bits, about 8x
@@ -248,7 +265,7 @@ _B32_SHIFTS = range(150, -1, -10)
 _EMPTY_SHA1 = _sha1_label(hashlib.sha1(b"").digest())
 
 
-def gzip_member(data: bytes, level: int, compressor: str = "isal") -> bytes:
+def gzip_member(data: bytes | memoryview, level: int, compressor: str = "isal") -> bytes:
     """``data`` as one complete gzip member (one record per member, as WARC asks).
 
     Standard gzip that every reader takes, from either library:
@@ -263,14 +280,11 @@ def gzip_member(data: bytes, level: int, compressor: str = "isal") -> bytes:
     Without the isal package, "isal" falls back to the standard library's zlib at level 1,
     and without zlib-ng, "zlib-ng" is the standard library's zlib.
     """
-    lib = _zng
     if compressor == "isal":
-        if _isal is not None:
-            fast = _isal.compressobj(level, _isal.DEFLATED, _GZIP_WBITS)
-            return bytes(fast.compress(data) + fast.flush())
-        lib, level = zlib, 1  # pragma: no cover - the fallback
-    small = lib.compressobj(level, lib.DEFLATED, _GZIP_WBITS)
-    return bytes(small.compress(data) + small.flush())
+        if _isal is not None:  # one call: no compressobj per member
+            return _isal.compress(data, level, _GZIP_WBITS)  # type: ignore[no-any-return]
+        return zlib.compress(data, 1, _GZIP_WBITS)  # pragma: no cover - the fallback
+    return _zng.compress(data, level, _GZIP_WBITS)  # type: ignore[no-any-return]
 
 
 _GZIP_WBITS = 16 + zlib.MAX_WBITS  #: deflate with a gzip header and trailer
@@ -362,7 +376,7 @@ def _header_safe(url: str) -> str:
     return url.translate(_CONTROL_ESCAPES) if not url.isprintable() or " " in url else url
 
 
-def fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: str) -> None:
     """Make a new or renamed name in ``directory`` durable (``safefs.fsync_directory``, which
     this file cannot import: see the module docstring)."""
     try:
@@ -375,15 +389,34 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def _write_all(fd: int, parts: Sequence[bytes]) -> None:
+    """Write ``parts`` to ``fd`` in as few ``writev`` calls as it takes."""
+    parts = list(parts)
+    while parts:
+        done = os.writev(fd, parts[:_IOV_MAX])
+        while parts and done >= len(parts[0]):
+            done -= len(parts[0])
+            del parts[0]
+        if done:  # a short write, mid-part
+            parts[0] = parts[0][done:]
+
+
+_IOV_MAX = 512  #: parts per writev (Linux takes 1,024)
+
+
 # --------------------------------------------------------------------------- files
 
 
 class Files:
-    """The WARC files themselves: gzip members appended, files rotated, fsynced and renamed."""
+    """The WARC files themselves: gzip members appended, files rotated, fsynced and renamed.
+
+    ``directory`` and the ``paths`` of finished files are strings (no ``pathlib`` in the
+    child). Each append's members go to the file in one ``writev`` (the file is unbuffered:
+    nothing of a record waits in this process once ``append`` returns)."""
 
     def __init__(
         self,
-        directory: Path,
+        directory: str,
         prefix: str,
         max_bytes: int,
         info: dict[str, str],
@@ -391,36 +424,39 @@ class Files:
         compressor: str = "isal",
         durable: bool = True,
     ) -> None:
-        self.directory = directory
+        self.directory = str(directory)
         self.durable = durable
         self.prefix = prefix
         self.max_bytes = max_bytes
         self.info = info
         self.level = level
         self.compressor = compressor
-        self.paths: list[Path] = []
+        self.paths: list[str] = []
         self._serial = 0
-        self._file: BinaryIO | None = None
+        self._fd: int | None = None
+        self._size = 0  #: bytes in the file being written
         self._name = ""
         self.appended = 0  #: records appended so far
         self.synced = 0  #: records durable so far (fdatasynced, or in a finished file)
 
-    def settings(self) -> dict[str, Any]:
-        """What the child needs to make the same ``Files`` (``from_settings``)."""
-        return {"directory": str(self.directory), "prefix": self.prefix,
-                "max_bytes": self.max_bytes, "info": self.info, "level": self.level,
-                "compressor": self.compressor, "durable": self.durable}  # fmt: skip
+    def settings(self) -> bytes:
+        """What the child needs to make the same ``Files`` (``from_settings``), as bytes."""
+        return _pack_strings([self.directory, self.prefix, str(self.max_bytes), str(self.level),
+                              self.compressor, "1" if self.durable else "",
+                              *(x for kv in self.info.items() for x in kv)])  # fmt: skip
 
     @classmethod
-    def from_settings(cls, s: dict[str, Any]) -> Files:
-        return cls(Path(s["directory"]), str(s["prefix"]), int(s["max_bytes"]),
-                   dict(s["info"]), int(s["level"]), str(s["compressor"]),
-                   bool(s["durable"]))  # fmt: skip
+    def from_settings(cls, buf: bytes | bytearray, start: int = 0) -> Files:
+        directory, prefix, max_bytes, level, compressor, durable, *info = _unpack_strings(
+            buf, start
+        )
+        return cls(directory, prefix, int(max_bytes), dict(zip(info[::2], info[1::2], strict=True)),
+                   int(level), compressor, bool(durable))  # fmt: skip
 
     @property
-    def path(self) -> Path:
+    def path(self) -> str:
         """The file being written."""
-        return self.directory / f"{self._name}.open"
+        return os.path.join(self.directory, f"{self._name}.open")
 
     def written(self) -> int:
         """Records durable: all of them, once flushed."""
@@ -431,35 +467,43 @@ class Files:
         """Records as ``WarcWriter.written`` counts them, as of the last flush."""
         return self.synced if self.durable else self.appended
 
-    def append(self, captures: list[Capture]) -> None:
+    def append(self, captures: Sequence[Capture]) -> None:
         """Append each capture's response (or revisit) and request records, each its own gzip
-        member; rotate past ``max_bytes``."""
+        member; rotate past ``max_bytes`` (checked after each capture: a file passes it by one
+        capture at most). The members go out in one ``writev`` per file."""
         level, compressor = self.level, self.compressor
-        for c in captures:  # checked after each capture: a file passes max_bytes by one at most
+        pending: list[bytes] = []
+        counted = 0
+        for c in captures:
             members = [gzip_member(r, level, compressor) for r in record_bytes(c)]
-            if self._file is None:
+            if self._fd is None:
                 self._open()
-            assert self._file is not None
-            self._file.write(b"".join(members))
-            self.appended += 1
-            if self._file.tell() > self.max_bytes:
+            pending += members
+            self._size += sum(map(len, members))
+            counted += 1
+            if self._size > self.max_bytes:
+                self._write(pending, counted)
+                pending, counted = [], 0
                 self._finish()
+        if pending:
+            self._write(pending, counted)
+
+    def _write(self, members: list[bytes], captures: int) -> None:
+        assert self._fd is not None
+        _write_all(self._fd, members)
+        self.appended += captures
 
     def hand_over(self) -> None:
-        """Hand the records to the OS (no fdatasync)."""
-        if self._file is not None:
-            self._file.flush()
+        """Hand the records to the OS (no fdatasync): done by every append already."""
 
     def flush(self) -> None:
         """Hand the records to the OS and, if ``durable``, fdatasync them."""
-        if self._file is not None:
-            self._file.flush()
-            if self.durable and self.synced < self.appended:
-                os.fdatasync(self._file.fileno())
+        if self._fd is not None and self.durable and self.synced < self.appended:
+            os.fdatasync(self._fd)
         self.synced = self.appended
 
     def close(self) -> None:
-        if self._file is not None:
+        if self._fd is not None:
             self._finish()
 
     def _open(self) -> None:
@@ -467,87 +511,185 @@ class Files:
         now = datetime.now(UTC)
         self._name = warc_file_name(self.prefix, now, self._serial, os.getpid())
         self._serial += 1
-        self._file = open(self.directory / f"{self._name}.open", "xb")  # noqa: SIM115
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        self._fd = os.open(self.path, flags, 0o666)
+        self._size = 0
         if self.durable:  # the name must survive a power cut too
             fsync_directory(self.directory)
-        info = warcinfo_bytes(self._name, self.info, now.timestamp())
-        self._file.write(gzip_member(info, self.level, self.compressor))
+        info = gzip_member(warcinfo_bytes(self._name, self.info, now.timestamp()), self.level,
+                           self.compressor)  # fmt: skip
+        _write_all(self._fd, [info])
+        self._size = len(info)
 
     def _finish(self) -> None:
         """fsync, close and rename the current file to its final name."""
-        assert self._file is not None
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        self._file = None
-        final = self.directory / self._name
-        os.replace(self.directory / f"{self._name}.open", final)
+        assert self._fd is not None
+        fd, self._fd = self._fd, None
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        final = os.path.join(self.directory, self._name)
+        os.replace(self.path, final)
         fsync_directory(self.directory)
         self.synced = self.appended
         self.paths.append(final)
 
 
+def _pack_strings(items: Sequence[str]) -> bytes:
+    """``items`` as bytes: each one's UTF-8 length (u32), then its bytes."""
+    out: list[bytes] = []
+    for item in items:
+        data = item.encode("utf-8", "surrogateescape")
+        out += (_U32.pack(len(data)), data)
+    return b"".join(out)
+
+
+def _unpack_strings(buf: bytes | bytearray, start: int = 0) -> list[str]:
+    out, at, end = [], start, len(buf)
+    while at < end:
+        (n,) = _U32.unpack_from(buf, at)
+        out.append(bytes(buf[at + 4 : at + 4 + n]).decode("utf-8", "surrogateescape"))
+        at += 4 + n
+    return out
+
+
+_U32 = struct.Struct("<I")
+
+
 # --------------------------------------------------------------------------- the child
 
 #: what the engine's process sends the child, each message's first byte (the rest: the
-#: settings as JSON for SETUP, captures for APPEND, nothing for the others)
+#: settings for SETUP, captures for APPEND, nothing for the others)
 SETUP, APPEND, FLUSH, CLOSE = b"S", b"A", b"F", b"C"
 #: the child reports its progress at least every this many records while it has a backlog
 REPORT_EVERY = 32
-#: the interpreter's ``-c`` program of the child: this file, loaded alone (argv: the socket's
-#: descriptor, the parent's PID, this file's path)
+#: every message, both ways: its length (u64), then its bytes
+FRAME = struct.Struct("<Q")
+#: a report of the child's (``serve``): progress (0) or reply (1), records durable, the
+#: errno of its error (-1: none), the error's length; then the error text and the files
+#: finished since the last report (each path followed by a NUL)
+REPORT = struct.Struct("<BQiI")
+#: the interpreter's ``-c`` program of the child (run with ``-S``: no ``site``, whose import
+#: hooks were a third of the child's start-up): this file imported alone (argv: the socket's
+#: descriptor, the parent's PID, then the directories to import from: this file's first, then
+#: isal's and zlib-ng's, joined by ``os.pathsep``; appended after the standard library's)
 CHILD_CODE = (
-    "import sys, importlib.util as u; s = u.spec_from_file_location('fc_warcfile', sys.argv[3]); "
-    "m = u.module_from_spec(s); sys.modules[s.name] = m; s.loader.exec_module(m); "
-    "m.child_entry()"
+    "import sys; sys.path += sys.argv[3].split(__import__('os').pathsep); "
+    "import warcfile as fc_warcfile; fc_warcfile.child_entry()"
 )
 
 
-def _standalone(path: Path, name: str) -> ModuleType:
-    """Load the module file ``path`` alone, as ``name`` (no package import)."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+def child_path() -> str:
+    """The ``os.pathsep``-joined directories the child imports from (``CHILD_CODE``)."""
+    dirs = [os.path.dirname(os.path.abspath(__file__))]
+    for lib in (_isal, _zng):
+        name = getattr(lib, "__name__", "")
+        if "." in name:  # isal.isal_zlib, zlib_ng.zlib_ng: the package's parent directory
+            package = sys.modules[name.partition(".")[0]]
+            dirs.append(os.path.dirname(os.path.dirname(os.path.abspath(str(package.__file__)))))
+    return os.pathsep.join(dict.fromkeys(dirs))
+
+
+def read_frame(fd: int) -> bytearray:
+    """The next message on ``fd``; raises EOFError at its end."""
+    (n,) = FRAME.unpack(_read_exact(fd, FRAME.size))
+    return _read_exact(fd, n)
+
+
+def _read_exact(fd: int, n: int) -> bytearray:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = os.readv(fd, [view[got:]])
+        if k == 0:
+            raise EOFError("end of the WARC writer's socket")
+        got += k
+    return buf
+
+
+def report_bytes(
+    kind: int, written: int, error: str, code: int | None, finished: list[str]
+) -> bytes:
+    """A report of the child's, framed (``REPORT``)."""
+    text = error.encode("utf-8", "backslashreplace")
+    body = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in finished)
+    head = REPORT.pack(kind, written, -1 if code is None else code, len(text))
+    return FRAME.pack(REPORT.size + len(text) + len(body)) + head + text + body
+
+
+def parse_report(buf: bytes | bytearray) -> tuple[bool, int, str, int | None, list[str]]:
+    """(is a reply, records durable, error, its errno, files finished) of a report."""
+    kind, written, code, n = REPORT.unpack_from(buf)
+    text = bytes(buf[REPORT.size : REPORT.size + n]).decode("utf-8")
+    paths = bytes(buf[REPORT.size + n :]).split(b"\0")[:-1]
+    finished = [p.decode("utf-8", "surrogateescape") for p in paths]
+    return kind == 1, written, text, None if code < 0 else code, finished
+
+
+def _die_with_parent(parent: int | None) -> None:
+    """``proctree.die_with_parent`` and ``ignore_terminal_signals``, which this file cannot
+    import (see the module docstring): SIGKILL when the parent dies (Linux's
+    ``PR_SET_PDEATHSIG``), the end now if it has died already; SIGINT, SIGTERM and SIGHUP
+    ignored (already, by the child's ``sh``; in case it was started otherwise)."""
+    import ctypes
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    try:  # noqa: SIM105 - contextlib would be one more import to start the child
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # pragma: no cover - not Linux: the socket's end tells
+        pass
+    if parent is not None and os.getppid() != parent:  # it died before the prctl
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def child_entry() -> None:
-    """The WARC writer process: ``python -c CHILD_CODE <fd> <parent pid> <this file>``."""
-    # proctree has only the standard library too: loaded alone, as this file is
-    tree = _standalone(Path(__file__).resolve().parents[1] / "proctree.py", "fc_proctree")
-    tree.ignore_terminal_signals()  # already ignored by its sh; in case it was started otherwise
-    tree.die_with_parent(int(sys.argv[2]) if len(sys.argv) > 2 else None)
-    conn = Connection(int(sys.argv[1]))
+    """The WARC writer process: ``python -S -c CHILD_CODE <fd> <parent pid> <path>``."""
+    _die_with_parent(int(sys.argv[2]) if len(sys.argv) > 2 else None)
+    fd = int(sys.argv[1])
     try:
-        first = conn.recv_bytes()
+        first = read_frame(fd)
     except EOFError:
         return
     if first[:1] != SETUP:
         return
-    setup = json.loads(first[1:])
+    (sync_interval_s,) = _F64.unpack_from(first, 1)
     try:
-        serve(conn, Files.from_settings(setup["files"]), float(setup["sync_interval_s"]))
+        serve(fd, Files.from_settings(first, 1 + _F64.size), sync_interval_s)
     except (BrokenPipeError, ConnectionResetError):
         # the parent closed its end while a report was on its way (it stopped after a failed
         # write): nothing to say, the .open file is left to the next run's recovery
         return
 
 
-def serve(conn: Connection, files: Files, sync_interval_s: float) -> None:
-    """The child's loop: apply messages to ``files`` until CLOSE or the pipe's end.
+_F64 = struct.Struct("<d")
 
-    Every message to the parent is ``(kind, records durable, error, its errno, files finished
-    since the last message)``: a "reply" to each flush and close, and a "progress" report
-    once records are durable. Without ``files.durable`` that is after an append once the
-    backlog is worked off, or every ``REPORT_EVERY`` records while there is one (the file is
-    flushed to the OS first). With it, the records are handed to the OS as before, and
-    fdatasynced (then reported) at most once per ``sync_interval_s`` and at the latest that
-    long after they were appended; a flush or close syncs at once. That is at most one report
-    per append; the parent reads them before each send, so neither side can be left blocked
-    sending to the other. After the first error, appends are skipped, every message carries
-    the error and reports 0 records written.
+
+def setup_message(files: Files, sync_interval_s: float) -> bytes:
+    """The SETUP message: the sync interval, then ``files``'s settings."""
+    return SETUP + _F64.pack(sync_interval_s) + files.settings()
+
+
+def serve(fd: int, files: Files, sync_interval_s: float) -> None:
+    """The child's loop: apply messages read from ``fd`` to ``files`` until CLOSE or the
+    socket's end.
+
+    Every message to the parent is a report (``REPORT``: records durable, error, its errno,
+    files finished since the last report): a reply to each flush and close, and a progress
+    report once records are durable. Without ``files.durable`` that is after an append once
+    the backlog is worked off, or every ``REPORT_EVERY`` records while there is one (every
+    append hands its records to the OS). With it, the records are handed to the OS as
+    before, and fdatasynced (then reported) at most once per ``sync_interval_s`` and at the
+    latest that long after they were appended; a flush or close syncs at once. That is at
+    most one report per append; the parent reads them before each send, so neither side can
+    be left blocked sending to the other. After the first error, appends are skipped, every
+    message carries the error and reports 0 records written.
     """
     error = ""
     code: int | None = None
@@ -555,13 +697,18 @@ def serve(conn: Connection, files: Files, sync_interval_s: float) -> None:
     announced = 0  # files.paths already sent
     sync_due: float | None = None  # when the records handed to the OS must be synced
     last_sync = float("-inf")
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
 
-    def send(kind: str) -> None:
+    def ready(timeout_s: float) -> bool:
+        return bool(poller.poll(max(0, math.ceil(timeout_s * 1000))))
+
+    def send(kind: int) -> None:
         nonlocal announced, reported
-        finished = [str(p) for p in files.paths[announced:]]
+        finished = files.paths[announced:]
         announced = len(files.paths)
         reported = files.durable_count()
-        conn.send((kind, 0 if error else reported, error, code, finished))
+        _write_all(fd, [report_bytes(kind, 0 if error else reported, error, code, finished)])
 
     def fail(exc: Exception) -> None:
         nonlocal error, code
@@ -572,35 +719,36 @@ def serve(conn: Connection, files: Files, sync_interval_s: float) -> None:
     while True:
         if sync_due is not None and not error:
             left = sync_due - time.monotonic()
-            if left <= 0 or not conn.poll(left):
+            if left <= 0 or not ready(left):
                 try:
                     files.flush()
                 except Exception as exc:
                     fail(exc)
                 sync_due, last_sync = None, time.monotonic()
-                send("progress")
+                send(_PROGRESS)
                 continue
         try:
-            message = conn.recv_bytes()
+            message = read_frame(fd)
         except EOFError:  # the parent is gone: leave the .open file to its recovery
             return
         command = message[:1]
         if error:  # skip the work; answer commands, report nothing more
             if command != APPEND:
-                send("reply")
+                send(_REPLY)
             if command == CLOSE:
                 return
             continue
         try:
             if command == APPEND:
                 files.append(list(decode_captures(message, 1)))
-                due = files.appended - reported >= REPORT_EVERY or not conn.poll(0)
+                del message  # the payloads' buffer, once appended
+                due = files.appended - reported >= REPORT_EVERY or not ready(0)
                 if not files.durable:
                     if due and files.appended > reported:
                         files.flush()
-                        send("progress")
+                        send(_PROGRESS)
                 elif files.durable_count() > reported:  # a file finished: synced
-                    send("progress")
+                    send(_PROGRESS)
                 elif due and sync_due is None and files.appended > reported:
                     files.hand_over()
                     sync_due = max(time.monotonic(), last_sync + sync_interval_s)
@@ -612,8 +760,11 @@ def serve(conn: Connection, files: Files, sync_interval_s: float) -> None:
         except Exception as exc:  # reported to the parent, which raises it
             fail(exc)
             if command == APPEND:
-                send("progress")
+                send(_PROGRESS)
         if command != APPEND:
-            send("reply")
+            send(_REPLY)
         if command == CLOSE:
             return
+
+
+_PROGRESS, _REPLY = 0, 1
