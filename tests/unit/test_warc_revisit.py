@@ -310,11 +310,89 @@ _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
 )  # fmt: skip
 def test_wire_round_trip(c: warcfile.Capture, n: int) -> None:
     """Captures cross the pipe to the writer's child unchanged, many to a message."""
-    parts: list[bytes] = [warcfile.APPEND]
+    parts: list[bytes | memoryview] = [warcfile.APPEND]
     size = sum(warcfile.encode_capture(c, parts) for _ in range(n))
     buf = b"".join(parts)
     assert len(buf) == size + 1
     assert list(warcfile.decode_captures(buf, 1)) == [c] * n
+
+
+@given(
+    st.booleans(), st.integers(0, 2**63), st.text(max_size=30), st.none() | st.integers(0, 200),
+    st.lists(st.text(st.characters(blacklist_characters="\x00"), max_size=30), max_size=4),
+)  # fmt: skip
+def test_report_round_trip(
+    reply: bool, written: int, error: str, code: int | None, finished: list[str]
+) -> None:
+    """The child's reports (durable count, its error and errno, files finished) reach the
+    parent unchanged (surrogates in an error are escaped, not a crash)."""
+    framed = warcfile.report_bytes(int(reply), written, error, code, finished)
+    (n,) = warcfile.FRAME.unpack_from(framed)
+    assert n == len(framed) - warcfile.FRAME.size
+    got = warcfile.parse_report(framed[warcfile.FRAME.size :])
+    text = error.encode("utf-8", "backslashreplace").decode("utf-8")
+    assert got == (reply, written, text, code, finished)
+
+
+@given(st.dictionaries(st.text(max_size=10), st.text(max_size=20), max_size=4), st.booleans(),
+       st.text(min_size=1, max_size=20))  # fmt: skip
+def test_files_settings_round_trip(info: dict[str, str], durable: bool, prefix: str) -> None:
+    """What the child is told to write (directory, prefix, sizes, warcinfo fields) arrives as
+    it was set, NULs and non-ASCII included."""
+    files = warcfile.Files("/tmp/d\u00e9j\u00e0", prefix, 123, info, 2, "zlib-ng", durable)
+    message = warcfile.setup_message(files, 0.025)
+    assert message[:1] == warcfile.SETUP
+    got = warcfile.Files.from_settings(message, 9)
+    assert (got.directory, got.prefix, got.max_bytes, got.info, got.level, got.compressor,
+            got.durable) == (files.directory, prefix, 123, info, 2, "zlib-ng", durable)  # fmt: skip
+
+
+@pytest.mark.parametrize("size", [0, 1, 600, warcfile.SMALL_RECORD - 1, warcfile.SMALL_RECORD,
+                                  50_000])  # fmt: skip
+@pytest.mark.parametrize(("compressor", "level"), [("isal", 1), ("isal", 3), ("zlib-ng", 6)])
+def test_gzip_members_small_and_large(size: int, compressor: str, level: int) -> None:
+    """Each record is one complete gzip member, whichever way it was deflated (a small record
+    at isal's level 1 with fixed Huffman codes), and two members read back as one stream."""
+    data = bytes(random_bytes(size))
+    one = warcfile.gzip_member(data, level, compressor)
+    assert gzip.decompress(one) == data
+    both = one + warcfile.gzip_member(data[::-1], level, compressor)
+    assert gzip.decompress(both) == data + data[::-1]
+
+
+def random_bytes(n: int) -> bytes:
+    """Text-like bytes (compressible, as headers are)."""
+    words = [b"GET ", b"Host: ", b"example.org", b"\r\n", b"Accept: */*", b"x-", b"0123"]
+    out = bytearray()
+    i = 0
+    while len(out) < n:
+        out += words[(i * 7 + len(out)) % len(words)]
+        i += 1
+    return bytes(out[:n])
+
+
+def test_write_all_survives_short_writes() -> None:
+    """Members go out whole and in order through a descriptor that takes a little at a time
+    (a pipe read by a thread while the writer's writev calls come back short)."""
+    import threading
+
+    parts = [bytes([i]) * (1000 * i + 1) for i in range(1, 120)]
+    r, w = os.pipe()
+    got = bytearray()
+
+    def drain() -> None:
+        while chunk := os.read(r, 4096):
+            got.extend(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    try:
+        warcfile._write_all(w, parts)
+    finally:
+        os.close(w)
+        reader.join(timeout=30)
+        os.close(r)
+    assert bytes(got) == b"".join(parts)
 
 
 def test_a_forked_child_draws_other_record_ids() -> None:
