@@ -400,8 +400,9 @@ _BATCH_WAIT_S = 0.005  #: ... or once its first capture has waited this long (ch
 class _ChildSink:
     """``Files`` run in a child process, fed through a socket pair (see ``WarcWriter``).
 
-    The child is a fresh interpreter (``python -c``) that loads ``warcfile.py`` alone, not a
-    ``multiprocessing`` process: spawn re-imports the parent's main module, which fails when
+    The child is a fresh interpreter (``python -S -c``) that imports ``warcfile.py`` alone
+    (``warcfile.CHILD_CODE``: no ``site``; isal's and zlib-ng's directories are passed on),
+    not a ``multiprocessing`` process: spawn re-imports the parent's main module, which fails when
     there is none to re-import (a script read from standard input), and fork would copy a
     process with libcurl threads.
     """

@@ -2,10 +2,14 @@
 process runs (``warc.py`` has the writer the engine holds, and the file layout).
 
 Self-contained on purpose: the standard library, isal and zlib-ng, nothing of frontier_crawl.
-The writer's child loads this file alone, by path (``child_program``), so it does not pay for
-importing the package (about 0.45 s of CPU per child start, the spider, config and report
-modules it never uses: with a writer per worker, a twentieth of a millisecond per page on a
-10,000-page crawl).
+The writer's child imports this file alone (``CHILD_CODE``), so it does not pay for importing
+the package (about 0.45 s of CPU per child start, the spider, config and report modules it
+never uses: with a writer per worker, a twentieth of a millisecond per page on a 10,000-page
+crawl); and it runs without ``site`` (``python -S``) and imports only light standard modules
+at run time (no ``typing``, ``multiprocessing``, ``pathlib``, ``json``, ``re``, ``pickle``:
+``Capture`` is a ``collections.namedtuple``, typed for mypy in a ``TYPE_CHECKING`` block; the
+socket is read and written as a raw descriptor, messages framed by a length), about half the
+CPU of its start-up before (bench/README.md, "WARC path").
 
 Records are built as bytes here, not through warcio's record builder and writer (whose
 per-record Python was about a quarter of a record's CPU): the same WARC headers in warcio's
@@ -14,7 +18,11 @@ them), the same blocks; tests read them back with warcio (digests checked) and c
 with what warcio itself writes for the same capture.
 
 Between the engine's process and the child, captures travel as bytes (``encode_capture``:
-lengths, then the fields), many to a message, never as pickled objects.
+lengths, then the fields), many to a message (``FRAME``: its length, then its bytes), never
+as pickled objects; the parent sends a batch's parts with one ``sendmsg`` (no copy into one
+buffer), the child reads it into one buffer and builds the records from ``memoryview`` slices
+of it; its reports back are structs (``REPORT``). Each append's gzip members go to the file
+in one ``writev``.
 """
 
 from __future__ import annotations
