@@ -5,6 +5,7 @@ read from disk, with the request and response header blocks curl and nginx would
     .venv/bin/python bench/warc_writer.py                    # 3,000 pages, 3 reps, every part
     .venv/bin/python bench/warc_writer.py --pages 5000 --reps 5
     .venv/bin/python bench/warc_writer.py --profile          # cProfile of the inline writer
+    .venv/bin/python bench/warc_writer.py --baseline DIR --reps 5   # A/B against another tree
 
 Parts (each timed alone over every page, in this process, CPU time, median of the reps):
 
@@ -17,7 +18,13 @@ Parts (each timed alone over every page, in this process, CPU time, median of th
 
 End to end (``WarcWriter`` as the crawl uses it, background, default durability): CPU per page
 of the loop's process and of the writer process (``RUSAGE_CHILDREN``), pages per second of
-wall time, from the first write to the end of ``close()``.
+wall time, from the first write to the end of ``close()``; and the writer process's start-up
+alone (a writer opened and closed, no record: CPU of the child).
+
+``--baseline DIR`` (a tree of the code, e.g. ``git archive main | tar -x -C DIR``): only the
+end-to-end figures and the start-up, each rep once with DIR's code and once with this tree's,
+alternated, each in a fresh interpreter that imports that tree (``PYTHONPATH``), so both share
+the machine's load.
 """
 
 from __future__ import annotations
@@ -25,9 +32,13 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import json
+import os
 import pstats
 import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -146,13 +157,82 @@ def end_to_end(recs: list[ArchiveRecord], compressor: str, durable: bool) -> tup
     return cpu / n * 1e6, child / n * 1e6, n / wall, ipc / n * 1e6
 
 
+def startup_us(reps: int = 5) -> float:
+    """CPU of the writer process for a writer opened and closed with no record (median)."""
+    values = []
+    for _ in range(reps):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        with tempfile.TemporaryDirectory(prefix="fc-warcbench-out-") as tmp:
+            WarcWriter(Path(tmp), "bench", 1 << 30, {}).close()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        values.append((after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1e6)
+    return statistics.median(values)
+
+
+#: what --baseline runs in each tree: its own bench/warc_writer.py's pages() and end_to_end()
+_AB_CHILD = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import warc_writer as w
+recs = w.pages(int(sys.argv[2]), int(sys.argv[3]))
+loop, child, rate, ipc = w.end_to_end(recs, "isal", True)
+import resource, statistics, tempfile
+from pathlib import Path
+starts = []
+for _ in range(5):  # the writer process's start-up alone: opened and closed, no record
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.TemporaryDirectory() as tmp:
+        w.WarcWriter(Path(tmp), "bench", 1 << 30, {}).close()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    starts.append((after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1e6)
+start = statistics.median(starts)
+print(json.dumps({"loop": loop, "child": child, "rate": rate, "ipc": ipc, "start": start,
+                  "code": w.warc.__file__}))
+"""
+
+
+def ab(baseline: Path, pages_n: int, hosts: int, reps: int) -> None:
+    """End to end (isal, power-loss) with ``baseline``'s code and this tree's, alternated."""
+    here = Path(__file__).resolve().parents[1]
+    trees = {"baseline": baseline.resolve(), "this tree": here}
+    got: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    for _ in range(reps):
+        for name, tree in trees.items():
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            out = subprocess.run(
+                [sys.executable, "-c", _AB_CHILD, str(tree / "bench"), str(pages_n), str(hosts)],
+                env=env, capture_output=True, text=True, check=True, cwd=tree,
+            )  # fmt: skip
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            assert Path(result.pop("code")).is_relative_to(tree), (name, result)
+            got[name].append(result)
+    print(f"\n| end to end, isal, power-loss, us per page (median of {reps}, runs) | "
+          + " | ".join(trees) + " |\n|---|" + "---|" * len(trees))  # fmt: skip
+    for key, label in (("loop", "loop's process"), ("child", "writer process"),
+                       ("rate", "pages/s"), ("start", "writer start-up alone (us, once)")):  # fmt: skip
+        cells = []
+        for name in trees:
+            values = [r[key] for r in got[name]]
+            runs = ", ".join(f"{v:.0f}" for v in values)
+            cells.append(f"{statistics.median(values):.0f} ({runs})")
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pages", type=int, default=3000)
     ap.add_argument("--hosts", type=int, default=50)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--profile", action="store_true", help="cProfile the inline writer")
+    ap.add_argument("--baseline", type=Path, help="a tree of the code to A/B against (end to end)")
     args = ap.parse_args()
+    if args.baseline is not None:
+        with open("/proc/loadavg") as f:
+            print("load average at start:", " ".join(f.read().split()[:3]))
+        ab(args.baseline, args.pages, args.hosts, args.reps)
+        with open("/proc/loadavg") as f:
+            print("load average at end:", " ".join(f.read().split()[:3]))
+        return
     recs = pages(args.pages, args.hosts)
     size = statistics.mean(len(r.payload) for r in recs)
     print(f"{len(recs)} pages, mean payload {size / 1024:.1f} KiB")
@@ -186,6 +266,7 @@ def main() -> None:
                 parts.setdefault(f"e2e {key}:   of which write() (ipc)", []).append(ipc)
                 parts.setdefault(f"e2e {key}: writer process", []).append(child)
                 parts.setdefault(f"e2e {key}: pages/s", []).append(rate)
+        parts.setdefault("writer start-up alone (us, once)", []).append(startup_us())
     print(f"\n| part | CPU us per page, median of {args.reps} (runs) |\n|---|---|")
     for name, values in parts.items():
         runs = ", ".join(f"{v:.0f}" for v in values)
