@@ -70,7 +70,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -107,6 +107,8 @@ from frontier_crawl.frontier.recrawl import DUE_KEY_LEN, HostRevisits, Recrawl, 
 from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, RobotsCache, Rules, product_token
 from frontier_crawl.frontier.scope import check_scope
 from frontier_crawl.frontier.seen import SeenSet
+from frontier_crawl.frontier.status import HostSignals as HostSignals  # (re-exported)
+from frontier_crawl.frontier.status import busiest, host_signals
 from frontier_crawl.frontier.store import (
     DEFAULT_RANK,
     QueueEntry,
@@ -160,24 +162,6 @@ HOST_UNREACHABLE = "host-unreachable"
 _ALLOW_ALL = Rules("", None)
 _NO_HOOKS = FrontierHooks()
 _DONE = Settled(False, 0.0, False)  #: a response the host meant, holding it no longer
-
-
-@dataclass(slots=True, frozen=True)
-class HostSignals:
-    """Hosts by state for the status (``Frontier.host_signals``)."""
-
-    total: int  #: hosts with work queued or in flight (ready, snoozed, busy)
-    ready: int  #: due now, waiting for a fetch slot
-    waiting: int  #: snoozed on their politeness delay, Crawl-delay or a URL's retry time
-    backoff: int  #: snoozed beyond that by Retry-After or error backoff
-    robots: int  #: waiting for their robots.txt
-    blocked: int  #: queued work held by an operator's block
-    retired: int  #: given up (unreachable)
-    #: the hosts held longest: (origin, "retry-after" or "backoff", seconds still held)
-    worst: tuple[tuple[str, str, float], ...]
-    #: the snoozed host due first: (origin, "delay", "crawl-delay", "retry", "retry-after" or
-    #: "backoff", seconds until due); None if none is snoozed
-    next_due: tuple[str, str, float] | None
 
 
 def _resolved(base: str, url: str) -> str:
@@ -1473,61 +1457,13 @@ class Frontier:
         }
 
     def host_signals(self, now: float, worst: int = 5) -> HostSignals:
-        """Hosts by state, the worst held ones and the next one due, for the status: O(held
-        hosts), no scan of all hosts (the counts are kept by every transition)."""
-        counts = {state: self._queues.count(state) for state in HostState}
-        holding = self._holding
-        for origin_, (host, _reason) in list(holding.items()):
-            if host.next_at <= now or host.state is HostState.RETIRED:
-                del holding[origin_]
-        held = [
-            (origin_, reason, host.next_at - now)
-            for origin_, (host, reason) in holding.items()
-            if host.state is HostState.SNOOZED
-        ]
-        snoozed = counts[HostState.SNOOZED]
-        return HostSignals(
-            total=counts[HostState.READY]
-            + snoozed
-            + counts[HostState.BUSY]
-            + counts[HostState.BLOCKED],
-            ready=counts[HostState.READY],
-            waiting=max(0, snoozed - len(held)),
-            backoff=len(held),
-            robots=self.robots_waiting,
-            blocked=counts[HostState.BLOCKED],
-            retired=counts[HostState.RETIRED],
-            worst=tuple(heapq.nlargest(worst, held, key=lambda h: h[2])),
-            next_due=self._next_due(now),
-        )
-
-    def _next_due(self, now: float) -> tuple[str, str, float] | None:
-        """The snoozed host due first: (origin, why it waits, seconds until it is due)."""
-        host = self._queues.first_snoozed()  # (next_wake also covers revisits not yet due)
-        if host is None:
-            return None
-        wake = host.wake_at
-        held = self._holding.get(host.origin)
-        if held is not None:
-            reason = held[1]
-        elif host.due() > host.next_at:
-            reason = "retry"
-        elif (
-            host.rules is not None
-            and host.rules.crawl_delay_s is not None
-            and host.rules.crawl_delay_s >= host.delay_s
-            and host.rules.crawl_delay_s > self._policy.min_delay_s
-        ):
-            reason = "crawl-delay"
-        else:
-            reason = "delay"
-        return host.origin, reason, max(0.0, wake - now)
+        """Hosts by state, the worst held ones and the next one due (``status.host_signals``)."""
+        return host_signals(self._queues, self._holding, self.robots_waiting,
+                            self._policy.min_delay_s, now, worst)  # fmt: skip
 
     def busiest(self, n: int = 10) -> list[tuple[str, int, int]]:
-        """The ``n`` hosts with the most requests started this run: (origin, started, queued).
-        A scan of every host: callers space it out (the engine's status, every few seconds)."""
-        top = heapq.nlargest(n, self._hosts.values(), key=lambda h: (h.starts, h.queued))
-        return [(h.origin, h.starts, h.queued) for h in top if h.starts or h.queued]
+        """The ``n`` hosts with the most requests started this run (``status.busiest``)."""
+        return busiest(self._queues, n)
 
     def seen_stats(self) -> dict[str, float | int]:
         """The seen-set's counters (Bloom filter size, estimated false positives...)."""
