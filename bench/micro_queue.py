@@ -64,7 +64,7 @@ def one_round(
     ]  # fmt: skip
     hosts = [f._hosts.get(o) for o in origins]
     with f.batch():
-        txn = f._txn
+        txn = f._tx.txn
         assert txn is not None
         enqueue = f._enqueue
         t0 = time.process_time()

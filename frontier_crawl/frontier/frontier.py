@@ -68,8 +68,8 @@ import os
 import struct
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from operator import itemgetter
 from pathlib import Path
@@ -122,6 +122,7 @@ from frontier_crawl.frontier.store import (
     storage_errors,
 )
 from frontier_crawl.frontier.traps import Limits
+from frontier_crawl.frontier.txn import Transactions
 from frontier_crawl.frontier.urls import canonicalize, host_of, origin
 from frontier_crawl.safefs import make_dir
 
@@ -245,7 +246,10 @@ class Frontier:
         #: batches from other workers (worker mode only: ``route`` given)
         self._inbox = inbox
         self._robots = robots
-        self._txn: lmdb.Transaction[bytes] | None = None
+        #: the write transactions (one per batch) and what is done around their commits
+        self._tx = Transactions(self._env, env_path, flush=self._flush, aborted=self._aborted,
+                                committed=self._committed)  # fmt: skip
+        self._write = self._tx.write
         #: the host queues, where each waits, and how many are in each state (``hosts.py``)
         self._queues = HostQueues(o.connections_per_host)
         self._hosts: dict[str, HostQueue] = self._queues.hosts  #: origin -> queue (read only)
@@ -318,53 +322,32 @@ class Frontier:
 
     # ----------------------------------------------------------------------------- transactions
 
-    @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Group every frontier change made inside into one LMDB write transaction.
+    def batch(self) -> AbstractContextManager[None]:
+        """Group every frontier change made inside into one LMDB write transaction
+        (``txn.Transactions.batch``): the engine wraps one loop tick in a batch so a commit's
+        fdatasync is paid once per tick, not once per URL. An exception aborts the batch: LMDB
+        keeps the state before it."""
+        return self._tx.batch()
 
-        Each commit of a durable LMDB environment costs an fdatasync; the engine wraps one loop
-        tick (a poll's results, the next tickets) in a batch so that cost is paid once per tick,
-        not once per URL. An exception aborts the batch: LMDB keeps the state before it.
-        """
-        if self._txn is not None:
-            yield
-            return
-        with self._transaction() as txn:
-            self._txn = txn
-            try:
-                yield
-            finally:
-                self._txn = None
+    def _flush(self, txn: lmdb.Transaction[bytes]) -> None:
+        """What the parts buffered, written into ``txn`` before it commits."""
+        self._store.flush(txn)
+        self._seen.flush(txn)
+        self._flush_counts(txn)
 
-    @contextmanager
-    def _write(self) -> Iterator[lmdb.Transaction[bytes]]:
-        """The batch's transaction if one is open, else a transaction of its own."""
-        if self._txn is not None:
-            yield self._txn
-        else:
-            with self._transaction() as txn:
-                yield txn
+    def _aborted(self) -> None:
+        """A transaction was aborted: the parts forget what they staged for it."""
+        self._admission.aborted()
+        if self._recrawl is not None:
+            self._recrawl.aborted()
+        self._counted.clear()
+        self._store.aborted()
+        self._seen.aborted()
+        if self._inbox is not None:
+            self._inbox.release()  # their links were not committed: take them again
 
-    @contextmanager
-    def _transaction(self) -> Iterator[lmdb.Transaction[bytes]]:
-        """A new write transaction: committed at the end, aborted by an exception. What the
-        frontier learns only once a commit made it durable (settled links) is applied after."""
-        try:
-            with storage_errors(self._env_path), self._env.begin(write=True) as txn:
-                yield txn
-                self._store.flush(txn)
-                self._seen.flush(txn)
-                self._flush_counts(txn)
-        except BaseException:
-            self._admission.aborted()
-            if self._recrawl is not None:
-                self._recrawl.aborted()
-            self._counted.clear()
-            self._store.aborted()
-            self._seen.aborted()
-            if self._inbox is not None:
-                self._inbox.release()  # their links were not committed: take them again
-            raise
+    def _committed(self) -> None:
+        """A transaction committed: what the parts learn only once it is durable."""
         self._store.committed()
         self._admission.committed()
         if self._recrawl is not None:
@@ -439,10 +422,11 @@ class Frontier:
         ``max_pages`` reached (the loop stops at the next owned link), bypasses the set.
         """
         request = (callback, meta, priority) if callback or meta or priority else None
-        if self._txn is None:
-            with self._transaction() as txn:
+        txn = self._tx.txn
+        if txn is None:
+            with self._tx.transaction() as txn:
                 return self._admit(txn, urls, depth, referrer, hops, now, request)
-        return self._admit(self._txn, urls, depth, referrer, hops, now, request)
+        return self._admit(txn, urls, depth, referrer, hops, now, request)
 
     def _admit(
         self,
@@ -785,8 +769,8 @@ class Frontier:
 
     def _refill(self, host: HostQueue) -> None:
         room = min(max(1, min(REFILL_BATCH, self._memory_urls - self.hot_total)), host.unloaded)
-        if self._txn is not None:  # the usual case (inside a batch): no context manager
-            batch = self._store.read_after(self._txn, host.hid, host.origin, host.loaded_upto, room)
+        if (txn := self._tx.txn) is not None:  # the usual case (a batch): no context manager
+            batch = self._store.read_after(txn, host.hid, host.origin, host.loaded_upto, room)
         else:
             with self._write() as txn:
                 batch = self._store.read_after(txn, host.hid, host.origin, host.loaded_upto, room)
@@ -891,7 +875,7 @@ class Frontier:
 
     def mark_done(self, keys: Iterable[bytes]) -> None:
         """Record completed tickets' entries as finished (durable at the next commit)."""
-        if self._txn is not None:  # the usual case (the engine's group): no context manager
+        if self._tx.txn is not None:  # the usual case (the engine's group): no context manager
             for key in keys:
                 self._store.done(key)
         else:
@@ -1268,8 +1252,8 @@ class Frontier:
         due keys up to a cap: call it every few seconds, not per tick."""
         if self._recrawl is None:
             return {"enabled": False}
-        if self._txn is not None:
-            return self._recrawl.freshness(self._txn, now_wall)
+        if (txn := self._tx.txn) is not None:
+            return self._recrawl.freshness(txn, now_wall)
         with self._env.begin() as txn:
             return self._recrawl.freshness(txn, now_wall)
 
