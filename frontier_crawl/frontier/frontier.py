@@ -62,7 +62,6 @@ from __future__ import annotations
 import bisect
 import errno
 import heapq
-import json
 import logging
 import os
 import struct
@@ -93,6 +92,7 @@ from frontier_crawl.frontier.completion import (
     retry_after_s,
     retry_in,
 )
+from frontier_crawl.frontier.control import Control
 from frontier_crawl.frontier.damage import DamagedState
 from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState, IpGroup, Ticket
 from frontier_crawl.frontier.identity import LAYOUT_VERSION as LAYOUT_VERSION  # (re-exported)
@@ -102,11 +102,12 @@ from frontier_crawl.frontier.identity import (
 )
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Link, decode_links, encode_links
 from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions
-from frontier_crawl.frontier.politeness import DelayPolicy, delay_for, host_backoff
+from frontier_crawl.frontier.politeness import DelayPolicy, delay_for
 from frontier_crawl.frontier.recrawl import DUE_KEY_LEN, HostRevisits, Recrawl, RecrawlPolicy
 from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, RobotsCache, Rules, product_token
 from frontier_crawl.frontier.scope import check_scope
 from frontier_crawl.frontier.seen import SeenSet
+from frontier_crawl.frontier.spacing import Spacing
 from frontier_crawl.frontier.status import HostSignals as HostSignals  # (re-exported)
 from frontier_crawl.frontier.status import busiest, host_signals
 from frontier_crawl.frontier.store import (
@@ -138,10 +139,6 @@ REFILL_BATCH = 512
 _ENTRY_KEY = itemgetter(0)  #: the key of a host's (key, entry) in memory
 _ADMITTED_KEY = b"admitted"  #: blobs: URLs admitted by the crawl, all runs (u64)
 _ADMITTED_PREFIX = b"admitted:"  #: blobs: + origin -> its admitted URLs, with max_pages_per_host
-#: blobs: the operator's crawl-state commands (control API), JSON: blocked host names, and
-#: host name -> delay (seconds). Written in the transaction open when they are applied.
-_BLOCKED_KEY = b"control:blocked"
-_HOST_DELAYS_KEY = b"control:host-delays"
 FRONTIER_ENV = "frontier.lmdb"  #: the frontier's LMDB environment, in the state directory
 #: what a damaged frontier environment, set aside, means for the crawl
 _FRESH_FRONTIER = (
@@ -187,7 +184,6 @@ class Frontier:
         self._state_dir = state_dir
         self._snapshot_failing = False  #: the last checkpoint had no room for the snapshot
         check_identity(state_dir, o.seen_capacity, o.seen_error_rate)
-        self._policy = o.policy
         self._retry_policy = o.retry_policy
         self._wall_clock = hooks.wall_clock
         self._obey_robots = o.obey_robots
@@ -202,7 +198,6 @@ class Frontier:
         #: hosts whose rules came from the cache in this next_ready: their sitemaps to queue
         self._sitemaps_due: list[HostQueue] = []
         self._max_host_errors = o.max_host_errors
-        self._host_error_urls = o.host_error_urls
         self._memory_urls = o.memory_urls
         self._per_ip = o.per_ip
         self._known_ips = dict(o.known_ips)
@@ -253,6 +248,10 @@ class Frontier:
         #: the host queues, where each waits, and how many are in each state (``hosts.py``)
         self._queues = HostQueues(o.connections_per_host)
         self._hosts: dict[str, HostQueue] = self._queues.hosts  #: origin -> queue (read only)
+        #: the delays: configured, the operator's per host name (``spacing.py``)
+        self._spacing = Spacing(o.policy, o.host_error_urls, self._queues)
+        #: the operator's blocks and host delays, durable (``control.py``)
+        self._control = Control(self._queues, self._spacing, self._tx.write, self._blobs)
         self._heap_seq = 0  #: tie-breaker of the hosts' retry heaps
         #: scope, ownership, dedup and traps: which links become queued URLs
         self._admission = Admission(
@@ -289,8 +288,6 @@ class Frontier:
         self.refilled = 0  #: URLs read back from LMDB into memory
         self.peak_hot = 0
         self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
-        #: host name -> (delay, policy) set by the operator (``set_host_delay``)
-        self._host_delays: dict[str, tuple[float, DelayPolicy]] = {}
         if self._recrawl is not None:  # a ticket's completion also schedules its next visit
             self.mark_done = self._mark_done_scheduling  # type: ignore[method-assign]
         try:
@@ -634,7 +631,7 @@ class Frontier:
                     # a page or a refresh of robots.txt: the delay is a rate, it spaces starts
                     host.starts += not ticket.robots
                     host.last_start = now
-                    host.next_at = max(host.next_at, now + self._spacing(host))
+                    host.next_at = max(host.next_at, now + self._spacing.start_gap(host))
                     if group is not None:
                         group.next_at = max(group.next_at, host.next_at)
             self._queues.settle(host, now)
@@ -642,24 +639,6 @@ class Frontier:
             host = self._sitemaps_due.pop()
             self._queue_sitemaps(host, host.rules, now)
         return out
-
-    def _spacing(self, host: HostQueue) -> float:
-        """The least time from this request's start to the host's next one: the delay of its
-        latest response, never below min_delay_s and the Crawl-delay (an operator's delay for
-        the host replaces min_delay_s and the adaptive delay, never the Crawl-delay)."""
-        crawl_delay = host.rules.crawl_delay_s if host.rules is not None else None
-        if self._host_delays:
-            own = self._host_delays.get(host_of(host.origin))
-            if own is not None:
-                return delay_for(0.0, crawl_delay, own[1])
-        return max(host.delay_s, delay_for(0.0, crawl_delay, self._policy))
-
-    def _policy_of(self, host: HostQueue) -> DelayPolicy:
-        if self._host_delays:
-            own = self._host_delays.get(host_of(host.origin))
-            if own is not None:
-                return own[1]
-        return self._policy
 
     def _group_holds(self, host: HostQueue, now: float) -> bool:
         """Per-IP politeness: park or snooze a host whose IP group is busy or not yet due."""
@@ -811,7 +790,7 @@ class Frontier:
                 self._recrawl.stage(ticket, outcome)
             if mark_done:
                 self.mark_done((ticket.key,))
-            polite, backoff = self._delay_after(host, ticket, outcome.duration_s, Failure.NONE)
+            polite, backoff = self._spacing.after(host, ticket, outcome.duration_s, Failure.NONE)
             held = self._release(host, ticket, outcome.finished, polite, backoff, 0.0, outcome.ip)
             return _DONE if held == 0.0 else Settled(False, held, False)
         policy = self._retry_policy
@@ -868,8 +847,8 @@ class Frontier:
         host = self._hosts[ticket.origin]
         if mark_done:
             self.mark_done((ticket.key,))
-        held = self._release(host, ticket, now, *self._delay_after(host, ticket, fetch_s, failure),
-                             hold_s, ip)  # fmt: skip
+        polite, backoff = self._spacing.after(host, ticket, fetch_s, failure)
+        held = self._release(host, ticket, now, polite, backoff, hold_s, ip)
         self._maybe_retire(host, failure)
         return held
 
@@ -906,7 +885,7 @@ class Frontier:
         if ticket.last is not None and self._recrawl is not None:
             self._retry_revisit(host, ticket, now + delay_s)
             held = self._release(
-                host, ticket, now, *self._delay_after(host, ticket, fetch_s, failure), hold_s, ip
+                host, ticket, now, *self._spacing.after(host, ticket, fetch_s, failure), hold_s, ip
             )
             self._maybe_retire(host, failure)
             return held
@@ -923,38 +902,10 @@ class Frontier:
         heapq.heappush(host.retries, due)
         self._hot_changed(1)
         self.queued += 1
-        held = self._release(host, ticket, now, *self._delay_after(host, ticket, fetch_s, failure),
-                             hold_s, ip)  # fmt: skip
+        polite, backoff = self._spacing.after(host, ticket, fetch_s, failure)
+        held = self._release(host, ticket, now, polite, backoff, hold_s, ip)
         self._maybe_retire(host, failure)
         return held
-
-    def _delay_after(
-        self, host: HostQueue, ticket: Ticket, fetch_s: float, failure: Failure
-    ) -> tuple[float, float]:
-        """(politeness delay, host backoff) after a response; counts the host's errors.
-
-        Only host-wide signals back the host off: 429/503, connection failures, or failures of
-        ``host_error_urls`` distinct URLs in a row (each such run counts as one signal, then
-        the count starts again). One URL failing again and again does not.
-        """
-        host_wide = failure is Failure.SERVER or failure is Failure.CONNECTION
-        if failure is Failure.NONE:
-            host.errors = host.conn_errors = 0
-            host.failing = None
-        elif failure is Failure.URL:
-            if host.failing is None:
-                host.failing = set()
-            host.failing.add(ticket.key or ticket.url.encode())
-            if len(host.failing) >= self._host_error_urls:
-                host.failing = None
-                host.errors += 1
-                host_wide = True
-        else:
-            host.errors += 1
-            host.conn_errors = host.conn_errors + 1 if failure is Failure.CONNECTION else 0
-        crawl_delay = host.rules.crawl_delay_s if host.rules is not None else None
-        polite = delay_for(fetch_s, crawl_delay, self._policy_of(host))
-        return polite, host_backoff(host.errors, self._policy) if host_wide else 0.0
 
     def _maybe_retire(self, host: HostQueue, failure: Failure) -> None:
         if (
@@ -1030,7 +981,7 @@ class Frontier:
             host.robots_attempts = 0
             self._time_rules(rules, now)
             host.rules = rules
-            delay, retry = delay_for(fetch_s, rules.crawl_delay_s, self._policy), 0.0
+            delay, retry = delay_for(fetch_s, rules.crawl_delay_s, self._spacing.policy), 0.0
         else:
             host.robots_attempts += 1
             retry = max(self._robots_retry_s * 2 ** (host.robots_attempts - 1), hold)
@@ -1042,7 +993,8 @@ class Frontier:
                     log.warning("robots.txt of %s unreachable: using the copy fetched %.0f s "
                                 "ago", host.origin, age)  # fmt: skip
                 host.rules = fallback
-                delay, retry = delay_for(fetch_s, fallback.crawl_delay_s, self._policy), hold
+                delay = delay_for(fetch_s, fallback.crawl_delay_s, self._spacing.policy)
+                retry = hold
             else:
                 host.rules = None  # no usable copy: nothing is fetched until robots.txt answers
                 if host.robots_attempts >= self._robots_attempts:
@@ -1050,7 +1002,7 @@ class Frontier:
                     self._release(host, mine, now, 0.0, 0.0, 0.0, ip)
                     self._retire(host, ROBOTS_UNAVAILABLE)
                     return
-                delay = delay_for(fetch_s, None, self._policy)
+                delay = delay_for(fetch_s, None, self._spacing.policy)
         self._release(host, mine, now, delay, retry, 0.0, ip)
         if rules is not None and (self._sitemap_paths or self._sitemap_robots):
             self._queue_sitemaps(host, rules, now)
@@ -1273,94 +1225,45 @@ class Frontier:
         return made
 
     # ----------------------------------------------------------------------------- operator
+    # (``control.py``: blocks and host delays, durable in LMDB)
 
     @property
     def blocked_hosts(self) -> list[str]:
         """Host names the operator blocked (``block``), sorted."""
-        return sorted(self._queues.blocked)
+        return self._control.blocked_hosts
 
     @property
     def host_delays(self) -> dict[str, float]:
         """Host name -> the delay the operator set for it (``set_host_delay``)."""
-        return {name: delay for name, (delay, _p) in sorted(self._host_delays.items())}
+        return self._control.host_delays
 
     @property
     def held_by_blocks(self) -> int:
         """URLs queued for blocked hosts (not handed out until unblocked)."""
-        return sum(host.queued for host in self._queues.parked.values())
+        return self._control.held_by_blocks
 
     @property
     def blocked_queues(self) -> int:
         """Hosts with queued work held by a block."""
-        return len(self._queues.parked)
-
-    def _matching(self, name: str) -> list[HostQueue]:
-        """Every known host (origin) whose host name is ``name``: O(hosts), for commands."""
-        return [host for key, host in self._hosts.items() if host_of(key) == name]
+        return self._control.blocked_queues
 
     def block(self, name: str, now: float) -> int:
         """Hand out no more URLs of host name ``name`` (every scheme and port) until
         :meth:`unblock`: its queued and newly admitted URLs are kept (in LMDB, as always),
         requests in flight finish. Durable with the open transaction. Returns the URLs held."""
-        self._queues.blocked.add(name)
-        self._save_control()
-        held = 0
-        for host in self._matching(name):
-            if host.state in (HostState.READY, HostState.SNOOZED):
-                self._queues.move(host, HostState.BLOCKED)  # its FIFO or heap entry is stale
-            held += host.queued
-        return held
+        return self._control.block(name, now)
 
     def unblock(self, name: str, now: float) -> int:
         """Undo :meth:`block`; the host's URLs are handed out again. Returns how many are
         queued (0 and no change if ``name`` was not blocked)."""
-        blocked = self._queues.blocked
-        if name not in blocked:
-            return 0
-        blocked.discard(name)
-        self._save_control()
-        released = 0
-        for host in [h for h in self._queues.parked.values() if host_of(h.origin) == name]:
-            released += host.queued
-            self._queues.settle(host, now)
-        return released
+        return self._control.unblock(name, now)
 
     def set_host_delay(self, name: str, delay_s: float | None, now: float) -> int:
         """Space requests to host name ``name`` by ``delay_s`` (None: back to the configured
         delay), in place of min_delay_s and the adaptive delay but never below its robots.txt
-        Crawl-delay. Applies at once: the host's next request moves by the difference (a
-        backoff it is serving stays). Durable with the open transaction. Returns the hosts
-        (origins) it applies to now."""
-        if delay_s is None:
-            self._host_delays.pop(name, None)
-        else:
-            own = DelayPolicy(
-                min_delay_s=delay_s,
-                max_delay_s=delay_s,
-                delay_factor=0.0,
-                max_crawl_delay_s=self._policy.max_crawl_delay_s,
-                backoff_s=self._policy.backoff_s,
-                max_backoff_s=self._policy.max_backoff_s,
-            )
-            self._host_delays[name] = (delay_s, own)
-        self._save_control()
-        hosts = self._matching(name)
-        for host in hosts:
-            self._respace(host, now)
-        return len(hosts)
-
-    def _respace(self, host: HostQueue, now: float) -> None:
-        """Move a host's next request by the change of its spacing (not while backing off)."""
-        if host.errors or host.state is HostState.RETIRED or host.next_at == 0.0:
-            return  # backing off (that stays), retired, or never requested: nothing to move
-        crawl_delay = host.rules.crawl_delay_s if host.rules is not None else None
-        spacing = delay_for(0.0, crawl_delay, self._policy_of(host))  # adaptive: next response
-        host.next_at += spacing - host.delay_s
-        host.delay_s = spacing
-        if host.state is HostState.SNOOZED or (
-            host.state is HostState.READY and host.next_at > now
-        ):
-            self._queues.settle(host, now)  # snoozed anew: its FIFO or heap entry is stale
+        Crawl-delay. Durable with the open transaction. Returns the hosts (origins) it applies
+        to now (``Control.set_host_delay``)."""
+        return self._control.set_host_delay(name, delay_s, now)
 
     def reconfigure(self, s: CrawlSettings, now: float) -> None:
         """Apply a reloaded config's tunables: politeness delays and limits, connections per
@@ -1371,46 +1274,23 @@ class Frontier:
         p = s.politeness
         self._admission.reconfigure(check_scope(s), s.scope.exclude,
                                     Limits.from_settings(s.crawl), s.crawl.max_pages)  # fmt: skip
-        policy, self._policy = self._policy, DelayPolicy.from_settings(p)
+        spacing = self._spacing
+        policy, spacing.policy = spacing.policy, DelayPolicy.from_settings(p)
         self._retry_policy = RetryPolicy.from_settings(s.fetch)
         self._queues.connections_per_host = p.connections_per_host
         self._obey_robots = p.obey_robots
         self._robots_retry_s = p.robots_retry_s
         self._robots_attempts = p.robots_attempts
         self._max_host_errors = p.max_host_errors
-        self._host_error_urls = p.host_error_urls
+        spacing.host_error_urls = p.host_error_urls
         self._memory_urls = s.frontier.memory_urls
         if self._recrawl is not None and s.recrawl.enabled:
             self._recrawl.policy = RecrawlPolicy.from_settings(s.recrawl)
-        if self._policy == policy:
+        if spacing.policy == policy:
             return  # the hosts' spacing stands (the adaptive part of it too)
-        for name, (delay, _own) in list(self._host_delays.items()):
-            self.set_host_delay(name, delay, now)  # their policies keep the new backoff
+        self._control.reapply(now)  # the operator's delays keep the new backoff
         for host in list(self._hosts.values()):
-            self._respace(host, now)
-
-    def _save_control(self) -> None:
-        with self._write() as txn:
-            txn.put(_BLOCKED_KEY, json.dumps(sorted(self._queues.blocked)).encode(), db=self._blobs)
-            delays = {name: delay for name, (delay, _p) in self._host_delays.items()}
-            txn.put(_HOST_DELAYS_KEY, json.dumps(delays, sort_keys=True).encode(), db=self._blobs)
-
-    def _load_control(self, txn: lmdb.Transaction[bytes]) -> None:
-        """The operator's blocks and host delays of earlier runs (see ``_save_control``)."""
-        blocked = txn.get(_BLOCKED_KEY, db=self._blobs)
-        delays = txn.get(_HOST_DELAYS_KEY, db=self._blobs)
-        try:
-            names = json.loads(bytes(blocked)) if blocked is not None else []
-            saved = json.loads(bytes(delays)) if delays is not None else {}
-            self._queues.blocked = {str(n) for n in names}
-            pairs = {str(k): float(v) for k, v in saved.items()}
-        except (ValueError, TypeError, AttributeError) as exc:
-            log.warning("unreadable operator blocks or host delays, ignored: %r", exc)
-            self._queues.blocked, pairs = set(), {}
-        for name, delay in pairs.items():
-            self._host_delays[name] = (delay, DelayPolicy(delay, delay, 0.0,
-                self._policy.max_crawl_delay_s, self._policy.backoff_s,
-                self._policy.max_backoff_s))  # fmt: skip
+            spacing.respace(host, now)
 
     # ----------------------------------------------------------------------------- lifecycle
 
@@ -1443,7 +1323,7 @@ class Frontier:
     def host_signals(self, now: float, worst: int = 5) -> HostSignals:
         """Hosts by state, the worst held ones and the next one due (``status.host_signals``)."""
         return host_signals(self._queues, self._holding, self.robots_waiting,
-                            self._policy.min_delay_s, now, worst)  # fmt: skip
+                            self._spacing.policy.min_delay_s, now, worst)  # fmt: skip
 
     def busiest(self, n: int = 10) -> list[tuple[str, int, int]]:
         """The ``n`` hosts with the most requests started this run (``status.busiest``)."""
@@ -1471,7 +1351,7 @@ class Frontier:
                 key: self._stored_admitted(txn, key)
                 for key in (counts if self._admission.limits.max_pages_per_host else ())
             }
-            self._load_control(txn)
+            self._control.load(txn)
         if seen_count and not self._seen.load_snapshot(snapshot, seen_count):
             log.warning("seen-set snapshot missing or stale: rebuilding the Bloom filter")
             with self._env.begin() as txn:
