@@ -105,6 +105,7 @@ from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for
 from frontier_crawl.frontier.recrawl import DUE_KEY_LEN, HostRevisits, Recrawl, RecrawlPolicy
 from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, RobotsCache, Rules, product_token
+from frontier_crawl.frontier.robotsgate import RobotsGate
 from frontier_crawl.frontier.scope import check_scope
 from frontier_crawl.frontier.seen import SeenSet
 from frontier_crawl.frontier.spacing import Spacing
@@ -157,7 +158,6 @@ ROBOTS_DENIED = "robots-denied"
 ROBOTS_UNAVAILABLE = "robots-unavailable"
 HOST_UNREACHABLE = "host-unreachable"
 
-_ALLOW_ALL = Rules("", None)
 _NO_HOOKS = FrontierHooks()
 _DONE = Settled(False, 0.0, False)  #: a response the host meant, holding it no longer
 
@@ -186,14 +186,6 @@ class Frontier:
         check_identity(state_dir, o.seen_capacity, o.seen_error_rate)
         self._retry_policy = o.retry_policy
         self._wall_clock = hooks.wall_clock
-        self._obey_robots = o.obey_robots
-        self._robots_retry_s = o.robots_retry_s
-        self._robots_ttl_s = min(o.robots_ttl_s, MAX_ROBOTS_TTL_S)
-        self._robots_stale_s = o.robots_stale_s
-        #: hosts whose robots.txt is being fetched with only an out-of-date copy at hand: that
-        #: copy, used if the fetch finds robots.txt unreachable (robots_done)
-        self._stale: dict[str, Rules] = {}
-        self._robots_attempts = o.robots_attempts
         self._sitemap_paths, self._sitemap_robots = o.sitemap_paths, o.sitemap_robots
         #: hosts whose rules came from the cache in this next_ready: their sitemaps to queue
         self._sitemaps_due: list[HostQueue] = []
@@ -229,7 +221,7 @@ class Frontier:
             robots = RobotsCache(
                 state_dir / "robots",
                 o.robots_token or product_token(o.user_agent),
-                self._robots_ttl_s,
+                min(o.robots_ttl_s, MAX_ROBOTS_TTL_S),
                 o.robots_stale_s,
                 hooks.wall_clock,
             )
@@ -240,7 +232,6 @@ class Frontier:
             raise
         #: batches from other workers (worker mode only: ``route`` given)
         self._inbox = inbox
-        self._robots = robots
         #: the write transactions (one per batch) and what is done around their commits
         self._tx = Transactions(self._env, env_path, flush=self._flush, aborted=self._aborted,
                                 committed=self._committed)  # fmt: skip
@@ -272,10 +263,10 @@ class Frontier:
         #: hosts whose latest response held them beyond their politeness delay: origin ->
         #: (host, "retry-after" or "backoff"); pruned once they are due (``host_signals``)
         self._holding: dict[str, tuple[HostQueue, str]] = {}
-        #: robots.txt redirect hops to hand out first (robots_redirect); their fetch is still
-        #: counted in flight, as the host's robots.txt fetch
-        self._robots_hops: deque[Ticket] = deque()
-        self.robots_waiting = 0  #: hosts waiting for their robots.txt (nothing else issued)
+        #: robots.txt of every host: first fetch, refresh, redirects, the copy it falls back on
+        self._gate = RobotsGate(robots, self._admission.domain_allowed, obey=o.obey_robots,
+                                ttl_s=o.robots_ttl_s, stale_s=o.robots_stale_s,
+                                retry_s=o.robots_retry_s, attempts=o.robots_attempts)  # fmt: skip
         self.queued = 0  #: URLs admitted and not yet complete, in flight excluded
         self.in_flight = 0
         self.hot_total = 0
@@ -602,7 +593,7 @@ class Frontier:
     def has_ready(self) -> bool:
         """Is any host ready right now (as of the last next_ready call), or a robots.txt
         redirect hop waiting to be handed out?"""
-        return self._queues.has_ready or bool(self._robots_hops)
+        return self._queues.has_ready or bool(self._gate.hops)
 
     def next_ready(self, now: float, limit: int) -> list[Ticket]:
         """Up to ``limit`` tickets from hosts whose politeness slot is open at ``now``."""
@@ -611,7 +602,7 @@ class Frontier:
             self._pump_revisits(now)
         queues.wake(now)
         out: list[Ticket] = []
-        hops = self._robots_hops
+        hops = self._gate.hops
         while hops and len(out) < limit:  # the rest of a robots.txt fetch: in flight already
             out.append(hops.popleft())
         while len(out) < limit:
@@ -659,17 +650,13 @@ class Frontier:
         """The host's next ticket: robots.txt first, then a retry that is due, then its queue;
         robots-denied URLs are recorded and skipped."""
         if host.rules is None:
-            host.rules = self._cached_rules(host, now) if self._obey_robots else _ALLOW_ALL
+            host.rules = self._gate.known_rules(host, now)
             if host.rules is not None and (self._sitemap_paths or self._sitemap_robots):
                 self._sitemaps_due.append(host)  # queued once next_ready is done with hosts
         if host.rules is None:  # nothing else until robots.txt is known
-            host.robots_in_flight = True
-            self.robots_waiting += 1
-            return Ticket(b"", host.origin, host.origin + "/robots.txt", 0, robots=True)
-        if host.rules.refresh_at <= now:  # fetched again in this request slot; the host's
-            host.rules.refresh_at = float("inf")  # other slots go on with these rules meanwhile
-            host.in_flight += 1
-            return Ticket(b"", host.origin, host.origin + "/robots.txt", 0, robots=True)
+            return self._gate.first_fetch(host)
+        if host.rules.refresh_at <= now:  # fetched again in this request slot
+            return self._gate.refresh(host, now)
         revisits = host.revisits
         if revisits is not None and self._revisit_turn(host, revisits, now):
             revisit = self._take_revisit(host, revisits, now)
@@ -695,26 +682,6 @@ class Frontier:
         if revisits is not None and revisits.ready_at() <= now:  # nothing new: revisits go
             return self._take_revisit(host, revisits, now)
         return None
-
-    def _cached_rules(self, host: HostQueue, now: float) -> Rules | None:
-        """The host's rules from the disk cache if they are fresh; None if robots.txt must be
-        fetched first (an out-of-date copy is kept in ``_stale`` as that fetch's fallback)."""
-        hit = self._robots.get(host.origin)
-        if hit is None:
-            return None
-        rules, age = hit
-        self._time_rules(rules, now - age)
-        if age < self._robots_ttl_s:
-            return rules
-        if rules.usable_until > now:
-            self._stale[host.origin] = rules
-        return None
-
-    def _time_rules(self, rules: Rules, fetched: float) -> None:
-        """Set when rules fetched at (monotonic) ``fetched`` are due again, and until when
-        they may stand in for an unreachable robots.txt."""
-        rules.refresh_at = fetched + self._robots_ttl_s
-        rules.usable_until = rules.refresh_at + self._robots_stale_s
 
     def _pop(self, host: HostQueue, now: float) -> tuple[bytes, QueueEntry] | None:
         """The host's next entry in memory (a due retry first), refilled from LMDB if need be."""
@@ -924,11 +891,7 @@ class Frontier:
         domains; the hop comes out of the next :meth:`next_ready` first. False when it is not
         (nothing changes: the caller finishes the fetch with :meth:`robots_done`). The
         ``exclude`` patterns are not applied: they select pages, and robots.txt is none."""
-        url = canonicalize(target)
-        if url is None or not self._admission.domain_allowed(host_of(url)):
-            return False
-        self._robots_hops.append(Ticket(b"", ticket.origin, url, 0, ticket.hops + 1, robots=True))
-        return True
+        return self._gate.redirect(ticket, target)
 
     def retire(self, origin: str, reason: str) -> None:
         """Give up on a host for the rest of the run: its queued URLs, and those found later,
@@ -965,47 +928,23 @@ class Frontier:
             if retry_after and status in HOST_STATUSES
             else 0.0
         )
-        refresh = not host.robots_in_flight
-        host.robots_in_flight = False
-        self.robots_waiting -= not refresh
-        fallback = host.rules if refresh else self._stale.pop(host.origin, None)
+        refresh, fallback = self._gate.landed(host)
+        mine = ticket if refresh else None  # a refresh counted in the host's in_flight
         if retire:
-            self._release(host, ticket if refresh else None, now, 0.0, 0.0, 0.0, ip)
+            self._release(host, mine, now, 0.0, 0.0, 0.0, ip)
             if host.state is not HostState.RETIRED:
                 log.warning("%s: host retired (%s)", host.origin, retire)
                 self._retire(host, retire)
             return
-        rules = self._robots.store(host.origin, status, body) if self._obey_robots else None
-        mine = ticket if refresh else None  # a refresh counted in the host's in_flight
-        if rules is not None:
-            host.robots_attempts = 0
-            self._time_rules(rules, now)
-            host.rules = rules
-            delay, retry = delay_for(fetch_s, rules.crawl_delay_s, self._spacing.policy), 0.0
-        else:
-            host.robots_attempts += 1
-            retry = max(self._robots_retry_s * 2 ** (host.robots_attempts - 1), hold)
-            if fallback is not None and fallback.usable_until > now:
-                # RFC 9309 2.4: crawl on with the copy fetched earlier, fetch again later
-                fallback.refresh_at = now + retry
-                if host.rules is not fallback:
-                    age = self._robots.clock() - fallback.fetched_at
-                    log.warning("robots.txt of %s unreachable: using the copy fetched %.0f s "
-                                "ago", host.origin, age)  # fmt: skip
-                host.rules = fallback
-                delay = delay_for(fetch_s, fallback.crawl_delay_s, self._spacing.policy)
-                retry = hold
-            else:
-                host.rules = None  # no usable copy: nothing is fetched until robots.txt answers
-                if host.robots_attempts >= self._robots_attempts:
-                    log.warning("robots.txt of %s unavailable: host retired", host.origin)
-                    self._release(host, mine, now, 0.0, 0.0, 0.0, ip)
-                    self._retire(host, ROBOTS_UNAVAILABLE)
-                    return
-                delay = delay_for(fetch_s, None, self._spacing.policy)
-        self._release(host, mine, now, delay, retry, 0.0, ip)
-        if rules is not None and (self._sitemap_paths or self._sitemap_robots):
-            self._queue_sitemaps(host, rules, now)
+        answer = self._gate.answer(host, status, body, now, hold, fallback)
+        if answer.give_up:
+            self._release(host, mine, now, 0.0, 0.0, 0.0, ip)
+            self._retire(host, ROBOTS_UNAVAILABLE)
+            return
+        delay = delay_for(fetch_s, answer.crawl_delay_s, self._spacing.policy)
+        self._release(host, mine, now, delay, answer.retry_s, 0.0, ip)
+        if answer.rules is not None and (self._sitemap_paths or self._sitemap_robots):
+            self._queue_sitemaps(host, answer.rules, now)
 
     def _queue_sitemaps(self, host: HostQueue, rules: Rules | None, now: float) -> None:
         """``[sitemaps]``: the host's sitemaps admitted like any URL (scope, so a ``Sitemap:``
@@ -1278,9 +1217,9 @@ class Frontier:
         policy, spacing.policy = spacing.policy, DelayPolicy.from_settings(p)
         self._retry_policy = RetryPolicy.from_settings(s.fetch)
         self._queues.connections_per_host = p.connections_per_host
-        self._obey_robots = p.obey_robots
-        self._robots_retry_s = p.robots_retry_s
-        self._robots_attempts = p.robots_attempts
+        gate = self._gate
+        gate.obey, gate.retry_s, gate.attempts = (p.obey_robots, p.robots_retry_s,
+                                                  p.robots_attempts)  # fmt: skip
         self._max_host_errors = p.max_host_errors
         spacing.host_error_urls = p.host_error_urls
         self._memory_urls = s.frontier.memory_urls
@@ -1293,6 +1232,11 @@ class Frontier:
             spacing.respace(host, now)
 
     # ----------------------------------------------------------------------------- lifecycle
+
+    @property
+    def robots_waiting(self) -> int:
+        """Hosts waiting for their robots.txt (nothing else issued)."""
+        return self._gate.waiting
 
     @property
     def pending(self) -> int:
@@ -1322,7 +1266,7 @@ class Frontier:
 
     def host_signals(self, now: float, worst: int = 5) -> HostSignals:
         """Hosts by state, the worst held ones and the next one due (``status.host_signals``)."""
-        return host_signals(self._queues, self._holding, self.robots_waiting,
+        return host_signals(self._queues, self._holding, self._gate.waiting,
                             self._spacing.policy.min_delay_s, now, worst)  # fmt: skip
 
     def busiest(self, n: int = 10) -> list[tuple[str, int, int]]:
@@ -1412,7 +1356,7 @@ class Frontier:
 
     def _close_state(self) -> None:
         """Close what the frontier holds open (LMDB environments, the robots cache)."""
-        self._robots.close()
+        self._gate.close()
         if self._inbox is not None:
             self._inbox.close()
         self._env.close()
