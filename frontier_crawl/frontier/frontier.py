@@ -103,7 +103,8 @@ from frontier_crawl.frontier.identity import (
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Link, decode_links, encode_links
 from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for
-from frontier_crawl.frontier.recrawl import DUE_KEY_LEN, HostRevisits, Recrawl, RecrawlPolicy
+from frontier_crawl.frontier.recrawl import Recrawl, RecrawlPolicy
+from frontier_crawl.frontier.revisits import Revisits
 from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, RobotsCache, Rules, product_token
 from frontier_crawl.frontier.robotsgate import RobotsGate
 from frontier_crawl.frontier.scope import check_scope
@@ -125,7 +126,7 @@ from frontier_crawl.frontier.store import (
 )
 from frontier_crawl.frontier.traps import Limits
 from frontier_crawl.frontier.txn import Transactions
-from frontier_crawl.frontier.urls import canonicalize, host_of, origin
+from frontier_crawl.frontier.urls import host_of
 from frontier_crawl.safefs import make_dir
 
 if TYPE_CHECKING:
@@ -279,8 +280,15 @@ class Frontier:
         self.refilled = 0  #: URLs read back from LMDB into memory
         self.peak_hot = 0
         self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
-        if self._recrawl is not None:  # a ticket's completion also schedules its next visit
-            self.mark_done = self._mark_done_scheduling  # type: ignore[method-assign]
+        #: the continuous crawl's revisits over the host queues (None: recrawl off)
+        self._revisits: Revisits | None = None
+        if self._recrawl is not None:
+            self._revisits = Revisits(self._recrawl, self._queues, self._store,
+                                      write=self._tx.write, in_scope=self._admission.in_scope,
+                                      host_for=self._host_for, on_reject=hooks.on_reject,
+                                      wall_clock=hooks.wall_clock)  # fmt: skip
+            # a ticket's completion also schedules its next visit
+            self.mark_done = self._revisits.mark_done  # type: ignore[method-assign]
         try:
             self._resume()
         except _STATE_ERRORS as exc:  # pages of the queue or seen-set unreadable
@@ -437,9 +445,7 @@ class Frontier:
         """Queue an admitted URL in LMDB and, budget permitting, in memory; False if refused."""
         host = self._hosts.get(host_key)
         if host is None:
-            host = self._new_host(host_key)
-            if self._admission.limits.max_pages_per_host:
-                host.admitted = self._stored_admitted(txn, host_key)
+            host = self._host_for(txn, host_key)
         elif host.state is HostState.RETIRED:
             self._on_reject(
                 Ticket(b"", host_key, entry.url, entry.depth, entry.hops, 0, entry.referrer),
@@ -499,6 +505,15 @@ class Frontier:
         """The store's id of a host (-1 if it has none yet): referrers are stored by it."""
         host = self._hosts.get(host_key)
         return host.hid if host is not None else -1
+
+    def _host_for(self, txn: lmdb.Transaction[bytes], host_key: str) -> HostQueue:
+        """The host queue of ``host_key``, made (with its admitted count) if it has none."""
+        host = self._hosts.get(host_key)
+        if host is None:
+            host = self._new_host(host_key)
+            if self._admission.limits.max_pages_per_host:
+                host.admitted = self._stored_admitted(txn, host_key)
+        return host
 
     def _new_host(self, host_key: str) -> HostQueue:
         host = self._queues.add(HostQueue(host_key))
@@ -582,10 +597,9 @@ class Frontier:
         becomes due (None if no host is snoozed and no revisit is scheduled)."""
         host = self._queues.first_snoozed()
         wake = host.wake_at if host is not None else None
-        if self._recrawl is not None:
-            due = self._recrawl.next_due()
-            if due is not None:
-                at = time.monotonic() + max(0.0, due - self._wall_clock())
+        if self._revisits is not None:
+            at = self._revisits.next_wake()
+            if at is not None:
                 wake = at if wake is None else min(wake, at)
         return wake
 
@@ -598,8 +612,8 @@ class Frontier:
     def next_ready(self, now: float, limit: int) -> list[Ticket]:
         """Up to ``limit`` tickets from hosts whose politeness slot is open at ``now``."""
         queues = self._queues
-        if self._recrawl is not None:
-            self._pump_revisits(now)
+        if self._revisits is not None:
+            self._revisits.pump(now)
         queues.wake(now)
         out: list[Ticket] = []
         hops = self._gate.hops
@@ -658,8 +672,10 @@ class Frontier:
         if host.rules.refresh_at <= now:  # fetched again in this request slot
             return self._gate.refresh(host, now)
         revisits = host.revisits
-        if revisits is not None and self._revisit_turn(host, revisits, now):
-            revisit = self._take_revisit(host, revisits, now)
+        if revisits is not None and self._revisits is not None and self._revisits.turn(
+            host, revisits, now
+        ):
+            revisit = self._revisits.take(host, revisits, now, ROBOTS_DENIED)
             if revisit is not None:
                 return revisit
         while (item := self._pop(host, now)) is not None:
@@ -679,8 +695,8 @@ class Frontier:
             with self._write():
                 self._store.done(key)
         revisits = host.revisits
-        if revisits is not None and revisits.ready_at() <= now:  # nothing new: revisits go
-            return self._take_revisit(host, revisits, now)
+        if revisits is not None and revisits.ready_at() <= now and self._revisits is not None:
+            return self._revisits.take(host, revisits, now, ROBOTS_DENIED)  # nothing new
         return None
 
     def _pop(self, host: HostQueue, now: float) -> tuple[bytes, QueueEntry] | None:
@@ -849,8 +865,8 @@ class Frontier:
         this returns too).
         """
         host = self._hosts[ticket.origin]
-        if ticket.last is not None and self._recrawl is not None:
-            self._retry_revisit(host, ticket, now + delay_s)
+        if ticket.last is not None and self._revisits is not None:
+            self._revisits.retry(host, ticket, now + delay_s)
             held = self._release(
                 host, ticket, now, *self._spacing.after(host, ticket, fetch_s, failure), hold_s, ip
             )
@@ -1028,9 +1044,8 @@ class Frontier:
                 self._reject_entry(txn, host, key, entry, reason)
             host.retries = None
             revisits, host.revisits = host.revisits, None
-            if revisits is not None and self._recrawl is not None:  # due again after a while
-                for _ready, key, _attempt, visit in revisits.heap:
-                    self._recrawl.put_back(txn, visit, key[8:])
+            if revisits is not None and self._revisits is not None:  # due again after a while
+                self._revisits.put_back(txn, revisits)
 
     def _reject_entry(
         self,
@@ -1053,90 +1068,6 @@ class Frontier:
         """A continuous crawl (``[recrawl] enabled``): it never ends by itself."""
         return self._recrawl is not None
 
-    def _mark_done_scheduling(self, keys: Iterable[bytes]) -> None:
-        """:meth:`mark_done` of a continuous crawl: each ticket's next visit, staged by
-        :meth:`complete`, is written in the same transaction as its entry's done mark."""
-        recrawl = self._recrawl
-        assert recrawl is not None
-        with self._write() as txn:
-            for key in keys:
-                if len(key) != DUE_KEY_LEN:  # a revisit has no queue entry
-                    self._store.done(key)
-                recrawl.apply(txn, key)
-
-    def _pump_revisits(self, now: float) -> None:
-        """Load the revisits that came due into their hosts' queues (a bounded number)."""
-        recrawl = self._recrawl
-        assert recrawl is not None
-        wall = self._wall_clock()
-        if not recrawl.wants_pump(wall):
-            return
-        with self._write() as txn:
-            for key, visit in recrawl.due_batch(txn, wall):
-                if not self._admission.in_scope(visit.url):  # a reloaded scope left it out
-                    recrawl.forget(txn, key[8:])
-                    continue
-                host_key = origin(visit.url)
-                host = self._hosts.get(host_key)
-                if host is None:
-                    host = self._new_host(host_key)
-                    if self._admission.limits.max_pages_per_host:  # as _enqueue counts it
-                        host.admitted = self._stored_admitted(txn, host_key)
-                if host.state is HostState.RETIRED:
-                    recrawl.put_back(txn, visit, key[8:])
-                    continue
-                if host.revisits is None:
-                    host.revisits = HostRevisits()
-                host.revisits.push(0.0, key, 0, visit)
-                if host.state in (HostState.EMPTY, HostState.BUSY):
-                    self._queues.settle(host, now)
-
-    def _revisit_turn(self, host: HostQueue, revisits: HostRevisits, now: float) -> bool:
-        """Does the host's next request go to a revisit (one is ready)? Always when it has no
-        new URL in memory or LMDB; else as ``revisit_share`` says."""
-        if revisits.ready_at() > now:
-            return False
-        if not (host.hot or host.unloaded):
-            return True
-        recrawl = self._recrawl
-        assert recrawl is not None
-        return revisits.turn(recrawl.policy.revisit_share)
-
-    def _take_revisit(self, host: HostQueue, revisits: HostRevisits, now: float) -> Ticket | None:
-        """The host's first ready revisit as a ticket (its ``key`` the due key, its ``last``
-        the previous captures); one robots.txt now denies is recorded and put back."""
-        recrawl = self._recrawl
-        assert recrawl is not None and host.rules is not None
-        heap = revisits.heap
-        out = None
-        while heap and heap[0][0] <= now:
-            _ready, key, attempt, visit = heapq.heappop(heap)
-            ticket = Ticket(key, host.origin, visit.url, visit.depth, 0, attempt, visit.referrer,
-                            False, visit.callback, visit.meta, visit.priority,
-                            visit.last())  # fmt: skip
-            if host.rules.allowed(visit.url):
-                host.in_flight += 1
-                recrawl.take(key, visit, attempt)
-                out = ticket
-                break
-            self._on_reject(ticket, ROBOTS_DENIED)
-            with self._write() as txn:
-                recrawl.put_back(txn, visit, key[8:])
-        if not heap:
-            host.revisits = None
-        return out
-
-    def _retry_revisit(self, host: HostQueue, ticket: Ticket, at: float) -> None:
-        """A revisit failed transiently with retries left: again at monotonic time ``at``."""
-        recrawl = self._recrawl
-        assert recrawl is not None
-        visit = recrawl.flying.pop(ticket.key, None)
-        if visit is None:
-            return
-        if host.revisits is None:
-            host.revisits = HostRevisits()
-        host.revisits.push(at, ticket.key, ticket.attempt + 1, visit)
-
     def freshness(self, now_wall: float) -> dict[str, object]:
         """The schedule's figures (RECRAWL.md's ``freshness`` dict without ``per_hour``, which
         observe computes from the visit totals); ``{"enabled": False}`` without recrawl. Counts
@@ -1152,16 +1083,7 @@ class Frontier:
         """A sitemap's ``(<loc>, <lastmod> epoch seconds)`` pairs: each scheduled URL whose last
         capture is older than its lastmod becomes due now. Returns how many did (0 without
         recrawl; URLs that do not canonicalise or are not scheduled are skipped)."""
-        recrawl = self._recrawl
-        if recrawl is None:
-            return 0
-        made = 0
-        with self._write() as txn:
-            for url, lastmod in pairs:
-                canonical = canonicalize(url)
-                if canonical is not None:
-                    made += recrawl.make_due(txn, canonical, lastmod)
-        return made
+        return self._revisits.sitemap_lastmod(pairs) if self._revisits is not None else 0
 
     # ----------------------------------------------------------------------------- operator
     # (``control.py``: blocks and host delays, durable in LMDB)
