@@ -94,7 +94,8 @@ from frontier_crawl.frontier.completion import (
 )
 from frontier_crawl.frontier.control import Control
 from frontier_crawl.frontier.damage import DamagedState
-from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState, IpGroup, Ticket
+from frontier_crawl.frontier.dispatch import Dispatch
+from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState, Ticket
 from frontier_crawl.frontier.identity import LAYOUT_VERSION as LAYOUT_VERSION  # (re-exported)
 from frontier_crawl.frontier.identity import (
     StateMismatch,
@@ -126,7 +127,6 @@ from frontier_crawl.frontier.store import (
 )
 from frontier_crawl.frontier.traps import Limits
 from frontier_crawl.frontier.txn import Transactions
-from frontier_crawl.frontier.urls import host_of
 from frontier_crawl.safefs import make_dir
 
 if TYPE_CHECKING:
@@ -192,9 +192,6 @@ class Frontier:
         self._sitemaps_due: list[HostQueue] = []
         self._max_host_errors = o.max_host_errors
         self._memory_urls = o.memory_urls
-        self._per_ip = o.per_ip
-        self._known_ips = dict(o.known_ips)
-        self._groups: dict[str, IpGroup] = {}
         self._on_reject = hooks.on_reject
         env_path = self._env_path = state_dir / FRONTIER_ENV
         self._env: lmdb.Environment = open_checked_env(env_path, o.map_size, _FRESH_FRONTIER)
@@ -261,15 +258,14 @@ class Frontier:
             on_reject=hooks.on_reject,
             on_foreign=hooks.on_foreign,
         )
-        #: hosts whose latest response held them beyond their politeness delay: origin ->
-        #: (host, "retry-after" or "backoff"); pruned once they are due (``host_signals``)
-        self._holding: dict[str, tuple[HostQueue, str]] = {}
         #: robots.txt of every host: first fetch, refresh, redirects, the copy it falls back on
         self._gate = RobotsGate(robots, self._admission.domain_allowed, obey=o.obey_robots,
                                 ttl_s=o.robots_ttl_s, stale_s=o.robots_stale_s,
                                 retry_s=o.robots_retry_s, attempts=o.robots_attempts)  # fmt: skip
+        #: request starts and ends: ready hosts, IP groups, connections, holds (``dispatch.py``)
+        self._dispatch = Dispatch(self._queues, self._spacing, self._gate, per_ip=o.per_ip,
+                                  known_ips=o.known_ips)  # fmt: skip
         self.queued = 0  #: URLs admitted and not yet complete, in flight excluded
-        self.in_flight = 0
         self.hot_total = 0
         self.admitted = 0  #: URLs admitted by this crawl, all runs (for crawl.max_pages)
         self._counted: dict[str, HostQueue] = {}  #: hosts whose admitted count this txn changed
@@ -517,10 +513,7 @@ class Frontier:
 
     def _new_host(self, host_key: str) -> HostQueue:
         host = self._queues.add(HostQueue(host_key))
-        if self._per_ip:
-            ip = self._known_ips.get(host_of(host_key))
-            if ip is not None:
-                host.group = self._groups.setdefault(ip, IpGroup())
+        self._dispatch.join(host)
         return host
 
     def _stored_admitted(self, txn: lmdb.Transaction[bytes], host_key: str) -> int:
@@ -611,54 +604,13 @@ class Frontier:
 
     def next_ready(self, now: float, limit: int) -> list[Ticket]:
         """Up to ``limit`` tickets from hosts whose politeness slot is open at ``now``."""
-        queues = self._queues
         if self._revisits is not None:
             self._revisits.pump(now)
-        queues.wake(now)
-        out: list[Ticket] = []
-        hops = self._gate.hops
-        while hops and len(out) < limit:  # the rest of a robots.txt fetch: in flight already
-            out.append(hops.popleft())
-        while len(out) < limit:
-            host = queues.take_ready()  # BUSY now; settled again below
-            if host is None:
-                break
-            if host.group is not None and self._group_holds(host, now):
-                continue
-            ticket = self._take(host, now)
-            if ticket is not None:
-                out.append(ticket)
-                self.in_flight += 1
-                group = host.group
-                if group is not None:
-                    group.in_flight += 1
-                if not ticket.robots or host.rules is not None:
-                    # a page or a refresh of robots.txt: the delay is a rate, it spaces starts
-                    host.starts += not ticket.robots
-                    host.last_start = now
-                    host.next_at = max(host.next_at, now + self._spacing.start_gap(host))
-                    if group is not None:
-                        group.next_at = max(group.next_at, host.next_at)
-            self._queues.settle(host, now)
+        out = self._dispatch.hand_out(now, limit, self._take)
         while self._sitemaps_due:
             host = self._sitemaps_due.pop()
             self._queue_sitemaps(host, host.rules, now)
         return out
-
-    def _group_holds(self, host: HostQueue, now: float) -> bool:
-        """Per-IP politeness: park or snooze a host whose IP group is busy or not yet due."""
-        group = host.group
-        assert group is not None
-        if group.in_flight >= self._queues.connections_per_host:
-            if group.waiting is None:
-                group.waiting = []
-            group.waiting.append(host)  # BUSY until a request to this IP completes
-            return True
-        if group.next_at > now:
-            host.next_at = max(host.next_at, group.next_at)
-            self._queues.settle(host, now)
-            return True
-        return False
 
     def _take(self, host: HostQueue, now: float) -> Ticket | None:
         """The host's next ticket: robots.txt first, then a retry that is due, then its queue;
@@ -774,7 +726,8 @@ class Frontier:
             if mark_done:
                 self.mark_done((ticket.key,))
             polite, backoff = self._spacing.after(host, ticket, outcome.duration_s, Failure.NONE)
-            held = self._release(host, ticket, outcome.finished, polite, backoff, 0.0, outcome.ip)
+            held = self._dispatch.release(host, ticket, outcome.finished, polite, backoff, 0.0,
+                                          outcome.ip)  # fmt: skip
             return _DONE if held == 0.0 else Settled(False, held, False)
         policy = self._retry_policy
         after = (
@@ -831,7 +784,7 @@ class Frontier:
         if mark_done:
             self.mark_done((ticket.key,))
         polite, backoff = self._spacing.after(host, ticket, fetch_s, failure)
-        held = self._release(host, ticket, now, polite, backoff, hold_s, ip)
+        held = self._dispatch.release(host, ticket, now, polite, backoff, hold_s, ip)
         self._maybe_retire(host, failure)
         return held
 
@@ -867,7 +820,7 @@ class Frontier:
         host = self._hosts[ticket.origin]
         if ticket.last is not None and self._revisits is not None:
             self._revisits.retry(host, ticket, now + delay_s)
-            held = self._release(
+            held = self._dispatch.release(
                 host, ticket, now, *self._spacing.after(host, ticket, fetch_s, failure), hold_s, ip
             )
             self._maybe_retire(host, failure)
@@ -886,7 +839,7 @@ class Frontier:
         self._hot_changed(1)
         self.queued += 1
         polite, backoff = self._spacing.after(host, ticket, fetch_s, failure)
-        held = self._release(host, ticket, now, polite, backoff, hold_s, ip)
+        held = self._dispatch.release(host, ticket, now, polite, backoff, hold_s, ip)
         self._maybe_retire(host, failure)
         return held
 
@@ -947,18 +900,18 @@ class Frontier:
         refresh, fallback = self._gate.landed(host)
         mine = ticket if refresh else None  # a refresh counted in the host's in_flight
         if retire:
-            self._release(host, mine, now, 0.0, 0.0, 0.0, ip)
+            self._dispatch.release(host, mine, now, 0.0, 0.0, 0.0, ip)
             if host.state is not HostState.RETIRED:
                 log.warning("%s: host retired (%s)", host.origin, retire)
                 self._retire(host, retire)
             return
         answer = self._gate.answer(host, status, body, now, hold, fallback)
         if answer.give_up:
-            self._release(host, mine, now, 0.0, 0.0, 0.0, ip)
+            self._dispatch.release(host, mine, now, 0.0, 0.0, 0.0, ip)
             self._retire(host, ROBOTS_UNAVAILABLE)
             return
         delay = delay_for(fetch_s, answer.crawl_delay_s, self._spacing.policy)
-        self._release(host, mine, now, delay, answer.retry_s, 0.0, ip)
+        self._dispatch.release(host, mine, now, delay, answer.retry_s, 0.0, ip)
         if answer.rules is not None and (self._sitemap_paths or self._sitemap_robots):
             self._queue_sitemaps(host, answer.rules, now)
 
@@ -976,57 +929,11 @@ class Frontier:
             paths = [host.origin + path for path in self._sitemap_paths]
             self.add(paths, depth=0, now=now, callback=SITEMAP_CALLBACK)
 
-    def _release(
-        self,
-        host: HostQueue,
-        ticket: Ticket | None,
-        now: float,
-        delay: float,
-        backoff: float,
-        hold: float,
-        ip: str,
-    ) -> float:
-        """A request of ``host`` ended at ``now``: free its connection and move its wake time.
-
-        ``delay`` spaces request starts (from the end of this response, too, with one connection
-        per host, and always after robots.txt); ``backoff`` and ``hold`` run from the end of this
-        response. Returns how long they hold the host beyond ``delay``.
-        """
-        if ticket is not None:
-            host.in_flight -= 1
-        self.in_flight -= 1
-        host.delay_s = delay
-        after_end = ticket is None or self._queues.connections_per_host == 1
-        polite = max(host.next_at, (now if after_end else host.last_start) + delay)
-        host.next_at = max(polite, now + backoff, now + hold)
-        group = host.group
-        if group is not None:
-            group.in_flight -= 1
-            group.next_at = max(group.next_at, host.next_at)
-            waiting, group.waiting = group.waiting, None
-            for other in waiting or ():
-                if other.state is HostState.BUSY:
-                    self._queues.settle(other, now)
-        elif self._per_ip and ip:
-            # joins its IP's group now: the requests it still has in flight count there from now
-            # on (they are subtracted when they end), this one never was
-            host.group = self._groups.setdefault(ip, IpGroup())
-            host.group.in_flight += host.in_flight + host.robots_in_flight
-            host.group.next_at = max(host.group.next_at, host.next_at)
-        if host.state is not HostState.READY:
-            self._queues.settle(host, now)
-        held = host.next_at - polite
-        if held > 0:
-            self._holding[host.origin] = (host, "retry-after" if hold > backoff else "backoff")
-        elif self._holding:
-            self._holding.pop(host.origin, None)
-        return held
-
     def _retire(self, host: HostQueue, reason: str) -> None:
         """Give up on a host: every queued URL is recorded as failed with ``reason``."""
         self._queues.move(host, HostState.RETIRED)
         host.retired = reason
-        self._holding.pop(host.origin, None)
+        self._dispatch.holding.pop(host.origin, None)
         with self.batch(), self._write() as txn:
             while host.hot or host.unloaded:
                 if not host.hot:
@@ -1156,6 +1063,11 @@ class Frontier:
     # ----------------------------------------------------------------------------- lifecycle
 
     @property
+    def in_flight(self) -> int:
+        """Requests handed out and not yet complete (robots.txt included)."""
+        return self._dispatch.in_flight
+
+    @property
     def robots_waiting(self) -> int:
         """Hosts waiting for their robots.txt (nothing else issued)."""
         return self._gate.waiting
@@ -1188,7 +1100,7 @@ class Frontier:
 
     def host_signals(self, now: float, worst: int = 5) -> HostSignals:
         """Hosts by state, the worst held ones and the next one due (``status.host_signals``)."""
-        return host_signals(self._queues, self._holding, self._gate.waiting,
+        return host_signals(self._queues, self._dispatch.holding, self._gate.waiting,
                             self._spacing.policy.min_delay_s, now, worst)  # fmt: skip
 
     def busiest(self, n: int = 10) -> list[tuple[str, int, int]]:
