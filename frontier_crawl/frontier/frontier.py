@@ -59,18 +59,15 @@ Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
 
 from __future__ import annotations
 
-import bisect
+import bisect  # noqa: F401  (the priority tests patch bisect.bisect through this name)
 import errno
-import heapq
 import logging
 import os
 import struct
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin
@@ -80,6 +77,7 @@ import msgspec
 
 from frontier_crawl.config.settings import SITEMAP_CALLBACK
 from frontier_crawl.frontier.admission import Admission
+from frontier_crawl.frontier.buffer import QueueBuffer
 from frontier_crawl.frontier.completion import (
     HOST_STATUSES,
     Completion,
@@ -114,13 +112,9 @@ from frontier_crawl.frontier.spacing import Spacing
 from frontier_crawl.frontier.status import HostSignals as HostSignals  # (re-exported)
 from frontier_crawl.frontier.status import busiest, host_signals
 from frontier_crawl.frontier.store import (
-    DEFAULT_RANK,
     QueueEntry,
     QueueStore,
-    key_before,
-    key_rank,
     open_checked_env,
-    rank_of,
     storage_errno,
     storage_error,
     storage_errors,
@@ -137,8 +131,6 @@ log = logging.getLogger(__name__)
 #: errnos of a write without room: a skipped Bloom snapshot, not a failed crawl
 _NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
 
-REFILL_BATCH = 512
-_ENTRY_KEY = itemgetter(0)  #: the key of a host's (key, entry) in memory
 _ADMITTED_KEY = b"admitted"  #: blobs: URLs admitted by the crawl, all runs (u64)
 _ADMITTED_PREFIX = b"admitted:"  #: blobs: + origin -> its admitted URLs, with max_pages_per_host
 FRONTIER_ENV = "frontier.lmdb"  #: the frontier's LMDB environment, in the state directory
@@ -191,7 +183,6 @@ class Frontier:
         #: hosts whose rules came from the cache in this next_ready: their sitemaps to queue
         self._sitemaps_due: list[HostQueue] = []
         self._max_host_errors = o.max_host_errors
-        self._memory_urls = o.memory_urls
         self._on_reject = hooks.on_reject
         env_path = self._env_path = state_dir / FRONTIER_ENV
         self._env: lmdb.Environment = open_checked_env(env_path, o.map_size, _FRESH_FRONTIER)
@@ -237,11 +228,12 @@ class Frontier:
         #: the host queues, where each waits, and how many are in each state (``hosts.py``)
         self._queues = HostQueues(o.connections_per_host)
         self._hosts: dict[str, HostQueue] = self._queues.hosts  #: origin -> queue (read only)
+        #: the queued URLs in memory, under the global budget (``buffer.py``)
+        self._buffer = QueueBuffer(self._store, self._tx, o.memory_urls)
         #: the delays: configured, the operator's per host name (``spacing.py``)
         self._spacing = Spacing(o.policy, o.host_error_urls, self._queues)
         #: the operator's blocks and host delays, durable (``control.py``)
         self._control = Control(self._queues, self._spacing, self._tx.write, self._blobs)
-        self._heap_seq = 0  #: tie-breaker of the hosts' retry heaps
         #: scope, ownership, dedup and traps: which links become queued URLs
         self._admission = Admission(
             allow_domains=o.allow_domains,
@@ -265,16 +257,8 @@ class Frontier:
         #: request starts and ends: ready hosts, IP groups, connections, holds (``dispatch.py``)
         self._dispatch = Dispatch(self._queues, self._spacing, self._gate, per_ip=o.per_ip,
                                   known_ips=o.known_ips)  # fmt: skip
-        self.queued = 0  #: URLs admitted and not yet complete, in flight excluded
-        self.hot_total = 0
         self.admitted = 0  #: URLs admitted by this crawl, all runs (for crawl.max_pages)
         self._counted: dict[str, HostQueue] = {}  #: hosts whose admitted count this txn changed
-        self.spilled = 0  #: URLs that went to LMDB only, past the memory budget
-        #: a URL of a lower priority than 0 was loaded, or one of another priority queued: a
-        #: new URL may sort before a host's in-memory boundary (``_enqueue``)
-        self._ranked = False
-        self.refilled = 0  #: URLs read back from LMDB into memory
-        self.peak_hot = 0
         self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
         #: the continuous crawl's revisits over the host queues (None: recrawl off)
         self._revisits: Revisits | None = None
@@ -448,54 +432,13 @@ class Frontier:
                 host.retired,
             )
             return False
-        if host.hid < 0:
-            host.hid = self._store.host_id(txn, host_key)
-        rank = DEFAULT_RANK
-        if entry.priority:
-            rank = rank_of(entry.priority)
-            self._ranked = True
-        # sorts before URLs held in memory (never, while every URL queued has priority 0)
-        ahead = self._ranked and (upto := host.loaded_upto) is not None and rank < key_rank(upto)
-        hot = not ahead and host.unloaded == 0 and self.hot_total < self._memory_urls
-        key = self._store.add(txn, host.hid, host_key, rank, entry, hot or ahead)
-        self.queued += 1
+        self._buffer.put(txn, host, entry)
         host.admitted += 1
         if self._admission.limits.max_pages_per_host:
             self._counted[host_key] = host
-        if ahead:
-            self._hold_ahead(host, key, entry)
-        elif hot:
-            if host.hot is None:
-                host.hot = deque()
-            host.hot.append((key, entry))
-            host.loaded_upto = key
-            self._hot_changed(1)
-        else:
-            host.unloaded += 1
-            self.spilled += 1
         if host.state in (HostState.EMPTY, HostState.BUSY):
             self._queues.settle(host, now)
         return True
-
-    def _hold_ahead(self, host: HostQueue, key: bytes, entry: QueueEntry) -> None:
-        """Hold in memory, in key order, a URL whose key sorts before the host's in-memory
-        boundary ``loaded_upto`` (a higher priority than URLs already loaded): every unfinished
-        entry up to the boundary is held and every one after it is in LMDB, so it may not wait
-        there. Over the memory budget, the host's last entry in memory goes back to LMDB (the
-        boundary moves to just before it; ``read_after`` skips what is still held past it)."""
-        hot = host.hot
-        if hot is None:
-            hot = host.hot = deque()
-        hot.insert(bisect.bisect(hot, key, key=_ENTRY_KEY), (key, entry))
-        self._hot_changed(1)
-        if self.hot_total > self._memory_urls and self._store.release(last := hot[-1][0]):
-            hot.pop()
-            if not hot:
-                host.hot = None
-            self._hot_changed(-1)
-            host.loaded_upto = key_before(last)
-            host.unloaded += 1
-            self.spilled += 1
 
     def _host_id_of(self, host_key: str) -> int:
         """The store's id of a host (-1 if it has none yet): referrers are stored by it."""
@@ -533,11 +476,6 @@ class Frontier:
         self._counted.clear()
         if self._recrawl is not None:
             self._recrawl.flush(txn)
-
-    def _hot_changed(self, delta: int) -> None:
-        self.hot_total += delta
-        if self.hot_total > self.peak_hot:
-            self.peak_hot = self.hot_total
 
     def ingest_inbox(self, now: float, run_id: bytes = b"", limit: int = 64) -> tuple[int, int]:
         """Admit link batches other workers delivered into this worker's inbox.
@@ -630,9 +568,10 @@ class Frontier:
             revisit = self._revisits.take(host, revisits, now, ROBOTS_DENIED)
             if revisit is not None:
                 return revisit
-        while (item := self._pop(host, now)) is not None:
+        buffer = self._buffer
+        while (item := buffer.pop(host, now)) is not None:
             key, entry = item
-            self.queued -= 1
+            buffer.queued -= 1
             ticket = (
                 Ticket(key, host.origin, entry.url, entry.depth, entry.hops, entry.attempt,
                        entry.referrer)
@@ -650,60 +589,6 @@ class Frontier:
         if revisits is not None and revisits.ready_at() <= now and self._revisits is not None:
             return self._revisits.take(host, revisits, now, ROBOTS_DENIED)  # nothing new
         return None
-
-    def _pop(self, host: HostQueue, now: float) -> tuple[bytes, QueueEntry] | None:
-        """The host's next entry in memory (a due retry first), refilled from LMDB if need be."""
-        retries = host.retries
-        if (
-            retries
-            and retries[0][0] <= now
-            and (
-                (host.starts >= retries[0][4] and not host.took_retry)
-                or not (host.hot or host.unloaded)
-            )
-        ):
-            key, entry = heapq.heappop(retries)[2:4]
-            if not retries:
-                host.retries = None
-            self._hot_changed(-1)
-            host.took_retry = True
-            return key, entry
-        host.took_retry = False
-        if not host.hot:
-            if host.unloaded:
-                self._refill(host)
-            if not host.hot:
-                host.hot = None
-                return None if not retries or retries[0][0] > now else self._pop(host, now)
-        item = host.hot.popleft()
-        if not host.hot:
-            host.hot = None
-        self._hot_changed(-1)
-        return item
-
-    def _refill(self, host: HostQueue) -> None:
-        room = min(max(1, min(REFILL_BATCH, self._memory_urls - self.hot_total)), host.unloaded)
-        if (txn := self._tx.txn) is not None:  # the usual case (a batch): no context manager
-            batch = self._store.read_after(txn, host.hid, host.origin, host.loaded_upto, room)
-        else:
-            with self._write() as txn:
-                batch = self._store.read_after(txn, host.hid, host.origin, host.loaded_upto, room)
-        if not batch:  # LMDB and the counters disagree: trust LMDB
-            log.error(
-                "host %s: %d entries expected in LMDB, none found", host.origin, host.unloaded
-            )
-            self.queued -= host.unloaded
-            host.unloaded = 0
-            return
-        if host.hot is None:
-            host.hot = deque()
-        host.hot.extend(batch)
-        host.loaded_upto = batch[-1][0]
-        if key_rank(host.loaded_upto) > DEFAULT_RANK:  # a lower priority than 0 (``_enqueue``)
-            self._ranked = True
-        host.unloaded -= len(batch)
-        self.refilled += len(batch)
-        self._hot_changed(len(batch))
 
     # ----------------------------------------------------------------------------- completion
 
@@ -829,15 +714,7 @@ class Frontier:
             ticket.url, ticket.depth, ticket.hops, ticket.attempt + 1, ticket.referrer,
             ticket.callback, ticket.meta, ticket.priority,
         )  # fmt: skip
-        with self._write() as txn:
-            self._store.rewrite(txn, ticket.key, entry)
-        if host.retries is None:
-            host.retries = []
-        self._heap_seq += 1
-        due = (now + delay_s, self._heap_seq, ticket.key, entry, host.starts + 1)
-        heapq.heappush(host.retries, due)
-        self._hot_changed(1)
-        self.queued += 1
+        self._buffer.requeue(host, ticket.key, entry, now + delay_s)
         polite, backoff = self._spacing.after(host, ticket, fetch_s, failure)
         held = self._dispatch.release(host, ticket, now, polite, backoff, hold_s, ip)
         self._maybe_retire(host, failure)
@@ -935,21 +812,8 @@ class Frontier:
         host.retired = reason
         self._dispatch.holding.pop(host.origin, None)
         with self.batch(), self._write() as txn:
-            while host.hot or host.unloaded:
-                if not host.hot:
-                    self._refill(host)  # reads through the same (batch) transaction
-                    if not host.hot:
-                        break
-                for key, entry in host.hot:
-                    self.queued -= 1
-                    self._reject_entry(txn, host, key, entry, reason)
-                self._hot_changed(-len(host.hot))
-                host.hot = None
-            for _due, _seq, key, entry, _starts in host.retries or ():
-                self.queued -= 1
-                self._hot_changed(-1)
+            for key, entry in self._buffer.drain(host):
                 self._reject_entry(txn, host, key, entry, reason)
-            host.retries = None
             revisits, host.revisits = host.revisits, None
             if revisits is not None and self._revisits is not None:  # due again after a while
                 self._revisits.put_back(txn, revisits)
@@ -1051,7 +915,7 @@ class Frontier:
                                                   p.robots_attempts)  # fmt: skip
         self._max_host_errors = p.max_host_errors
         spacing.host_error_urls = p.host_error_urls
-        self._memory_urls = s.frontier.memory_urls
+        self._buffer.memory_urls = s.frontier.memory_urls
         if self._recrawl is not None and s.recrawl.enabled:
             self._recrawl.policy = RecrawlPolicy.from_settings(s.recrawl)
         if spacing.policy == policy:
@@ -1061,6 +925,31 @@ class Frontier:
             spacing.respace(host, now)
 
     # ----------------------------------------------------------------------------- lifecycle
+
+    @property
+    def queued(self) -> int:
+        """URLs admitted and not yet complete, in flight excluded."""
+        return self._buffer.queued
+
+    @property
+    def hot_total(self) -> int:
+        """URLs held in memory (under ``memory_urls``)."""
+        return self._buffer.hot_total
+
+    @property
+    def peak_hot(self) -> int:
+        """The most URLs held in memory at once."""
+        return self._buffer.peak_hot
+
+    @property
+    def spilled(self) -> int:
+        """URLs that went to LMDB only, past the memory budget."""
+        return self._buffer.spilled
+
+    @property
+    def refilled(self) -> int:
+        """URLs read back from LMDB into memory."""
+        return self._buffer.refilled
 
     @property
     def in_flight(self) -> int:
@@ -1139,7 +1028,7 @@ class Frontier:
             host.admitted = admitted.get(host_key, 0)
             host.hid = hid
             host.unloaded = count
-            self.queued += count
+            self._buffer.queued += count
             self._queues.settle(host, 0.0)
         self.resumed = self.queued
         if counts:
