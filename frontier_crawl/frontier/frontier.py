@@ -60,7 +60,6 @@ Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
 from __future__ import annotations
 
 import bisect  # noqa: F401  (the priority tests patch bisect.bisect through this name)
-import errno
 import logging
 import os
 import struct
@@ -99,25 +98,20 @@ from frontier_crawl.frontier.identity import (
     StateMismatch,
     check_identity,
 )
-from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Link, decode_links, encode_links
+from frontier_crawl.frontier.mailbox import Link, decode_links, encode_links
 from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for
-from frontier_crawl.frontier.recrawl import Recrawl, RecrawlPolicy
+from frontier_crawl.frontier.recrawl import RecrawlPolicy
 from frontier_crawl.frontier.revisits import Revisits
-from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, RobotsCache, Rules, product_token
+from frontier_crawl.frontier.robots import Rules
 from frontier_crawl.frontier.robotsgate import RobotsGate
 from frontier_crawl.frontier.scope import check_scope
-from frontier_crawl.frontier.seen import SeenSet
 from frontier_crawl.frontier.spacing import Spacing
+from frontier_crawl.frontier.state import FRESH_FRONTIER, SNAPSHOT, StateFiles
 from frontier_crawl.frontier.status import HostSignals as HostSignals  # (re-exported)
 from frontier_crawl.frontier.status import busiest, host_signals
 from frontier_crawl.frontier.store import (
     QueueEntry,
-    QueueStore,
-    open_checked_env,
-    storage_errno,
-    storage_error,
-    storage_errors,
 )
 from frontier_crawl.frontier.traps import Limits
 from frontier_crawl.frontier.txn import Transactions
@@ -128,20 +122,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: errnos of a write without room: a skipped Bloom snapshot, not a failed crawl
-_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
-
 _ADMITTED_KEY = b"admitted"  #: blobs: URLs admitted by the crawl, all runs (u64)
 _ADMITTED_PREFIX = b"admitted:"  #: blobs: + origin -> its admitted URLs, with max_pages_per_host
-FRONTIER_ENV = "frontier.lmdb"  #: the frontier's LMDB environment, in the state directory
-#: what a damaged frontier environment, set aside, means for the crawl
-_FRESH_FRONTIER = (
-    "The crawl starts afresh from the seeds: pages fetched before are fetched again (the "
-    "earlier runs' WARC files and crawl-log lines stay; the report counts from now on). In "
-    "worker mode, this worker's pages reachable only through other workers' pages are not "
-    "crawled again. To go back instead, stop the crawl and move the set-aside directory back "
-    "(LMDB's mdb_dump may read what is left of it)."
-)
 #: what reading a damaged environment's pages raises while the frontier resumes
 _STATE_ERRORS = (lmdb.Error, msgspec.DecodeError, struct.error, ValueError, IndexError,
                  OverflowError, KeyError)  # fmt: skip
@@ -174,8 +156,6 @@ class Frontier:
         ``hooks``: the collaborators (rejected URLs, worker routing, the wall clock)."""
         o = options
         make_dir(state_dir, private=True)
-        self._state_dir = state_dir
-        self._snapshot_failing = False  #: the last checkpoint had no room for the snapshot
         check_identity(state_dir, o.seen_capacity, o.seen_error_rate)
         self._retry_policy = o.retry_policy
         self._wall_clock = hooks.wall_clock
@@ -184,45 +164,13 @@ class Frontier:
         self._sitemaps_due: list[HostQueue] = []
         self._max_host_errors = o.max_host_errors
         self._on_reject = hooks.on_reject
-        env_path = self._env_path = state_dir / FRONTIER_ENV
-        self._env: lmdb.Environment = open_checked_env(env_path, o.map_size, _FRESH_FRONTIER)
-        try:
-            self._store = QueueStore(self._env, self._host_id_of)
-            self._seen = SeenSet(self._env, o.seen_capacity, o.seen_error_rate)
-            self._blobs = self._env.open_db(b"blobs")
-            self._outbox = self._env.open_db(b"outbox")
-            #: the schedule of a continuous crawl (None: recrawl off, nothing of it runs)
-            self._recrawl = (
-                Recrawl(self._env, self._blobs, o.recrawl, hooks.wall_clock)
-                if o.recrawl is not None
-                else None
-            )
-        except lmdb.Error as exc:
-            self._env.close()
-            if storage_errno(exc) is not None:  # a full or failing disk, not damage
-                raise storage_error(env_path, exc) from exc
-            raise DamagedState(
-                env_path, f"damaged LMDB environment ({exc})", _FRESH_FRONTIER
-            ) from exc
-        inbox = None
-        try:
-            inbox = Inbox(state_dir / INBOX_ENV, o.map_size) if hooks.route is not None else None
-            robots = RobotsCache(
-                state_dir / "robots",
-                o.robots_token or product_token(o.user_agent),
-                min(o.robots_ttl_s, MAX_ROBOTS_TTL_S),
-                o.robots_stale_s,
-                hooks.wall_clock,
-            )
-        except DamagedState:
-            if inbox is not None:
-                inbox.close()
-            self._env.close()
-            raise
-        #: batches from other workers (worker mode only: ``route`` given)
-        self._inbox = inbox
+        #: LMDB, the robots.txt cache, the inbox: opened (and closed) together (``state.py``)
+        files = self._files = StateFiles.open(state_dir, o, hooks, self._host_id_of)
+        self._env, self._store, self._seen = files.env, files.store, files.seen
+        self._blobs, self._outbox = files.blobs, files.outbox
+        self._recrawl, self._inbox = files.recrawl, files.inbox
         #: the write transactions (one per batch) and what is done around their commits
-        self._tx = Transactions(self._env, env_path, flush=self._flush, aborted=self._aborted,
+        self._tx = Transactions(self._env, files.env_path, flush=self._flush, aborted=self._aborted,
                                 committed=self._committed)  # fmt: skip
         self._write = self._tx.write
         #: the host queues, where each waits, and how many are in each state (``hosts.py``)
@@ -251,7 +199,7 @@ class Frontier:
             on_foreign=hooks.on_foreign,
         )
         #: robots.txt of every host: first fetch, refresh, redirects, the copy it falls back on
-        self._gate = RobotsGate(robots, self._admission.domain_allowed, obey=o.obey_robots,
+        self._gate = RobotsGate(files.robots, self._admission.domain_allowed, obey=o.obey_robots,
                                 ttl_s=o.robots_ttl_s, stale_s=o.robots_stale_s,
                                 retry_s=o.robots_retry_s, attempts=o.robots_attempts)  # fmt: skip
         #: request starts and ends: ready hosts, IP groups, connections, holds (``dispatch.py``)
@@ -272,8 +220,9 @@ class Frontier:
         try:
             self._resume()
         except _STATE_ERRORS as exc:  # pages of the queue or seen-set unreadable
-            self._close_state()
-            raise DamagedState(env_path, f"damaged LMDB data ({exc!r})", _FRESH_FRONTIER) from exc
+            files.close()
+            raise DamagedState(files.env_path, f"damaged LMDB data ({exc!r})",
+                               FRESH_FRONTIER) from exc  # fmt: skip
 
     @classmethod
     def from_settings(
@@ -1002,7 +951,7 @@ class Frontier:
 
     def _resume(self) -> None:
         """Rebuild in-memory state from LMDB left by an earlier run of this crawl."""
-        snapshot = self._state_dir / "seen.bloom"
+        snapshot = self._files.directory / SNAPSHOT
         with self._env.begin() as txn:
             counts = {}
             for hid, count in self._store.host_counts(txn).items():
@@ -1035,37 +984,9 @@ class Frontier:
             log.info("resumed: %d URLs queued over %d hosts", self.queued, len(counts))
 
     def checkpoint(self) -> None:
-        """Flush LMDB to disk and snapshot the Bloom filter (StorageError, or OSError from
-        the snapshot, if writing fails). A snapshot without room (ENOSPC, EDQUOT) is skipped
-        with a warning, not raised: it only saves a restart time (``seen.py``: the next start
-        loads the previous snapshot and the digests logged since, or rebuilds the filter from
-        LMDB), so it must not fail a crawl, least of all one that has ended."""
-        with storage_errors(self._env_path):
-            self._env.sync(True)
-            try:
-                self._seen.save_snapshot(self._state_dir / "seen.bloom")
-            except OSError as exc:
-                if exc.errno not in _NO_ROOM:
-                    raise
-                self._snapshot_skipped(exc)
-                return
-        if self._snapshot_failing:
-            self._snapshot_failing = False
-            log.warning("seen-set snapshot written again in %s", self._state_dir)
-
-    def _snapshot_skipped(self, exc: OSError) -> None:
-        """Say once (until a snapshot is written again) that snapshots are being skipped."""
-        if self._snapshot_failing:
-            return
-        self._snapshot_failing = True
-        size = self._seen.stats()["bloom_bytes"]
-        log.warning(
-            "seen-set snapshot not written (%s: %s; it needs %.1f MB free in %s): the crawl "
-            "goes on, nothing is lost (a restart loads the previous snapshot and the URLs "
-            "recorded since, or rebuilds the set from LMDB: slower); tried again at each "
-            "checkpoint",
-            os.strerror(exc.errno or 0), exc.filename or "", int(size) / 1e6, self._state_dir,
-        )  # fmt: skip
+        """Flush LMDB to disk and snapshot the Bloom filter (``StateFiles.checkpoint``: a
+        snapshot without room is skipped with a warning)."""
+        self._files.checkpoint()
 
     def close(self, checkpoint: bool = True) -> None:
         """Checkpoint (unless told not to: after a failed write, when the in-memory state may
@@ -1073,13 +994,6 @@ class Frontier:
         They are released even if the checkpoint fails."""
         try:
             if checkpoint:
-                self.checkpoint()
+                self._files.checkpoint()
         finally:
-            self._close_state()
-
-    def _close_state(self) -> None:
-        """Close what the frontier holds open (LMDB environments, the robots cache)."""
-        self._gate.close()
-        if self._inbox is not None:
-            self._inbox.close()
-        self._env.close()
+            self._files.close()
