@@ -7,7 +7,9 @@ past it, new URLs stay only in LMDB (``unloaded``) and are read back in batches 
 prefix ends). A host's queue is in key order, which is priority order (``store.rank_of``): a
 URL that sorts before ``loaded_upto`` is put in its place in the deque, a URL of the same or a
 lower priority appended (no search in the common case, every URL priority 0), and over the
-budget the deque's last entry goes back to LMDB (:meth:`QueueBuffer.hold_ahead`).
+budget the deque's last entry goes back to LMDB (:meth:`QueueBuffer.hold_ahead`). A host
+with nothing queued keeps no deque (and ``HostQueues.settle`` drops its parsed robots.txt), so
+an idle host costs ~280 bytes (its HostQueue is 216, its origin string and dict entry the rest).
 
 A URL that failed transiently waits for its own retry time in its host's ``retries`` heap
 (:meth:`QueueBuffer.requeue`), behind the host's other queued URLs: :meth:`QueueBuffer.pop`

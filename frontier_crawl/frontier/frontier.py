@@ -1,60 +1,34 @@
 """The frontier: which URL to fetch next, and when, so that every host is treated politely.
 
-Mechanism (policy lives in ``politeness.py`` and ``traps.py``):
+:class:`Frontier` is the facade the engine and the workers call (``add``, ``next_ready``,
+``complete``, ``robots_done``, ``batch``...). It decides from the facts of a result
+(:meth:`Frontier.complete`: a ``Completion``) whether a URL is retried, finished or its host
+held, and hands the mechanism to one part per job, each in its own module and given explicit
+references to what it needs:
 
-* Every admitted URL is written to the LMDB queue database (``store.py``) in the same
-  transaction that records it in the seen-set: the URLs a transaction queues for one host form
-  one block under the key ``host id, rank, seq``. A URL is marked done in its block (and the
-  block deleted once all its URLs are) only when its fetch is complete. LMDB is therefore the
-  truth about outstanding work: a process killed at any instant loses no URL, and refetches
-  only what was in flight or completed in the transaction that was not committed.
-* Each host (origin) has a :class:`HostQueue` whose in-memory ``hot`` deque caches the head of its
-  LMDB queue. One global budget (``memory_urls``) caps the hot entries of all hosts together;
-  past it, new URLs stay only in LMDB (``unloaded``) and are read back in batches when the host's
-  deque runs dry (``loaded_upto`` remembers where the in-memory prefix ends). A host's queue is
-  in key order, which is priority order (``store.rank_of``: a spider request's higher
-  ``priority`` first, FIFO among equals): a URL that sorts before ``loaded_upto`` is put in
-  its place in the deque, a URL of the same or a lower priority appended (no search in the
-  common case, every URL priority 0), and over the budget the deque's last entry goes back to
-  LMDB (``_hold_ahead``). A host with nothing queued keeps no deque and no parsed robots.txt,
-  so an idle host costs ~280 bytes (its HostQueue is 216, its origin string and dict entry the
-  rest).
-* A host is in exactly one :class:`HostState` (``hosts.py``). READY hosts wait in a FIFO, SNOOZED
-  hosts in a heap ordered by wake time, BUSY hosts (all connections used, or robots.txt in
-  flight) in neither, so a waiting host never holds a fetch slot. :meth:`HostQueues.move` is
-  the one transition, :meth:`HostQueues.settle` places a host by its facts.
-* Politeness is a wake time per host (and per IP group with ``per_ip``). The delay
-  (``delay_for(...)``: min_delay_s, the adaptive delay, Crawl-delay) is a rate: two request starts
-  to one host are never closer than it, however many connections are open (each start moves
-  ``next_at`` to ``start + delay``); with one connection per host the next request also waits
-  that long after the end of the previous response. ``connections_per_host`` only bounds how
-  many requests are open at once. Host-wide trouble (429/503 with their Retry-After, DNS and
-  connect failures, failures of ``host_error_urls`` distinct URLs in a row) adds the per-host
-  backoff from the end of the response. A Crawl-delay of any length just snoozes.
-* A URL that failed transiently waits for its own retry time in its host's ``retries`` heap,
-  behind the host's other queued URLs: one bad URL never holds its host's healthy ones.
-* robots.txt is the first request to every host (a robots :class:`Ticket`), unless a fresh copy is
-  in the disk cache. Until it is known the host issues nothing else. Once its rules are
-  ``robots_ttl_s`` old (24 h at most, RFC 9309 2.4) they are refreshed: robots.txt takes the
-  host's next request slot and its other slots go on with the old rules until the answer.
-  While robots.txt is unreachable (429, 5xx, no answer) the copy at hand, or an out-of-date
-  one from the disk cache, stands in for up to ``robots_stale_s`` past its TTL, and the fetch
-  is retried (``robots_done``).
-* robots.txt redirects are followed here, hop by hop, never by libcurl: a 3xx answer to a
-  robots ticket comes back through :meth:`Frontier.robots_redirect`, which checks the target
-  against the scope (canonical, inside ``allow_domains``) and hands it out as the host's next
-  robots ticket (``hops`` + 1) at the next :meth:`Frontier.next_ready`, first, while the host
-  still waits. The engine stops after five hops (RFC 9309 2.3.1.2) and treats a chain it
-  stops following (more hops, a target out of scope, or refused by the address policy) as
-  "unavailable".
-* A continuous crawl (``[recrawl] enabled``, ``recrawl.py``): :meth:`Frontier.complete`
-  schedules each fetched URL's next visit, written with its ``mark_done``; due revisits are
-  loaded a bounded number at a time into their host's ``revisits`` heap and handed out by
-  ``next_ready`` under the same politeness, robots rules and IP groups as new URLs (their share
-  of a host with new URLs queued bounded by ``revisit_share``), their ticket's ``last`` holding
-  the previous capture. Without recrawl none of it runs (one attribute check per completion).
-* ``identity.json`` in the state directory pins what a crawl cannot change between runs (layout
-  version, seen-set sizing); tunables may change freely.
+==================  =========================================================================
+``admission.py``    which links become queued URLs: scope, ownership, seen-set, trap limits
+``buffer.py``       queued URLs in memory under one global budget, the rest in LMDB (flat
+                    memory, guarantee 3); retries behind their host's other URLs (8)
+``hosts.py``        the host queues, their :class:`HostState` and the one transition
+``dispatch.py``     request starts and ends: ready hosts, IP groups, connections, holds (2)
+``spacing.py``      the delays applied: configured, adaptive, Crawl-delay, the operator's (2)
+``robotsgate.py``   robots.txt of each host: first fetch, refresh, redirects, stale copy (13)
+``completion.py``   a result's facts, the retry policy (8)
+``control.py``      the operator's blocks and host delays, durable
+``revisits.py``     a continuous crawl's revisits over the host queues (``recrawl.py``: the
+                    schedule)
+``status.py``       read-only: hosts by state, the held ones, the next due, the busiest
+``txn.py``          one LMDB write transaction per batch, and what is done around commits
+``state.py``        the files on disk, opened, checkpointed and closed together (4)
+``store.py``        the LMDB queue (key layout, blocks, done marks); ``seen.py`` the seen-set (1)
+``identity.py``     what a crawl cannot change between runs (layout version, seen-set sizing)
+==================  =========================================================================
+
+Every admitted URL is written to LMDB in the same transaction that records it in the
+seen-set, and marked done only when its fetch is complete: LMDB is the truth about outstanding
+work, so a process killed at any instant loses no URL and refetches only what was in flight or
+completed in the transaction that was not committed.
 """
 
 from __future__ import annotations

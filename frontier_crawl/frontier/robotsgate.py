@@ -14,7 +14,9 @@ given up.
 Redirects of robots.txt are followed here, hop by hop (:meth:`RobotsGate.redirect`): the
 target must be canonical and inside the allowed domains, and is handed out as the host's next
 robots ticket (``hops`` + 1) first at the next ``next_ready`` (``hops``), the host still
-waiting.
+waiting. The engine stops after five hops (RFC 9309 2.3.1.2) and treats a chain it stops
+following (more hops, a target out of scope, or refused by the address policy) as
+"unavailable".
 
 The gate decides; the frontier applies: :meth:`RobotsGate.answer` returns a
 :class:`RobotsAnswer` (the rules now in force, the Crawl-delay to space the host by, how long
