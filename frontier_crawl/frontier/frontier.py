@@ -43,12 +43,10 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urljoin
 
 import lmdb
 import msgspec
 
-from frontier_crawl.config.settings import SITEMAP_CALLBACK
 from frontier_crawl.frontier.admission import Admission
 from frontier_crawl.frontier.buffer import QueueBuffer
 from frontier_crawl.frontier.completion import (
@@ -77,9 +75,9 @@ from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for
 from frontier_crawl.frontier.recrawl import RecrawlPolicy
 from frontier_crawl.frontier.revisits import Revisits
-from frontier_crawl.frontier.robots import Rules
 from frontier_crawl.frontier.robotsgate import RobotsGate
 from frontier_crawl.frontier.scope import check_scope
+from frontier_crawl.frontier.sitemapqueue import SitemapQueue
 from frontier_crawl.frontier.spacing import Spacing
 from frontier_crawl.frontier.state import FRESH_FRONTIER, SNAPSHOT, StateFiles
 from frontier_crawl.frontier.status import HostSignals as HostSignals  # (re-exported)
@@ -111,14 +109,6 @@ _NO_HOOKS = FrontierHooks()
 _DONE = Settled(False, 0.0, False)  #: a response the host meant, holding it no longer
 
 
-def _resolved(base: str, url: str) -> str:
-    """``url`` resolved against ``base`` ("" for one that does not parse)."""
-    try:
-        return urljoin(base, url)
-    except ValueError:
-        return ""
-
-
 class Frontier:
     """Admission (scope, dedup, traps), per-host queues in LMDB, and politeness scheduling."""
 
@@ -133,9 +123,8 @@ class Frontier:
         check_identity(state_dir, o.seen_capacity, o.seen_error_rate)
         self._retry_policy = o.retry_policy
         self._wall_clock = hooks.wall_clock
-        self._sitemap_paths, self._sitemap_robots = o.sitemap_paths, o.sitemap_robots
-        #: hosts whose rules came from the cache in this next_ready: their sitemaps to queue
-        self._sitemaps_due: list[HostQueue] = []
+        #: ``[sitemaps]``: each host's sitemaps, queued once its robots.txt is known
+        self._sitemaps = SitemapQueue(o.sitemap_paths, o.sitemap_robots, self.add)
         self._max_host_errors = o.max_host_errors
         self._on_reject = hooks.on_reject
         #: LMDB, the robots.txt cache, the inbox: opened (and closed) together (``state.py``)
@@ -468,9 +457,7 @@ class Frontier:
         if self._revisits is not None:
             self._revisits.pump(now)
         out = self._dispatch.hand_out(now, limit, self._take)
-        while self._sitemaps_due:
-            host = self._sitemaps_due.pop()
-            self._queue_sitemaps(host, host.rules, now)
+        self._sitemaps.queue_due(now)
         return out
 
     def _take(self, host: HostQueue, now: float) -> Ticket | None:
@@ -478,8 +465,8 @@ class Frontier:
         robots-denied URLs are recorded and skipped."""
         if host.rules is None:
             host.rules = self._gate.known_rules(host, now)
-            if host.rules is not None and (self._sitemap_paths or self._sitemap_robots):
-                self._sitemaps_due.append(host)  # queued once next_ready is done with hosts
+            if host.rules is not None and self._sitemaps.enabled:
+                self._sitemaps.later(host)  # queued once next_ready is done with hosts
         if host.rules is None:  # nothing else until robots.txt is known
             return self._gate.first_fetch(host)
         if host.rules.refresh_at <= now:  # fetched again in this request slot
@@ -712,22 +699,8 @@ class Frontier:
             return
         delay = delay_for(fetch_s, answer.crawl_delay_s, self._spacing.policy)
         self._dispatch.release(host, mine, now, delay, answer.retry_s, 0.0, ip)
-        if answer.rules is not None and (self._sitemap_paths or self._sitemap_robots):
-            self._queue_sitemaps(host, answer.rules, now)
-
-    def _queue_sitemaps(self, host: HostQueue, rules: Rules | None, now: float) -> None:
-        """``[sitemaps]``: the host's sitemaps admitted like any URL (scope, so a ``Sitemap:``
-        line naming another host counts only if that host is in scope; the seen-set, so each
-        is fetched once however often its robots.txt is read; robots.txt; politeness), with
-        callback SITEMAP_CALLBACK at depth 0: ``Sitemap:`` lines of robots.txt (relative
-        ones resolved against it), then the configured paths."""
-        robots_url = host.origin + "/robots.txt"
-        if self._sitemap_robots and rules is not None and rules.sitemaps:
-            found = [url for line in rules.sitemaps if (url := _resolved(robots_url, line))]
-            self.add(found, depth=0, referrer=robots_url, now=now, callback=SITEMAP_CALLBACK)
-        if self._sitemap_paths:
-            paths = [host.origin + path for path in self._sitemap_paths]
-            self.add(paths, depth=0, now=now, callback=SITEMAP_CALLBACK)
+        if answer.rules is not None and self._sitemaps.enabled:
+            self._sitemaps.queue(host, answer.rules, now)
 
     def _retire(self, host: HostQueue, reason: str) -> None:
         """Give up on a host: every queued URL is recorded as failed with ``reason``."""
