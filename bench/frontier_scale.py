@@ -125,7 +125,7 @@ def make_frontier(
         "map_size": max(1 << 34, urls * 1024),
     }
     if no_sync:  # measurement only: what the per-commit fdatasync costs
-        import frontier_crawl.frontier.frontier as module
+        import frontier_crawl.frontier.state as module
         from frontier_crawl.frontier.store import open_checked_env
 
         # the frontier opens its environment with open_checked_env (patching open_env, as

@@ -64,7 +64,7 @@ def one_round(
     ]  # fmt: skip
     hosts = [f._hosts.get(o) for o in origins]
     with f.batch():
-        txn = f._txn
+        txn = f._tx.txn
         assert txn is not None
         enqueue = f._enqueue
         t0 = time.process_time()
@@ -74,7 +74,7 @@ def one_round(
     hosts = [f._hosts[o] for o in origins]
     popped = 0
     with f.batch():
-        pop = f._pop
+        pop = f._buffer.pop
         t2 = time.process_time()
         for host in hosts:
             while pop(host, 0.0) is not None:

@@ -5,13 +5,11 @@ Never imports ``frontier_crawl.fetch``; the engine maps fetch results to frontie
 
 from frontier_crawl.frontier.completion import Completion, Failure, Settled
 from frontier_crawl.frontier.damage import DamagedState
-from frontier_crawl.frontier.frontier import (
-    Frontier,
-    HostSignals,
-)
+from frontier_crawl.frontier.frontier import Frontier
 from frontier_crawl.frontier.hosts import HostState, Ticket
 from frontier_crawl.frontier.identity import StateMismatch
 from frontier_crawl.frontier.recrawl import LastCapture, changed
+from frontier_crawl.frontier.status import HostSignals
 from frontier_crawl.frontier.store import StorageError
 
 __all__ = [
