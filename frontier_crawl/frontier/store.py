@@ -950,6 +950,26 @@ class QueueStore:
                 unpack(host)[0]: int.from_bytes(count, "big") for host, count in cursor.iternext()
             }
 
+    def queued_hosts(self, txn: lmdb.Transaction[bytes]) -> list[tuple[int, str | None, int]]:
+        """(host id, origin or None if unknown, unfinished entries) of every host with any,
+        by host id: ``host_counts`` and ``origin_of`` in one pass (for a restart). Both
+        databases are sorted by host id, so the origins are read by walking a cursor along
+        the counts (a ``set_range`` only where hosts without queued URLs lie between)."""
+        out: list[tuple[int, str | None, int]] = []
+        unpack = _U32.unpack
+        with txn.cursor(db=self._counts_db) as counts, txn.cursor(db=self._hosts_db) as hosts:
+            key = hosts.key() if hosts.set_range(b"i") else b""
+            for host, count in counts.iternext():
+                target = b"i" + host
+                if key != target:
+                    key = hosts.key() if hosts.set_range(target) else b""
+                origin: str | None = None
+                if key == target:
+                    origin = hosts.value().decode("ascii")
+                    key = hosts.key() if hosts.next() else b""
+                out.append((unpack(host)[0], origin, int.from_bytes(count, "big")))
+        return out
+
     def scan_host_counts(self, txn: lmdb.Transaction[bytes]) -> dict[int, int]:
         """Unfinished entries per host id, in one scan of the blocks (for a state of layout
         5, and to check ``host_counts``).

@@ -704,3 +704,26 @@ def test_a_layout_5_state_gets_its_counts_from_one_scan(tmp_path: Path) -> None:
     q2.commit(lambda txn: q2.store.done(key))  # kept from then on
     assert q2.counts() == {B: 1}
     env.close()
+
+
+def test_queued_hosts_are_the_counts_with_their_origins(tmp_path: Path) -> None:
+    """``queued_hosts`` gives what ``host_counts`` and ``origin_of`` give, host by host,
+    also with hosts whose queue is empty (no count) between them, and a count whose host has
+    no origin stored (None: the caller refuses the state)."""
+    env = open_env(tmp_path / "lmdb", MAP_SIZE)
+    q = Q(env)
+    hosts = [f"http://h{i}.demo" for i in range(7)]
+    keys = q.put_all([(h, DEFAULT_RANK, f"{h}/{j}") for h in hosts for j in range(3)], held=True)
+    q.commit(lambda txn: [q.store.done(k) for k in keys if k[:4] in (keys[3][:4], keys[15][:4])])
+    with env.begin() as txn:
+        counts = q.store.host_counts(txn)
+        want = [(hid, q.store.origin_of(txn, hid), n) for hid, n in counts.items()]
+        assert q.store.queued_hosts(txn) == want
+    assert [origin for _, origin, _ in want] == [hosts[i] for i in (0, 2, 3, 4, 6)]
+    with env.begin(write=True) as txn:
+        hosts_db = env.open_db(b"hosts", txn=txn)
+        assert txn.delete(b"i" + struct.pack(">I", q.ids[hosts[4]]), db=hosts_db)
+    with env.begin() as txn:
+        origins = [origin for _, origin, _ in q.store.queued_hosts(txn)]
+    assert origins == [hosts[0], hosts[2], hosts[3], None, hosts[6]]
+    env.close()
