@@ -45,9 +45,9 @@ a host id (the page that linked across hosts) is that origin followed by ``ref``
 payload is raw DEFLATE (used when it is smaller; written by ISA-L at level 1, the size of
 zlib's level 1 for a fraction of its CPU on a block's few hundred bytes; read by zlib): the
 URLs of one page share most of their path and the referrer, so a block of 15 compresses about
-fivefold. A block of 15
-bench URLs costs about 25 bytes per URL in its leaf page instead of ~150 for a key and value
-per URL; a one-URL block still saves the origin twice (key and referrer).
+fivefold. A block of 15 bench URLs costs about 25 bytes per URL in its leaf page instead of
+~150 for a key and value per URL; a one-URL block still saves the origin twice (key and
+referrer).
 
 Completion is durable per URL: bit ``i`` of a block's done mask says entry ``i`` is finished
 (or taken out: robots-denied, retired host). The mask is the OR of the one in the block's value
@@ -756,7 +756,8 @@ class QueueStore:
         entries[index] = entry
         value = encode_block(block.origin, entries, block.mask, self._ref_host)
         txn.put(block.key, value, db=self._db)
-        self._dirty.pop(block.key, None)  # the new value carries the mask
+        # the new value carries the mask, but the block stays dirty: were this transaction
+        # aborted, the completions it holds would be lost with the value (and counted)
         return True
 
     def flush(self, txn: lmdb.Transaction) -> None:
@@ -814,21 +815,22 @@ class QueueStore:
         self._mark_counts = False
 
     def _write_counts(self, txn: lmdb.Transaction, change: dict[bytes, int]) -> None:
-        """Add ``change`` (host id bytes -> entries) to the stored per-host counts."""
-        counts_db = self._counts_db
-        get, put, delete = txn.get, txn.put, txn.delete
-        for host, delta in change.items():
-            if not delta:
-                continue
-            raw = get(host, db=counts_db)
-            count = (int.from_bytes(raw, "big") if raw is not None else 0) + delta
-            if count > 0:
-                put(host, count.to_bytes(8, "big"), db=counts_db)
-            elif raw is not None:
-                delete(host, db=counts_db)
-            if count < 0:  # cannot happen while every queue write goes through this store
-                log.error("host id %d: queue count below zero (%d), taken as 0",
-                          _U32.unpack(host)[0], count)  # fmt: skip
+        """Add ``change`` (host id bytes -> entries) to the stored per-host counts, in key
+        order through one cursor (LMDB then finds most keys on the page it is on)."""
+        with txn.cursor(db=self._counts_db) as cursor:
+            for host in sorted(change):
+                delta = change[host]
+                if not delta:
+                    continue
+                found = cursor.set_key(host)
+                count = (int.from_bytes(cursor.value(), "big") if found else 0) + delta
+                if count > 0:
+                    cursor.put(host, count.to_bytes(8, "big"))
+                elif found:
+                    cursor.delete()
+                if count < 0:  # cannot happen while every queue write goes through this store
+                    log.error("host id %d: queue count below zero (%d), taken as 0",
+                              _U32.unpack(host)[0], count)  # fmt: skip
 
     def _count_all(self, env: lmdb.Environment) -> None:
         """Write every host's count, from one scan of the blocks, and the marker (a state of

@@ -441,6 +441,32 @@ def test_rewrite(env: lmdb.Environment) -> None:
     assert [e.attempt for _, e in q.read(B)] == [2]
 
 
+def test_a_completion_survives_a_rewrite_in_an_aborted_transaction(tmp_path: Path) -> None:
+    """An entry finished in a transaction that also rewrote another entry of its block (a
+    retry) and was then aborted is still finished by the next commit: the rewrite's value,
+    which carried the mask, went with the abort (before: the URL came back after a restart)."""
+    path = tmp_path / "lmdb"
+    env = open_env(path, MAP_SIZE)
+    q = Q(env)
+    keys = q.put_all([(A, DEFAULT_RANK, "a1"), (A, DEFAULT_RANK, "a2")], held=True)
+
+    def finish_retry_abort(txn: lmdb.Transaction) -> None:
+        assert q.store.done(keys[0])
+        assert q.store.rewrite(txn, keys[1], QueueEntry("a2", 1, attempt=1))
+        raise _Abort
+
+    with contextlib.suppress(_Abort):
+        q.commit(finish_retry_abort)
+    q.commit(lambda txn: None)
+    env.close()
+    env = open_env(path, MAP_SIZE)
+    q2 = Q(env)
+    q2.ids = q.ids
+    assert _urls(q2.read(A)) == ["a2"]
+    assert q2.counts() == {A: 1}
+    env.close()
+
+
 def test_host_ids_and_counts_survive_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "lmdb"
     env = open_env(path, MAP_SIZE)
@@ -623,20 +649,22 @@ def _stored(q: Q) -> dict[int, int]:
 @given(
     st.lists(
         st.tuples(st.integers(0, 3), st.integers(1, 70), st.booleans(), st.booleans()),
-        max_size=14,
+        max_size=10,
     ),
-    st.randoms(use_true_random=False),
+    st.integers(0, 2**32),
 )
-@settings(max_examples=40, database=None, deadline=None)
+@settings(max_examples=25, database=None, deadline=None)
 def test_stored_counts_equal_the_scan_through_aborts_rewrites_and_restarts(
     tmp_path_factory: pytest.TempPathFactory,
     rows: list[tuple[int, int, bool, bool]],
-    rng: Random,
+    seed: int,
 ) -> None:
     """The per-host counts kept in b"counts" (what a restart reads) equal a scan of the
     blocks after every commit, whatever the transactions did: URLs queued and finished in the
     same transaction, finished later, rewritten (a retry), released and read again, and
-    transactions aborted after changing all of that; after a restart too."""
+    transactions aborted after changing all of that; after a restart too. (The choices come
+    from a seeded ``Random``: hypothesis's own randoms cost a draw each, thousands here.)"""
+    rng = Random(seed)
     path = tmp_path_factory.mktemp("stored") / "lmdb"
     env = open_env(path, MAP_SIZE)
     q = Q(env)
