@@ -688,12 +688,16 @@ def _work(
     q: Q, held: list[bytes], host: str, n: int, r: int, abort: bool, rng: Random,
     txn: lmdb.Transaction,
 ) -> None:  # fmt: skip
-    """Finish or rewrite some held entries, queue ``n`` URLs (finishing some), maybe abort."""
+    """Finish, rewrite or release some held entries, queue ``n`` URLs (finishing some), maybe
+    abort."""
     for key in [k for k in held if rng.random() < 0.3]:
-        if rng.random() < 0.5:
+        choice = rng.random()
+        if choice < 0.45:
             q.store.done(key)
-        else:
+        elif choice < 0.9:
             q.store.rewrite(txn, key, _entry(f"{host}/retry/{r}"))
+        elif q.store.release(key):  # back to LMDB only (read again after a restart)
+            held.remove(key)
     for i in range(n):
         key = q.add(txn, host, DEFAULT_RANK, f"{host}/{r}/{i}", held=True)
         if rng.random() < 0.2:
