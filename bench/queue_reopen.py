@@ -86,7 +86,7 @@ def child(state: Path, what: str) -> None:
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         print(f"frontier: reopen {wall:.2f} s wall, {cpu:.2f} s CPU; queued {frontier.queued:,} "
               f"over {frontier.stats()['hosts']:,} hosts; RssAnon {anon0 / MB:.0f} -> peak "
-              f"{peak.peak / MB:.0f} MB")  # fmt: skip
+              f"{peak.peak / MB:.0f} MB, {rss_anon() / MB:.0f} MB after")  # fmt: skip
         frontier.close()
         return
     env = open_env(state / "frontier.lmdb", 1 << 36)

@@ -79,8 +79,10 @@ queued without reading a block (``host_counts``; the scan of every block, ``scan
 took most of a reopen: ~30 million blocks at 10^8 URLs over 10^6 hosts). They change in the
 transactions that change the blocks, so they are exact whenever the blocks are: ``flush`` adds
 each written block's unfinished entries to its host's count and subtracts the entries of
-stored blocks that ``done`` finished in the transaction (one ``get`` and ``put`` per host the
-transaction touched; a count that reaches 0 is deleted). The finished entries of a block the
+stored blocks that ``done`` finished in the transaction (a read and a write per host the
+transaction touched, through one cursor in key order; a count that reaches 0 is deleted). A
+``rewrite`` leaves its block dirty, so its completions are written even if its new value is
+lost to an abort. The finished entries of a block the
 transaction wrote are never counted. After an abort the open blocks' counts go with them and
 the stored blocks' completions stay pending, as their masks do. A state of layout 5 (no
 ``b"counts"`` marker in ``meta``) with queued blocks gets its counts from one scan when the
