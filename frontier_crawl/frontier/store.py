@@ -42,12 +42,10 @@ when ``absolute``; a referrer is the length ``shared`` of the prefix it shares w
 plus the rest of it, ``ref`` (``shared`` -1: no referrer). A referrer on another origin that has
 a host id (the page that linked across hosts) is that origin followed by ``ref``, with
 ``shared`` = -2 - host id: the origin costs 5 bytes instead of its length. With flag bit 0 the
-payload is raw DEFLATE (used when it is smaller; written by ISA-L at level 1, the size of
-zlib's level 1 for a fraction of its CPU on a block's few hundred bytes; read by zlib): the
-URLs of one page share most of their path and the referrer, so a block of 15 compresses about
-fivefold. A block of 15 bench URLs costs about 25 bytes per URL in its leaf page instead of
-~150 for a key and value per URL; a one-URL block still saves the origin twice (key and
-referrer).
+payload is raw DEFLATE (zlib level 1, used when it is smaller): the URLs of one page share
+most of their path and the referrer, so a block of 15 compresses about fivefold. A block of 15
+bench URLs costs about 25 bytes per URL in its leaf page instead of ~150 for a key and value
+per URL; a one-URL block still saves the origin twice (key and referrer).
 
 Completion is durable per URL: bit ``i`` of a block's done mask says entry ``i`` is finished
 (or taken out: robots-denied, retired host). The mask is the OR of the one in the block's value
@@ -133,7 +131,6 @@ from pathlib import Path
 
 import lmdb
 import msgspec
-from isal import isal_zlib
 
 from frontier_crawl.frontier.damage import DamagedState, disk_trouble
 from frontier_crawl.safefs import make_dir, regular_file
@@ -506,7 +503,7 @@ def encode_block(
     payload = _encoder.encode([_item(host_bytes, e, ref_host) for e in entries])
     flags = 0
     if len(payload) >= _ZLIB_MIN:
-        packed = isal_zlib.compress(payload, 1, -15)
+        packed = zlib.compress(payload, 1, -15)
         if len(packed) < len(payload):
             payload, flags = packed, _ZLIB
     return bytes((n, flags)) + mask.to_bytes((n + 7) // 8, "little") + payload
