@@ -901,12 +901,10 @@ class Frontier:
         snapshot = self._files.directory / SNAPSHOT
         with self._env.begin() as txn:
             counts = {}
-            for hid, count in self._store.host_counts(txn).items():
-                if count:
-                    origin_ = self._store.origin_of(txn, hid)
-                    if origin_ is None:
-                        raise StateMismatch(f"queue block of unknown host id {hid}")
-                    counts[origin_] = (hid, count)
+            for hid, origin_, count in self._store.queued_hosts(txn):
+                if origin_ is None:
+                    raise StateMismatch(f"queue block of unknown host id {hid}")
+                counts[origin_] = (hid, count)
             seen_count = self._seen.exact_count(txn)
             raw = txn.get(_ADMITTED_KEY, db=self._blobs)
             self.admitted = int.from_bytes(raw, "big") if raw is not None else 0

@@ -43,9 +43,11 @@ log = logging.getLogger(__name__)
 #:    URL-hash dups, seen_recent in chunks (seen.py)
 #: 5: queue entries and worker link batches carry a spider request's callback, meta and
 #:    priority (store.py, mailbox.py)
-LAYOUT_VERSION = 5
+#: 6: per-host queue counts in b"counts" (store.py), so a restart reads no queue block; a
+#:    state of layout 4 or 5 gets them from one scan of its blocks at its first start
+LAYOUT_VERSION = 6
 #: older layouts this version continues in place (their data reads as this layout's)
-UPGRADABLE_LAYOUTS = frozenset({4})
+UPGRADABLE_LAYOUTS = frozenset({4, 5})
 
 
 class StateMismatch(ValueError):
@@ -83,12 +85,15 @@ def check_identity(state_dir: Path, seen_capacity: int, seen_error_rate: float) 
     older = theirs.get("layout_version")
     if older in UPGRADABLE_LAYOUTS and {**theirs, "layout_version": LAYOUT_VERSION} == mine:
         # layout 4 is layout 5 without callbacks: its queue entries and batches read as
-        # entries for the default callback, so the crawl continues; the identity says 5 now
+        # entries for the default callback; layout 5 is 6 without the per-host queue counts,
+        # which QueueStore writes from one scan of the blocks; the identity says 6 now
         replace_file(path, json.dumps(mine, indent=1).encode())
-        log.warning("%s: crawl state of layout version %s continued as version %d (its "
-                    "queued URLs go to the spider's default callback, parse, with empty "
-                    "meta); frontier-crawl versions before layout %d cannot read it any "
-                    "more", path, older, LAYOUT_VERSION, LAYOUT_VERSION)  # fmt: skip
+        log.warning("%s: crawl state of layout version %s continued as version %d (%sthe "
+                    "queue's per-host counts are written once, from a scan of its blocks); "
+                    "frontier-crawl versions before layout %d cannot read it any more",
+                    path, older, LAYOUT_VERSION,
+                    "its queued URLs go to the spider's default callback, parse, with empty "
+                    "meta; " if older == 4 else "", LAYOUT_VERSION)  # fmt: skip
         return
     if isinstance(older, int) and older != LAYOUT_VERSION:
         raise StateMismatch(

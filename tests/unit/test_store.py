@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -439,6 +441,32 @@ def test_rewrite(env: lmdb.Environment) -> None:
     assert [e.attempt for _, e in q.read(B)] == [2]
 
 
+def test_a_completion_survives_a_rewrite_in_an_aborted_transaction(tmp_path: Path) -> None:
+    """An entry finished in a transaction that also rewrote another entry of its block (a
+    retry) and was then aborted is still finished by the next commit: the rewrite's value,
+    which carried the mask, went with the abort (before: the URL came back after a restart)."""
+    path = tmp_path / "lmdb"
+    env = open_env(path, MAP_SIZE)
+    q = Q(env)
+    keys = q.put_all([(A, DEFAULT_RANK, "a1"), (A, DEFAULT_RANK, "a2")], held=True)
+
+    def finish_retry_abort(txn: lmdb.Transaction) -> None:
+        assert q.store.done(keys[0])
+        assert q.store.rewrite(txn, keys[1], QueueEntry("a2", 1, attempt=1))
+        raise _Abort
+
+    with contextlib.suppress(_Abort):
+        q.commit(finish_retry_abort)
+    q.commit(lambda txn: None)
+    env.close()
+    env = open_env(path, MAP_SIZE)
+    q2 = Q(env)
+    q2.ids = q.ids
+    assert _urls(q2.read(A)) == ["a2"]
+    assert q2.counts() == {A: 1}
+    env.close()
+
+
 def test_host_ids_and_counts_survive_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "lmdb"
     env = open_env(path, MAP_SIZE)
@@ -601,4 +629,133 @@ def test_host_counts_match_the_unfinished_entries(
         stored = {h: {k for k, _ in q2.store.read_after(txn, q.ids[h], h, None, 10_000)}
                   for h in expected}  # fmt: skip
     assert stored == {h: unfinished[h] for h in expected}
+    env.close()
+
+
+class _Abort(Exception):
+    """Raised inside a transaction to abort it."""
+
+
+def _scanned(q: Q) -> dict[int, int]:
+    with q.env.begin() as txn:
+        return {hid: n for hid, n in q.store.scan_host_counts(txn).items() if n}
+
+
+def _stored(q: Q) -> dict[int, int]:
+    with q.env.begin() as txn:
+        return q.store.host_counts(txn)
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(1, 70), st.booleans(), st.booleans()),
+        max_size=10,
+    ),
+    st.integers(0, 2**32),
+)
+@settings(max_examples=25, database=None, deadline=None)
+def test_stored_counts_equal_the_scan_through_aborts_rewrites_and_restarts(
+    tmp_path_factory: pytest.TempPathFactory,
+    rows: list[tuple[int, int, bool, bool]],
+    seed: int,
+) -> None:
+    """The per-host counts kept in b"counts" (what a restart reads) equal a scan of the
+    blocks after every commit, whatever the transactions did: URLs queued and finished in the
+    same transaction, finished later, rewritten (a retry), released and read again, and
+    transactions aborted after changing all of that; after a restart too. (The choices come
+    from a seeded ``Random``: hypothesis's own randoms cost a draw each, thousands here.)"""
+    rng = Random(seed)
+    path = tmp_path_factory.mktemp("stored") / "lmdb"
+    env = open_env(path, MAP_SIZE)
+    q = Q(env)
+    hosts = [f"http://h{i}.demo" for i in range(4)]
+    held: list[bytes] = []
+    for round_, (host_i, n, abort, restart) in enumerate(rows):
+        with contextlib.suppress(_Abort):
+            q.commit(functools.partial(_work, q, held, hosts[host_i], n, round_, abort, rng))
+        assert _stored(q) == _scanned(q)
+        if restart:  # entries held in memory are forgotten; read them again, as a resume does
+            env.close()
+            env = open_env(path, MAP_SIZE)
+            q = Q(env)
+            q.ids = {h: i for h in hosts if (i := _host_id(env, h)) >= 0}
+            held = [k for h in q.ids for k, _ in q.read(h, limit=10_000, hold=True)]
+            assert _stored(q) == _scanned(q)
+    env.close()
+
+
+def _work(
+    q: Q, held: list[bytes], host: str, n: int, r: int, abort: bool, rng: Random,
+    txn: lmdb.Transaction,
+) -> None:  # fmt: skip
+    """Finish, rewrite or release some held entries, queue ``n`` URLs (finishing some), maybe
+    abort."""
+    for key in [k for k in held if rng.random() < 0.3]:
+        choice = rng.random()
+        if choice < 0.45:
+            q.store.done(key)
+        elif choice < 0.9:
+            q.store.rewrite(txn, key, _entry(f"{host}/retry/{r}"))
+        elif q.store.release(key):  # back to LMDB only (read again after a restart)
+            held.remove(key)
+    for i in range(n):
+        key = q.add(txn, host, DEFAULT_RANK, f"{host}/{r}/{i}", held=True)
+        if rng.random() < 0.2:
+            q.store.done(key)
+        else:
+            held.append(key)
+    if abort:
+        raise _Abort
+
+
+def _host_id(env: lmdb.Environment, host: str) -> int:
+    with env.begin() as txn:
+        raw = txn.get(b"o" + host.encode(), db=env.open_db(b"hosts", txn=txn))
+    return -1 if raw is None else struct.unpack(">I", raw)[0]
+
+
+def test_a_layout_5_state_gets_its_counts_from_one_scan(tmp_path: Path) -> None:
+    """A state written before b"counts" existed (layout 5: neither the database nor its
+    marker) gets every host's count from a scan when the store is constructed, once."""
+    path = tmp_path / "lmdb"
+    env = open_env(path, MAP_SIZE)
+    q = Q(env)
+    keys = q.put_all([(A, DEFAULT_RANK, "1"), (A, DEFAULT_RANK, "2"), (B, 1, "3")], held=True)
+    q.commit(lambda txn: q.store.done(keys[0]))
+    with env.begin(write=True) as txn:  # make it a layout-5 state
+        txn.drop(env.open_db(b"counts", txn=txn), delete=True)
+        assert txn.delete(b"counts", db=env.open_db(b"meta", txn=txn))
+    env.close()
+    env = open_env(path, MAP_SIZE)
+    q2 = Q(env)
+    with env.begin() as txn:
+        assert txn.get(b"counts", db=env.open_db(b"meta", txn=txn)) == b"1"
+    assert q2.counts() == {A: 1, B: 1}
+    q2.ids = q.ids
+    ((key, _),) = q2.read(A, hold=True)
+    q2.commit(lambda txn: q2.store.done(key))  # kept from then on
+    assert q2.counts() == {B: 1}
+    env.close()
+
+
+def test_queued_hosts_are_the_counts_with_their_origins(tmp_path: Path) -> None:
+    """``queued_hosts`` gives what ``host_counts`` and ``origin_of`` give, host by host,
+    also with hosts whose queue is empty (no count) between them, and a count whose host has
+    no origin stored (None: the caller refuses the state)."""
+    env = open_env(tmp_path / "lmdb", MAP_SIZE)
+    q = Q(env)
+    hosts = [f"http://h{i}.demo" for i in range(7)]
+    keys = q.put_all([(h, DEFAULT_RANK, f"{h}/{j}") for h in hosts for j in range(3)], held=True)
+    q.commit(lambda txn: [q.store.done(k) for k in keys if k[:4] in (keys[3][:4], keys[15][:4])])
+    with env.begin() as txn:
+        counts = q.store.host_counts(txn)
+        want = [(hid, q.store.origin_of(txn, hid), n) for hid, n in counts.items()]
+        assert q.store.queued_hosts(txn) == want
+    assert [origin for _, origin, _ in want] == [hosts[i] for i in (0, 2, 3, 4, 6)]
+    with env.begin(write=True) as txn:
+        hosts_db = env.open_db(b"hosts", txn=txn)
+        assert txn.delete(b"i" + struct.pack(">I", q.ids[hosts[4]]), db=hosts_db)
+    with env.begin() as txn:
+        origins = [origin for _, origin, _ in q.store.queued_hosts(txn)]
+    assert origins == [hosts[0], hosts[2], hosts[3], None, hosts[6]]
     env.close()
