@@ -4,6 +4,7 @@ seam) and its entry point (``_worker_main``: one :class:`~frontier_crawl.engine.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized, SynchronizedArray
@@ -154,6 +155,13 @@ def _worker_main(
         index, local, total, root, settings.frontier.lmdb_map_size_bytes, status, stop, run_id,
         remote, settings.workers.partition_by, orders,
     )  # fmt: skip
+    profiled = os.environ.get("FRONTIER_CRAWL_PROFILE")  # bench/cpu_profile.py
+    if profiled:
+        import cProfile
+        import time
+
+        profile = cProfile.Profile(time.process_time)
+        profile.enable()
     try:
         report = Engine(
             _worker_settings(settings, root, index),
@@ -178,5 +186,8 @@ def _worker_main(
         sys.exit(2)
     finally:
         peers.close()
+        if profiled:
+            profile.disable()
+            profile.dump_stats(str(Path(profiled) / f"worker-{index}.prof"))
     if report.get("write_error") or report.get("stopped_for_low_space"):
         sys.exit(1)  # the coordinator stops the others and lists this one as failed
