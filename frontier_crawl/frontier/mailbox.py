@@ -165,9 +165,15 @@ class Inbox:
         self._taken: set[bytes] = set()  #: handed out, not yet acknowledged or released
         self._admitted: set[bytes] = set()  #: acknowledged, not yet deleted
         self._delete_at = 0.0  #: when acknowledged batches are deleted next (monotonic)
+        self._read_upto = -1  #: the inbox was read to its end as of this transaction id
 
     def take(self, limit: int) -> list[tuple[bytes, bytes]]:
         """Up to ``limit`` batches (key, encoded links) in key order, none taken before."""
+        # nothing committed into the inbox since it was last read to the end: nothing new
+        # (the environment's last transaction id, read from its meta pages: no transaction)
+        txnid = self._env.info()["last_txnid"]
+        if txnid == self._read_upto:
+            return []
         out: list[tuple[bytes, bytes]] = []
         taken, admitted = self._taken, self._admitted
         with self._env.begin(db=self._db) as txn:
@@ -177,6 +183,8 @@ class Inbox:
                 out.append((bytes(key), bytes(value)))
                 if len(out) >= limit:
                     break
+            else:  # every batch of transaction ``txnid`` (or later) seen
+                self._read_upto = txnid
         for key, _ in out:
             taken.add(key)
         return out
@@ -203,6 +211,7 @@ class Inbox:
     def release(self) -> None:
         """Forget the batches taken and not acknowledged: the next :meth:`take` returns them."""
         self._taken.clear()
+        self._read_upto = -1
 
     def pending(self) -> int:
         """Batches in the inbox not yet admitted (taken or not)."""
