@@ -188,9 +188,14 @@ def fc_crawler(
             compressor=compressor,
             durability=durability,
         )
+        wrap = []
+        if args.profile:  # every process of the crawl sampled, raw stacks per run
+            wrap = [str(Path(sys.executable).with_name("py-spy")), "record", "--subprocesses",
+                    "--nonblocking", "-r", "250", "-f", "raw", "-o", str(run_dir / "profile.txt"),
+                    "--"]  # fmt: skip
         if code is not None:  # another tree of the code (e.g. main, for before/after)
-            return ["env", f"PYTHONPATH={code}", fc_binary(), "--config", str(conf)]
-        return [fc_binary(), "--config", str(conf)]
+            return ["env", f"PYTHONPATH={code}", *wrap, fc_binary(), "--config", str(conf)]
+        return [*wrap, fc_binary(), "--config", str(conf)]
 
     return Crawler(key, label, command)
 
@@ -356,12 +361,19 @@ def throughput(args: argparse.Namespace, work: Path, site: SiteInfo, nginx: Ngin
                 compressor="isal",
             )
         )
-    n2_keys = {"fc-n2", "fc-n2-isal", "fc-n2-zlib", "fc-n2-base", "fc-n2-off"}
+    n2_keys = {"fc-n2", "fc-n2-isal", "fc-n2-zlib", "fc-n2-base", "fc-n2-off", "fc-n2-off-base"}
     n2 = bool(n2_keys & wanted) and multi_process_available(work, site, args)
     if n2 and "fc-n2-off" in wanted:  # what WARC itself costs with 2 processes
         crawlers.append(
             fc_crawler("fc-n2-off", "frontier-crawl N=2, WARC off", site, args, warc=False,
                        processes=2)
+        )  # fmt: skip
+    if n2 and "fc-n2-off-base" in wanted:  # the same, the --baseline tree's code
+        if args.baseline is None:
+            raise SystemExit("fc-n2-off-base needs --baseline DIR (a checkout of the code)")
+        crawlers.append(
+            fc_crawler("fc-n2-off-base", f"N=2, WARC off, {args.baseline.name}", site, args,
+                       warc=False, processes=2, code=args.baseline.resolve())
         )  # fmt: skip
     if n2 and "fc-n2-base" in wanted:
         if args.baseline is None:
@@ -561,10 +573,11 @@ def main() -> None:
         "--crawlers",
         default="fc,fc-warc,fc-warc-isal,fc-n2,fc-n2-isal,scrapy,bare",
         help="subset of fc,fc-warc,fc-warc-pc,fc-warc-isal,fc-n2,fc-n2-isal,fc-n2-zlib,"
-        "fc-n2-base,fc-n2-off,scrapy,bare (the -isal and -zlib ones set "
+        "fc-n2-base,fc-n2-off,fc-n2-off-base,scrapy,bare (the -isal and -zlib ones set "
         "output.warc_compressor to isal or zlib-ng, the others keep the default; fc-warc-pc sets output.durability = "
         "process-crash, the others keep the default power-loss; fc-n2-base runs the code of "
-        "--baseline; fc-n2-off is 2 processes without WARC)",
+        "--baseline; fc-n2-off is 2 processes without WARC, fc-n2-off-base the same with the "
+        "code of --baseline)",
     )
     ap.add_argument(
         "--politeness",
@@ -575,6 +588,12 @@ def main() -> None:
         "--delay", type=float, default=0.2, help="min_delay_s of the politeness scenario"
     )
     ap.add_argument("--nginx-workers", type=int, default=1)
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="run frontier-crawl under `py-spy record --subprocesses -f raw` (pip install "
+        "py-spy): RUN_DIR/profile.txt per run (with --keep; bench/profile_split.py sums it)",
+    )
     ap.add_argument(
         "--baseline",
         type=Path,

@@ -2,7 +2,15 @@
 hosts another worker owns are batched in an outbox, written into the group commit's
 transaction with the pages that found them, and delivered after it commits (never inside a
 transaction, so two workers delivering to each other cannot deadlock); the other workers'
-batches are ingested from the durable inbox."""
+batches are ingested from the durable inbox.
+
+What a delivery costs the sender's own environment: nothing of its own. The delivered batches
+leave the outbox in the next group commit's transaction (or, when no group is open, in one
+transaction of their own before the worker says it is idle), not in a commit (an fdatasync)
+after every delivery; until then they are skipped, not sent again. A kill before that
+transaction only sends them again after the restart, which the owner's seen-set makes
+harmless (``frontier/mailbox.py``). Ingesting into an open group adds its links to that
+group's transaction, committed with it."""
 
 from __future__ import annotations
 
@@ -33,13 +41,18 @@ class PeerExchange:
         self._received = 0  #: link batches ingested from other workers (this run)
         self._undelivered = True  # an earlier run may have left outbox batches
         self._deliver_at = 0.0  #: when a batch the transport could not take is tried again
+        #: outbox keys delivered, to delete in the next transaction; and those being deleted
+        #: in the open one (forgotten once it commits)
+        self._forget: list[bytes] = []
+        self._forgetting: list[bytes] = []
         group.before_commit.append(self._stage)
         group.after_commit.append(self._deliver_committed)
 
     @property
     def waiting(self) -> bool:
-        """Links of ours not yet handed over (in the outbox, or committed, not delivered)."""
-        return self._undelivered or bool(self._outbox)
+        """Links of ours not yet handed over (in the outbox, or committed, not delivered), or
+        delivered batches not yet deleted from the outbox."""
+        return self._undelivered or bool(self._outbox) or bool(self._forget or self._forgetting)
 
     def foreign(self, dest: int, link: Link) -> None:
         """A link to a host another worker owns: batched, sent after this group commits."""
@@ -52,11 +65,19 @@ class PeerExchange:
         peers, frontier, group = self.peers, self._frontier, self._group
         if self._run.held_up and not group.is_open:  # (else the group's commit tries again)
             self._deliver()
-        with frontier.batch():
+        if self._forget and not group.is_open:  # (else in the group's transaction)
+            frontier.delivered(self._forget)  # one commit for them all
+            self._forget = []
+        if group.is_open:  # the links join the group's transaction, committed with it
             ingested, counted = frontier.ingest_inbox(now, peers.run_id)
             if ingested:
                 group.dirty = True
-                group.sync()
+        else:
+            with frontier.batch():
+                ingested, counted = frontier.ingest_inbox(now, peers.run_id)
+                if ingested:
+                    group.dirty = True
+                    group.sync()
         self._received += counted
         # idle only with no link of ours left to hand over: none in the in-memory outbox
         # (waiting for the group commit) and none committed but not yet delivered
@@ -65,7 +86,12 @@ class PeerExchange:
         return peers.should_stop()
 
     def _stage(self) -> None:
-        """Before a commit: the outbox's batches into its transaction (delivered after it)."""
+        """Before a commit: the outbox's batches into its transaction (delivered after it),
+        and the delivered ones out of it."""
+        if self._forget:
+            self._frontier.delivered(self._forget)
+            self._forgetting.extend(self._forget)
+            self._forget = []
         if self._outbox:
             for dest, links in self._outbox.items():
                 self._frontier.queue_outgoing(dest, links)
@@ -73,6 +99,7 @@ class PeerExchange:
             self._undelivered = True
 
     def _deliver_committed(self) -> None:
+        self._forgetting.clear()  # their deletion is committed
         if self._undelivered:
             self._deliver()
 
@@ -84,13 +111,17 @@ class PeerExchange:
             return
         frontier = self._frontier
         while True:
-            pending = frontier.outgoing()
+            listed = frontier.outgoing(256 + len(self._forget) + len(self._forgetting))
+            gone = {*self._forget, *self._forgetting}  # delivered, their deletion not committed
+            pending = [entry for entry in listed if entry[0] not in gone]
             sent = []
             for key, dest, batch in pending:
                 if not self.peers.send(dest, batch):
                     break
                 sent.append(key)
-            frontier.delivered(sent)  # one commit for them all
+            self._forget.extend(sent)  # deleted with the next transaction
+            if sent:
+                self._group.dirty = True
             if len(sent) < len(pending):
                 self._run.held_up = len(pending) - len(sent)
                 self._deliver_at = now + DELIVER_RETRY_S

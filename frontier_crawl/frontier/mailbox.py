@@ -23,6 +23,11 @@ peer's, so two workers sending to each other cannot deadlock. Batches are counte
 delivered and when ingested; the coordinator declares the crawl over when every worker is idle
 and the counts agree (see ``frontier_crawl.workers``).
 
+The owner deletes admitted batches from its inbox lazily (:data:`ACK_EVERY_S`): in one
+transaction (one fdatasync) for all the batches its commits admitted since the last delete, and
+when it closes, not in a commit after each of its commits; until then they are not handed out
+again. A kill before the delete only ingests them again after the restart (see above).
+
 Inbox key: the coordinator's 8-byte run id + 8 random bytes (unique without coordination);
 value: msgpack list of ``(url, depth, referrer, hops)``, or ``(url, depth, referrer, hops,
 callback, meta, priority)`` for a link a spider's callback yielded with those. The run id
@@ -33,8 +38,10 @@ counted) or delivered one twice.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -51,6 +58,10 @@ INBOX_ENV = "inbox.lmdb"
 #: url, depth, referrer, hops, callback, meta, priority (the request's, for a spider; "", b"", 0)
 Link = tuple[str, int, str | None, int, str, bytes, int]
 PlainLink = tuple[str, int, str | None, int]  #: url, depth, referrer, hops
+
+#: admitted batches are deleted from the inbox at most this often (and at close), in one
+#: transaction for them all (:meth:`Inbox.ack`)
+ACK_EVERY_S = 1.0
 
 
 class _WireLink(msgspec.Struct, array_like=True, frozen=True, gc=False):
@@ -133,9 +144,11 @@ _LOST_LINKS = (
 class Inbox:
     """The receiving side: this worker's inbox environment, which peers write into.
 
-    :meth:`take` hands out batches not handed out before; :meth:`ack` deletes every batch
-    taken so far (call it once the transaction that admitted them has committed);
-    :meth:`release` forgets them instead (that transaction was aborted), so they are taken again.
+    :meth:`take` hands out batches not handed out before; :meth:`ack` says every batch taken
+    so far is admitted (call it once the transaction that admitted them has committed): they
+    are deleted, with those acknowledged before, at most every :data:`ACK_EVERY_S` and at
+    :meth:`close` (:meth:`flush`); :meth:`release` forgets the batches taken and not yet
+    acknowledged instead (that transaction was aborted), so they are taken again.
     """
 
     def __init__(self, path: Path, map_size: int) -> None:
@@ -150,38 +163,64 @@ class Inbox:
             self._env.close()
             raise DamagedState(path, f"the worker's inbox is damaged ({exc})", _LOST_LINKS) from exc
         self._taken: set[bytes] = set()  #: handed out, not yet acknowledged or released
+        self._admitted: set[bytes] = set()  #: acknowledged, not yet deleted
+        self._delete_at = 0.0  #: when acknowledged batches are deleted next (monotonic)
+        self._read_upto = -1  #: the inbox was read to its end as of this transaction id
 
     def take(self, limit: int) -> list[tuple[bytes, bytes]]:
         """Up to ``limit`` batches (key, encoded links) in key order, none taken before."""
+        # nothing committed into the inbox since it was last read to the end: nothing new
+        # (the environment's last transaction id, read from its meta pages: no transaction)
+        txnid = self._env.info()["last_txnid"]
+        if txnid == self._read_upto:
+            return []
         out: list[tuple[bytes, bytes]] = []
+        taken, admitted = self._taken, self._admitted
         with self._env.begin(db=self._db) as txn:
             for key, value in txn.cursor():
-                if key in self._taken:
+                if key in taken or key in admitted:
                     continue
                 out.append((bytes(key), bytes(value)))
                 if len(out) >= limit:
                     break
+            else:  # every batch of transaction ``txnid`` (or later) seen
+                self._read_upto = txnid
         for key, _ in out:
-            self._taken.add(key)
+            taken.add(key)
         return out
 
     def ack(self) -> None:
-        """Delete every batch taken (their links are committed), in one short transaction."""
-        if not self._taken:
+        """Every batch taken is admitted (its links are committed): deleted now if the last
+        delete is :data:`ACK_EVERY_S` old, else by a later :meth:`ack` or :meth:`flush`."""
+        if self._taken:
+            self._admitted |= self._taken
+            self._taken.clear()
+        if self._admitted and time.monotonic() >= self._delete_at:
+            self.flush()
+
+    def flush(self) -> None:
+        """Delete every acknowledged batch, in one short transaction."""
+        if not self._admitted:
             return
         with storage_errors(self._path), self._env.begin(write=True, db=self._db) as txn:
-            for key in self._taken:
+            for key in self._admitted:
                 txn.delete(key)
-        self._taken.clear()
+        self._admitted.clear()
+        self._delete_at = time.monotonic() + ACK_EVERY_S
 
     def release(self) -> None:
-        """Forget the batches taken: the next :meth:`take` returns them again."""
+        """Forget the batches taken and not acknowledged: the next :meth:`take` returns them."""
         self._taken.clear()
+        self._read_upto = -1
 
     def pending(self) -> int:
-        """Batches in the inbox, taken or not."""
+        """Batches in the inbox not yet admitted (taken or not)."""
         with self._env.begin(db=self._db) as txn:
-            return int(txn.stat(self._db)["entries"])
+            return int(txn.stat(self._db)["entries"]) - len(self._admitted)
 
     def close(self) -> None:
+        """Delete the admitted batches (a failure only leaves them to be ingested again),
+        then close."""
+        with contextlib.suppress(lmdb.Error, OSError):
+            self.flush()
         self._env.close()

@@ -12,10 +12,11 @@ import multiprocessing as mp
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized, SynchronizedArray
@@ -71,6 +72,28 @@ from frontier_crawl.workers.seam import _FIELDS
 log = logging.getLogger(__name__)
 
 COORDINATOR_TICK_S = 0.05
+
+
+@contextlib.contextmanager
+def _main_not_rerun() -> Iterator[None]:
+    """Workers started meanwhile do not run this process's main script again.
+
+    multiprocessing's spawn runs the parent's ``__main__`` file in every child (as
+    ``__mp_main__``) when it has no module name: the ``frontier-crawl`` script, so every worker
+    imported the command line (and rich's console) it never uses, about 0.1 s of CPU each. A
+    worker's entry point is ``workers.peers._worker_main``, found by its module name; nothing
+    of ``__main__`` is pickled to it.
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or path is None or getattr(main, "__spec__", None) is not None:
+        yield  # run as a module (-m): spawn imports it by name; nothing to hide
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
 
 
 def _pin_worker_count(
@@ -300,7 +323,7 @@ class Coordinator:
                     dispatch=self.dispatch,
                 )  # fmt: skip
             # the terminal's signals ignored from the workers' first instruction
-            with spawning(self._ctx, self.root / "state"):
+            with spawning(self._ctx, self.root / "state"), _main_not_rerun():
                 for proc in self._procs:
                     proc.start()
             if self._cluster is not None:

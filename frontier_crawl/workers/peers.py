@@ -4,6 +4,7 @@ seam) and its entry point (``_worker_main``: one :class:`~frontier_crawl.engine.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized, SynchronizedArray
@@ -59,7 +60,9 @@ class Peers:
         self.count = total
         self._slot = index - local.start  #: its place in this node's status array
         self._status = status
-        self._stop = stop
+        self._words = status.get_obj()  #: the array itself (its lock taken once per write)
+        self._published: tuple[int, ...] = ()  #: what this worker last wrote there
+        self._stop = stop.get_obj()  #: one word, written by the coordinator (read without lock)
         #: the coordinator's orders: [stop requested, reloads ordered] (read without its lock:
         #: one word each, written by one process)
         self._orders = orders.get_obj() if orders is not None else None
@@ -82,14 +85,18 @@ class Peers:
         return self._remote.held_up(batches) if self._remote is not None else ""
 
     def publish(self, idle: bool, received: int) -> None:
+        """Once a tick: this worker's words of the shared array, written (under its lock, as
+        the coordinator reads them) only when they changed."""
+        words = (int(idle), self._mailbox.sent, received)
+        if words == self._published:
+            return
         base = self._slot * _FIELDS
         with self._status.get_lock():
-            self._status[base] = int(idle)
-            self._status[base + 1] = self._mailbox.sent
-            self._status[base + 2] = received
+            self._words[base : base + _FIELDS] = list(words)
+        self._published = words
 
     def should_stop(self) -> bool:
-        return bool(self._stop.value)
+        return bool(self._stop.value)  # (the word itself: no lock taken once a tick)
 
     def orders(self) -> tuple[bool, int]:
         if self._orders is None:
@@ -154,6 +161,13 @@ def _worker_main(
         index, local, total, root, settings.frontier.lmdb_map_size_bytes, status, stop, run_id,
         remote, settings.workers.partition_by, orders,
     )  # fmt: skip
+    profiled = os.environ.get("FRONTIER_CRAWL_PROFILE")  # bench/cpu_profile.py
+    if profiled:
+        import cProfile
+        import time
+
+        profile = cProfile.Profile(time.process_time)
+        profile.enable()
     try:
         report = Engine(
             _worker_settings(settings, root, index),
@@ -178,5 +192,8 @@ def _worker_main(
         sys.exit(2)
     finally:
         peers.close()
+        if profiled:
+            profile.disable()
+            profile.dump_stats(str(Path(profiled) / f"worker-{index}.prof"))
     if report.get("write_error") or report.get("stopped_for_low_space"):
         sys.exit(1)  # the coordinator stops the others and lists this one as failed

@@ -3,6 +3,8 @@ real LMDB outbox, and the space guard (``engine/space.py``) over the real filesy
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from frontier_crawl.engine.exchange import DELIVER_RETRY_S, PeerExchange
 from frontier_crawl.engine.space import SpaceGuard
 from frontier_crawl.engine.state import LoopState
 from frontier_crawl.frontier import Frontier
-from frontier_crawl.frontier.mailbox import Link, decode_links
+from frontier_crawl.frontier.mailbox import INBOX_ENV, Link, decode_links
 from frontier_crawl.output import CrawlStats
 from frontier_crawl.output.space import SpaceMonitor
 
@@ -78,16 +80,90 @@ def test_foreign_links_delivered_after_their_commit(tmp_path: Path) -> None:
         assert len(frontier.outgoing()) == 1
         peers.full = False
         deadline = time.monotonic() + 30
-        while exchange[0].waiting:  # tried again DELIVER_RETRY_S later, by the next commit
+        while run.held_up:  # tried again DELIVER_RETRY_S later, by the next commit
             assert time.monotonic() < deadline
             time.sleep(DELIVER_RETRY_S / 5)
             group.commit()
         assert [(dest, [link[0] for link in links]) for dest, links in peers.sent] == [
             (1, [f"{B}/1"])
         ]
+        # delivered; it leaves the outbox with the next transaction, and is not sent again
+        assert len(frontier.outgoing()) == 1 and exchange[0].waiting
+        group.commit()
+        assert len(peers.sent) == 1
+        assert exchange[0].swap(time.monotonic(), idle=True) is False  # no group open: deleted
         assert run.held_up == 0 and frontier.outgoing() == []
-        assert exchange[0].swap(time.monotonic(), idle=True) is False
         assert peers.published[-1] == (True, 0)  # idle: nothing of ours left to hand over
+    finally:
+        frontier.close(checkpoint=False)
+
+
+def _two_workers(tmp_path: Path) -> tuple[TwoPeers, Frontier, CommitGroup, PeerExchange]:
+    s = parse({"crawl": {"seeds": [f"{A}/"], "output_dir": str(tmp_path)},
+               "scope": {"allow_domains": ["a.test", "b.test"]}})  # fmt: skip
+    peers = TwoPeers()
+    exchange: list[PeerExchange] = []
+    frontier = Frontier.from_settings(
+        s, tmp_path / "state", route=peers.route, worker=0,
+        on_foreign=lambda dest, link: exchange[0].foreign(dest, link),
+    )  # fmt: skip
+    group = CommitGroup(
+        frontier, (), archive=None, feeds=(), stats=CrawlStats(), elapsed_before=0.0,
+        repairs=[], interval_s=0.05, times=LoopTimes(), waited=lambda: 0.0,
+        started=time.monotonic(),
+    )  # fmt: skip
+    exchange.append(PeerExchange(peers, frontier, group, LoopState()))
+    return peers, frontier, group, exchange[0]
+
+
+def test_a_delivery_costs_the_sender_no_commit_of_its_own(tmp_path: Path) -> None:
+    """A busy worker's group commits deliver their foreign links, and the delivered batches
+    leave the outbox in the next group's transaction: one LMDB commit (one fdatasync) per
+    group, not two (before: a commit of its own after every delivery)."""
+    peers, frontier, group, exchange = _two_workers(tmp_path)
+    try:
+        txnid = frontier._env.info()["last_txnid"]
+        for i in range(5):
+            group.open(time.monotonic())
+            frontier.add([f"{A}/{i}", f"{B}/{i}"], depth=0, now=time.monotonic())
+            group.commit()
+        assert [links[0][0] for _, links in peers.sent] == [f"{B}/{i}" for i in range(5)]
+        assert frontier._env.info()["last_txnid"] - txnid == 5  # one per group
+        assert len(frontier.outgoing()) == 1  # the last one: deleted by the next transaction
+        assert exchange.swap(time.monotonic(), idle=True) is False
+        assert frontier.outgoing() == [] and not exchange.waiting
+        assert peers.published[-1] == (True, 0)
+    finally:
+        frontier.close(checkpoint=False)
+
+
+_DELIVER = """
+import sys
+from pathlib import Path
+from frontier_crawl.frontier.mailbox import Mailbox, encode_links
+mailbox = Mailbox({0: Path(sys.argv[1])}, 1 << 24, b"run")
+mailbox.send(0, encode_links([(url, 1, "http://a.test/", 0) for url in sys.argv[2:]]))
+mailbox.close()
+"""
+
+
+def test_links_ingested_into_an_open_group_are_committed_with_it(tmp_path: Path) -> None:
+    """A batch from a peer, ingested while the group is open, joins the group's transaction:
+    the group stays dirty (its commit prepares the outputs once), no output is prepared in
+    the middle of it (before: ``sync`` there, an fdatasync per batch received, and the group
+    no longer dirty)."""
+    peers, frontier, group, exchange = _two_workers(tmp_path)
+    try:
+        subprocess.run([sys.executable, "-c", _DELIVER, str(tmp_path / "state" / INBOX_ENV),
+                        f"{A}/x", f"{A}/y"], check=True, timeout=60)  # fmt: skip
+        group.open(time.monotonic())
+        txnid = frontier._env.info()["last_txnid"]
+        assert exchange.swap(time.monotonic(), idle=False) is False
+        assert frontier.pending == 2 and group.dirty and group.is_open
+        assert peers.published[-1] == (False, 1)
+        assert frontier._env.info()["last_txnid"] == txnid  # nothing committed yet
+        group.commit()
+        assert frontier._env.info()["last_txnid"] == txnid + 1
     finally:
         frontier.close(checkpoint=False)
 

@@ -139,6 +139,32 @@ def test_reingesting_a_batch_admits_nothing_twice(owner: Frontier, tmp_path: Pat
     assert owner.pending == 2
 
 
+def test_admitted_batches_are_deleted_together(tmp_path: Path) -> None:
+    """Each commit that admitted batches does not delete them in a transaction of its own
+    (an fdatasync of the inbox each): the first delete is at once, the next ones wait up to
+    ACK_EVERY_S and go in one transaction, or at close. Meanwhile they are not taken again."""
+    path = tmp_path / "state" / INBOX_ENV
+    deliver(path, ["/a"], ["/b"], ["/c"], ["/d"])
+    owner = open_owner(tmp_path)
+    try:
+        inbox = owner._inbox
+        assert inbox is not None
+        txnid = inbox._env.info()["last_txnid"]
+        for _ in range(4):  # one commit per batch, well within ACK_EVERY_S
+            with owner.batch():
+                assert owner.ingest_inbox(0.0, RUN, limit=1) == (1, 1)
+        assert inbox._env.info()["last_txnid"] - txnid == 1  # the first delete only
+        assert inbox.pending() == 0 and owner.ingest_inbox(0.0, RUN) == (0, 0)
+        assert owner.pending == 4
+    finally:
+        owner.close()
+    reopened = Inbox(path, MAP)
+    try:
+        assert reopened.pending() == 0 and reopened.take(10) == []  # deleted at close
+    finally:
+        reopened.close()
+
+
 def test_owner_of_is_stable_and_spread() -> None:
     origins = [f"http://h{i}.test" for i in range(1000)]
     owners = [owner_of(o, 4) for o in origins]
