@@ -16,11 +16,11 @@ import logging
 import sys
 from pathlib import Path
 
-from rich.console import Console
-
 from frontier_crawl import __version__
 from frontier_crawl.config import ConfigError, load, redact_url, to_toml
-from frontier_crawl.config.reference import render_reference
+
+# The rest is imported where a command needs it: this module is also the main module of every
+# worker process (multiprocessing's spawn imports it again there), which runs none of them.
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -92,8 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from rich.console import Console
+
     out = Console(stderr=False)
     if args.command == "config-reference":
+        from frontier_crawl.config.reference import render_reference
+
         sys.stdout.write(render_reference())
         return EXIT_OK
     if args.command == "ctl":

@@ -12,12 +12,9 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from rich.console import Console, Group
-from rich.live import Live
-from rich.panel import Panel
-from rich.table import Table
+from rich.console import Console
 from rich.text import Text
 
 from frontier_crawl.cluster import (
@@ -42,6 +39,9 @@ from frontier_crawl.workers import (
     redis_of,
     worker_count,
 )
+
+if TYPE_CHECKING:
+    from rich.panel import Panel
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -96,6 +96,10 @@ def _spider_part(p: dict[str, Any]) -> str:
 
 def progress_panel(p: dict[str, Any]) -> Panel:
     """The live panel for one progress snapshot."""
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.table import Table
+
     grid = Table.grid(padding=(0, 3))
     for _ in range(4):
         grid.add_column(justify="right", style="bold")
@@ -131,7 +135,10 @@ def progress_panel(p: dict[str, Any]) -> Panel:
 @contextmanager
 def live_progress(console: Console) -> Iterator[Progress]:
     """A progress callback redrawing one panel in place (for a terminal). Log lines written
-    to stderr meanwhile are printed above the panel, not across it."""
+    to stderr meanwhile are printed above the panel, not across it (rich's ``Live`` imported
+    here: only a crawl on a terminal draws one)."""
+    from rich.live import Live
+
     with Live(console=console, auto_refresh=False, transient=False) as live:
         moved = _log_streams_to(sys.stderr)  # Live's proxy now: it prints above the panel
 

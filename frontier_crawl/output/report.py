@@ -17,15 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich import box
-from rich.console import Console
-from rich.filesize import decimal
-from rich.table import Table
-
 from frontier_crawl.output.fsync import write_atomic
 from frontier_crawl.output.outcomes import Outcome
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
     from frontier_crawl.config import CrawlSettings
 
 _STATUS_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
@@ -432,7 +430,11 @@ def write_report(path: Path, report: Mapping[str, object]) -> None:
 
 def render_report(report: Mapping[str, object], console: Console) -> None:
     """Print the report as a compact two-column table (and a cluster's live view: the
-    ``report`` command's ``live``, one row per node)."""
+    ``report`` command's ``live``, one row per node). rich is imported here, where a report
+    is printed: the worker processes, which never print one, do without it."""
+    from rich import box
+    from rich.table import Table
+
     live = report.get("live")
     title = "crawl report"
     if report.get("running"):
@@ -484,6 +486,9 @@ def _nodes(value: object) -> str:
 def _live_table(live: Mapping[str, object]) -> Table:
     """One row per node of the cluster's live view (the bottleneck by its name: ``ctl status``
     gives the sentence)."""
+    from rich import box
+    from rich.table import Table
+
     table = Table(title="cluster nodes now", box=box.SIMPLE, title_justify="left")
     for name in ("node", "state", "pages", "pages/s", "queued", "heard", "bottleneck"):
         right = name not in ("state", "bottleneck")
@@ -513,6 +518,8 @@ def _seconds(value: object) -> str:
 
 def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
     """(label, formatted value) for each line of the table."""
+    from rich.filesize import decimal
+
     get = report.get
     nbytes = get("bytes", 0)
     rows = [

@@ -53,18 +53,17 @@ _WHATWG_DECODER = {
     "euc_kr": "cp949",
     "utf-16": "utf-16-le",
 }
-# Encodings of the WHATWG Encoding Standard, as Python codec names (after _WHATWG_DECODER).
-_SUPPORTED = frozenset(
-    codecs.lookup(name).name
-    for name in (
-        "utf-8", "cp866", "iso8859-2", "iso8859-3", "iso8859-4", "iso8859-5", "iso8859-6",
-        "iso8859-7", "iso8859-8", "iso8859-10", "iso8859-13", "iso8859-14", "iso8859-15",
-        "iso8859-16", "koi8-r", "koi8-u", "mac-roman", "mac-cyrillic", "cp874", "cp932",
-        "cp949", "cp1250", "cp1251", "cp1252", "cp1253", "cp1254", "cp1255", "cp1256",
-        "cp1257", "cp1258", "gb18030", "big5hkscs", "euc_jp", "iso2022_jp", "utf-16-be",
-        "utf-16-le",
-    )
-)  # fmt: skip
+# Encodings of the WHATWG Encoding Standard, as Python codec names (after _WHATWG_DECODER):
+# each its codec's own ``codecs.lookup(name).name`` (tests/unit/test_links.py checks), written
+# out so that no process loads 36 codec modules when it imports this one
+_SUPPORTED = frozenset((
+    "utf-8", "cp866", "iso8859-2", "iso8859-3", "iso8859-4", "iso8859-5", "iso8859-6",
+    "iso8859-7", "iso8859-8", "iso8859-10", "iso8859-13", "iso8859-14", "iso8859-15",
+    "iso8859-16", "koi8-r", "koi8-u", "mac-roman", "mac-cyrillic", "cp874", "cp932",
+    "cp949", "cp1250", "cp1251", "cp1252", "cp1253", "cp1254", "cp1255", "cp1256",
+    "cp1257", "cp1258", "gb18030", "big5hkscs", "euc_jp", "iso2022_jp", "utf-16-be",
+    "utf-16-le",
+))  # fmt: skip
 
 
 def parse_document(

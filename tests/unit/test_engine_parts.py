@@ -18,6 +18,7 @@ from frontier_crawl.frontier import Frontier
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Link, decode_links
 from frontier_crawl.output import CrawlStats
 from frontier_crawl.output.space import SpaceMonitor
+from tests.waiting import wait_until
 
 A, B = "http://a.test", "http://b.test"
 
@@ -79,11 +80,13 @@ def test_foreign_links_delivered_after_their_commit(tmp_path: Path) -> None:
         assert run.held_up == 1 and exchange[0].waiting and peers.sent == []
         assert len(frontier.outgoing()) == 1
         peers.full = False
-        deadline = time.monotonic() + 30
-        while run.held_up:  # tried again DELIVER_RETRY_S later, by the next commit
-            assert time.monotonic() < deadline
-            time.sleep(DELIVER_RETRY_S / 5)
+
+        def delivered() -> bool:  # tried again DELIVER_RETRY_S later, by the next commit
             group.commit()
+            return not run.held_up
+
+        wait_until("the held-up batch sent by a later commit", delivered, 30.0,
+                   every_s=DELIVER_RETRY_S / 5)  # fmt: skip
         assert [(dest, [link[0] for link in links]) for dest, links in peers.sent] == [
             (1, [f"{B}/1"])
         ]

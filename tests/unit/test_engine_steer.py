@@ -20,6 +20,7 @@ from frontier_crawl.engine.steer import Steering
 from frontier_crawl.fetch import FetchRequest, FetchResult
 from frontier_crawl.frontier import Frontier
 from frontier_crawl.output import CrawlStats
+from tests.waiting import wait_until
 
 TOML = """
 [crawl]
@@ -93,10 +94,7 @@ def test_commands_taken_once_per_tick_and_answered(parts: Parts) -> None:
         target=lambda: replies.append(parts.queue.call(Command("block", host="h.test")))
     )
     poster.start()
-    deadline = time.monotonic() + 30
-    while not parts.steer.take(time.monotonic()):
-        assert time.monotonic() < deadline, "the posted command never arrived"
-        time.sleep(0.01)
+    wait_until("the posted command taken", lambda: parts.steer.take(time.monotonic()), 30.0)
     poster.join(30)
     assert replies and replies[0]["result"] == "applied" and replies[0]["host"] == "h.test"
     assert parts.group.is_open and parts.group.dirty

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import html
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from frontier_crawl.config import CrawlSettings, FetchSection
 from frontier_crawl.parse import LinkParser, PageLinks, Parser, extract_links
-from frontier_crawl.parse.charset import header_codec
+from frontier_crawl.parse.charset import _SUPPORTED, header_codec
 from frontier_crawl.parse.resolve import MAX_URL_CHARS, Base, resolve, resolve_all
 
 PAGE = "http://h.test/a/b.html"
@@ -198,6 +199,15 @@ def test_meta_robots_nofollow_means_no_links(meta: str) -> None:
 )
 def test_other_meta_tags_do_not_stop_links(meta: str) -> None:
     assert links(meta + anchors("/x")) == ["http://h.test/x"]
+
+
+def test_supported_encodings_are_python_codec_names() -> None:
+    """The WHATWG encodings are written out as codec names (no lookups when the module is
+    imported): each must be what ``codecs.lookup`` calls it, or a page in it would be refused."""
+    assert len(_SUPPORTED) == 36
+    assert {name: codecs.lookup(name).name for name in _SUPPORTED} == {n: n for n in _SUPPORTED}
+    for label in ("shift_jis", "windows-1252", "latin1", "euc-kr", "utf-16", "x-sjis"):
+        assert header_codec(f"text/html; charset={label}") in _SUPPORTED
 
 
 # --- hostile bytes ---------------------------------------------------------------------------
