@@ -400,7 +400,7 @@ def _set_request_options(
     if transfer.policy is not None:
         handle.setopt(pycurl.OPENSOCKETFUNCTION, transfer.open_socket)
     handle.setopt(pycurl.WRITEFUNCTION, transfer.on_write)
-    handle.setopt(pycurl.HEADERFUNCTION, transfer.on_header)
+    handle.setopt(pycurl.HEADERFUNCTION, transfer.header_lines.append)  # no frame per line
     if capture_request:
         handle.setopt(pycurl.DEBUGFUNCTION, transfer.on_debug)
         handle.setopt(pycurl.VERBOSE, 1)  # libcurl calls DEBUGFUNCTION only when verbose
