@@ -64,6 +64,7 @@ log = logging.getLogger(__name__)
 
 _SCHEMES = frozenset({"http", "https"})
 _ACCEPT_ENCODING = "Accept-Encoding: gzip, deflate"
+_DEFAULT_HEADER_LINES = [_ACCEPT_ENCODING]  #: a request's header lines when it brings none
 #: idle connections kept beyond the in-flight ones, for hosts revisited soon
 _IDLE_CONNECTIONS = 256
 _DEFAULT_USER_AGENT = PolitenessSection().user_agent
@@ -407,6 +408,8 @@ def _set_request_options(
 
 
 def _header_lines(headers: tuple[tuple[str, str], ...]) -> list[str]:
+    if not headers:  # most requests (pycurl copies the list into libcurl's own)
+        return _DEFAULT_HEADER_LINES
     lines: list[str] = []
     for name, value in headers:
         if any(ch in name or ch in value for ch in "\r\n\0") or not name.strip():

@@ -13,13 +13,21 @@ from pathlib import Path
 
 import pycurl
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from frontier_crawl.fetch import FetchRequest, FetchResult, NotModified, errors
 from frontier_crawl.fetch.cache import HttpCache
 from frontier_crawl.fetch.decode import DecodedTooLarge, DecodeError, decoder_for
 from frontier_crawl.fetch.errors import Phase, map_curl_error
 from frontier_crawl.fetch.pool import CurlOptions, HandlePool
-from frontier_crawl.fetch.transfer import Transfer, parse_header_block
+from frontier_crawl.fetch.transfer import (
+    Transfer,
+    _last_block,
+    _parse_block,
+    _parse_lines,
+    parse_header_block,
+)
 from frontier_crawl.fetch.types import ErrorKind
 
 pytestmark = pytest.mark.timeout(10)
@@ -232,6 +240,19 @@ def test_the_header_block_is_cut_again_when_lines_come_after_the_body_started() 
     assert transfer._headers() == (("x-a", "1"),)
     transfer.header_lines.extend([b"HTTP/1.1 200 OK\r\n", b"X-B: 2\r\n", b"\r\n"])
     assert transfer._headers() == (("x-b", "2"),)
+
+
+_HEADER_TEXT = st.lists(
+    st.text(alphabet=st.sampled_from("ab:- \t\r\x0b\x1c\x85\xa0\xe9"), max_size=12), max_size=8
+)
+
+
+@given(lines=_HEADER_TEXT, eol=st.sampled_from(["\r\n", "\n"]))
+def test_a_cut_block_parses_as_its_lines_do(lines: list[str], eol: str) -> None:
+    # the transfer's one-pass parse of a block gives what the line-by-line parse gives
+    text = eol.join(["HTTP/1.1 200 OK: x", *(line.replace("\n", "") for line in lines), "", ""])
+    block = _last_block(text.encode("iso-8859-1")).decode("iso-8859-1")
+    assert _parse_block(block) == _parse_lines(block.split("\n"))
 
 
 # -- pool ---------------------------------------------------------------------------------------
