@@ -29,7 +29,6 @@ handle goes back to the pool.
 
 from __future__ import annotations
 
-import re
 import socket
 import time
 from dataclasses import dataclass, field
@@ -55,8 +54,6 @@ _HTTP_VERSIONS: dict[int, str] = {
 _BLANK_LINES = (b"\r\n", b"\n")
 _INET = frozenset({socket.AF_INET, socket.AF_INET6})
 _SOCKET_BAD: int = pycurl.SOCKET_BAD
-#: a header line's name (up to its first colon) and value, in a block's text (``_parse_block``)
-_HEADER_LINE = re.compile(r"^([^:\n]*):([^\n]*)$", re.MULTILINE)
 
 
 @dataclass(slots=True, eq=False)
@@ -166,7 +163,7 @@ class Transfer:
         if parsed is not None and parsed[0] == len(lines):
             return parsed
         block = _last_block(b"".join(lines))
-        parsed = (len(lines), block, _parse_block(block.decode("iso-8859-1")))
+        parsed = (len(lines), block, _parse_lines(block.decode("iso-8859-1").split("\n")))
         self.parsed = parsed
         return parsed
 
@@ -287,16 +284,6 @@ def parse_header_block(lines: list[bytes]) -> tuple[tuple[str, str], ...]:
     Bytes are decoded as ISO-8859-1 (lossless); obsolete line folding is joined with a space.
     """
     return _parse_lines([raw.decode("iso-8859-1") for raw in lines])
-
-
-def _parse_block(text: str) -> tuple[tuple[str, str], ...]:
-    """parse_header_block of a block cut by ``_last_block`` (decoded): without folded lines
-    or lines of CRs alone, one regular-expression pass over the lines after the status line
-    (the same pairs as the loop of ``_parse_lines``, which does the rest)."""
-    if "\n " in text or "\n\t" in text or "\r\r" in text:
-        return _parse_lines(text.split("\n"))
-    pairs = _HEADER_LINE.findall(text, text.find("\n") + 1)
-    return tuple([(name.strip().lower(), value.strip()) for name, value in pairs])
 
 
 def _parse_lines(lines: list[str]) -> tuple[tuple[str, str], ...]:
