@@ -64,7 +64,7 @@ log = logging.getLogger(__name__)
 
 _SCHEMES = frozenset({"http", "https"})
 _ACCEPT_ENCODING = "Accept-Encoding: gzip, deflate"
-_DEFAULT_HEADER_LINES = [_ACCEPT_ENCODING]  #: a request's header lines when it brings none
+_DEFAULT_HEADER_LINES = (_ACCEPT_ENCODING,)  #: a request's header lines when it brings none
 #: idle connections kept beyond the in-flight ones, for hosts revisited soon
 _IDLE_CONNECTIONS = 256
 _DEFAULT_USER_AGENT = PolitenessSection().user_agent
@@ -407,8 +407,8 @@ def _set_request_options(
         handle.setopt(pycurl.VERBOSE, 1)  # libcurl calls DEBUGFUNCTION only when verbose
 
 
-def _header_lines(headers: tuple[tuple[str, str], ...]) -> list[str]:
-    if not headers:  # most requests (pycurl copies the list into libcurl's own)
+def _header_lines(headers: tuple[tuple[str, str], ...]) -> list[str] | tuple[str, ...]:
+    if not headers:  # most requests (pycurl copies the lines into libcurl's own list)
         return _DEFAULT_HEADER_LINES
     lines: list[str] = []
     for name, value in headers:
