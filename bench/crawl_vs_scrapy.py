@@ -337,6 +337,13 @@ def throughput(args: argparse.Namespace, work: Path, site: SiteInfo, nginx: Ngin
     wanted = set(args.crawlers.split(","))
     if "fc" in wanted:
         crawlers.append(fc_crawler("fc", "frontier-crawl, WARC off", site, args, warc=False))
+    if "fc-base" in wanted:  # 1 process, WARC off, the --baseline tree: before/after of fc
+        if args.baseline is None:
+            raise SystemExit("fc-base needs --baseline DIR (a checkout of the code to compare)")
+        crawlers.append(
+            fc_crawler("fc-base", f"WARC off, {args.baseline.name}", site, args, warc=False,
+                       code=args.baseline.resolve())
+        )  # fmt: skip
     if "fc-warc" in wanted:
         crawlers.append(fc_crawler("fc-warc", "frontier-crawl, WARC on", site, args, warc=True))
     if "fc-warc-pc" in wanted:
@@ -573,11 +580,11 @@ def main() -> None:
         "--crawlers",
         default="fc,fc-warc,fc-warc-isal,fc-n2,fc-n2-isal,scrapy,bare",
         help="subset of fc,fc-warc,fc-warc-pc,fc-warc-isal,fc-n2,fc-n2-isal,fc-n2-zlib,"
-        "fc-n2-base,fc-n2-off,fc-n2-off-base,scrapy,bare (the -isal and -zlib ones set "
+        "fc-n2-base,fc-n2-off,fc-n2-off-base,fc-base,scrapy,bare (the -isal and -zlib ones set "
         "output.warc_compressor to isal or zlib-ng, the others keep the default; fc-warc-pc sets output.durability = "
         "process-crash, the others keep the default power-loss; fc-n2-base runs the code of "
-        "--baseline; fc-n2-off is 2 processes without WARC, fc-n2-off-base the same with the "
-        "code of --baseline)",
+        "--baseline; fc-base: the same with 1 process, WARC off; fc-n2-off is 2 processes "
+        "without WARC, fc-n2-off-base the same with the code of --baseline)",
     )
     ap.add_argument(
         "--politeness",
@@ -597,7 +604,7 @@ def main() -> None:
     ap.add_argument(
         "--baseline",
         type=Path,
-        help="a tree of the code (e.g. `git archive main | tar -x -C DIR`) run as fc-n2-base, "
+        help="a tree of the code (e.g. `git archive main | tar -x -C DIR`) run as fc-n2-base or fc-base, "
         "alternated with this tree's runs",
     )
     ap.add_argument("--scrapy-venv", type=Path, default=DEFAULT_SCRAPY_VENV)

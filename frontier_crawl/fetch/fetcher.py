@@ -64,6 +64,7 @@ log = logging.getLogger(__name__)
 
 _SCHEMES = frozenset({"http", "https"})
 _ACCEPT_ENCODING = "Accept-Encoding: gzip, deflate"
+_DEFAULT_HEADER_LINES = (_ACCEPT_ENCODING,)  #: a request's header lines when it brings none
 #: idle connections kept beyond the in-flight ones, for hosts revisited soon
 _IDLE_CONNECTIONS = 256
 _DEFAULT_USER_AGENT = PolitenessSection().user_agent
@@ -400,13 +401,15 @@ def _set_request_options(
     if transfer.policy is not None:
         handle.setopt(pycurl.OPENSOCKETFUNCTION, transfer.open_socket)
     handle.setopt(pycurl.WRITEFUNCTION, transfer.on_write)
-    handle.setopt(pycurl.HEADERFUNCTION, transfer.on_header)
+    handle.setopt(pycurl.HEADERFUNCTION, transfer.header_lines.append)  # no frame per line
     if capture_request:
         handle.setopt(pycurl.DEBUGFUNCTION, transfer.on_debug)
         handle.setopt(pycurl.VERBOSE, 1)  # libcurl calls DEBUGFUNCTION only when verbose
 
 
-def _header_lines(headers: tuple[tuple[str, str], ...]) -> list[str]:
+def _header_lines(headers: tuple[tuple[str, str], ...]) -> list[str] | tuple[str, ...]:
+    if not headers:  # most requests (pycurl copies the lines into libcurl's own list)
+        return _DEFAULT_HEADER_LINES
     lines: list[str] = []
     for name, value in headers:
         if any(ch in name or ch in value for ch in "\r\n\0") or not name.strip():

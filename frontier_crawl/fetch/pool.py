@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import pycurl
 
@@ -47,6 +48,17 @@ class CurlOptions:
     dns_cache_ttl_s: int = 120
     maxconnects: int = 0  #: connection cache size; 0 leaves libcurl's default
     http2: bool = True  #: negotiate HTTP/2 over TLS (ALPN); HTTP/1.1 otherwise
+    #: what :meth:`reapply` sets, (option, value) in order: computed once, set in one loop
+    #: per released handle (not four methods and their tests per transfer)
+    _pairs: tuple[tuple[int, object], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        recorder = _Recorder()
+        self._apply_transport(recorder)
+        self._apply_limits(recorder)
+        self._apply_tls(recorder)
+        self._apply_http(recorder)
+        object.__setattr__(self, "_pairs", tuple(recorder.pairs))
 
     def apply(self, handle: pycurl.Curl) -> None:
         """Set the common options on a new handle."""
@@ -57,12 +69,11 @@ class CurlOptions:
     def reapply(self, handle: pycurl.Curl) -> None:
         """Set the common options on a reset handle attached to a share: all but ``RESOLVE``,
         whose entries the share's DNS cache already holds (module docstring)."""
-        self._apply_transport(handle)
-        self._apply_limits(handle)
-        self._apply_tls(handle)
-        self._apply_http(handle)
+        setopt = handle.setopt
+        for option, value in self._pairs:
+            setopt(option, value)
 
-    def _apply_transport(self, handle: pycurl.Curl) -> None:
+    def _apply_transport(self, handle: _Options) -> None:
         handle.setopt(pycurl.NOSIGNAL, 1)
         handle.setopt(pycurl.PROTOCOLS, _HTTP_PROTOCOLS)
         handle.setopt(pycurl.REDIR_PROTOCOLS, _HTTP_PROTOCOLS)
@@ -77,7 +88,7 @@ class CurlOptions:
         if self.maxconnects > 0:
             handle.setopt(pycurl.MAXCONNECTS, self.maxconnects)
 
-    def _apply_limits(self, handle: pycurl.Curl) -> None:
+    def _apply_limits(self, handle: _Options) -> None:
         handle.setopt(pycurl.CONNECTTIMEOUT_MS, _ms(self.connect_timeout_s))
         handle.setopt(pycurl.TIMEOUT_MS, _ms(self.timeout_s))
         if self.low_speed_bytes_s > 0:
@@ -86,17 +97,33 @@ class CurlOptions:
         # Fast path: refuse an announced Content-Length over the cap before any body arrives.
         handle.setopt(pycurl.MAXFILESIZE_LARGE, self.max_body_bytes)
 
-    def _apply_tls(self, handle: pycurl.Curl) -> None:
+    def _apply_tls(self, handle: _Options) -> None:
         handle.setopt(pycurl.SSL_VERIFYPEER, 1 if self.verify_tls else 0)
         handle.setopt(pycurl.SSL_VERIFYHOST, 2 if self.verify_tls else 0)
         if self.ca_bundle is not None:
             handle.setopt(pycurl.CAINFO, self.ca_bundle)
 
-    def _apply_http(self, handle: pycurl.Curl) -> None:
+    def _apply_http(self, handle: _Options) -> None:
         handle.setopt(pycurl.USERAGENT, self.user_agent)
         handle.setopt(pycurl.HTTP_CONTENT_DECODING, 0)  # raw bytes; fetch/decode.py decodes
         version = pycurl.CURL_HTTP_VERSION_2TLS if self.http2 else pycurl.CURL_HTTP_VERSION_1_1
         handle.setopt(pycurl.HTTP_VERSION, version)
+
+
+class _Options(Protocol):
+    """What the ``_apply_*`` methods set options on: a handle, or a :class:`_Recorder`."""
+
+    def setopt(self, option: int, value: Any) -> None: ...
+
+
+class _Recorder:
+    """Records the options set on it, in order (``CurlOptions._pairs``)."""
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[int, object]] = []
+
+    def setopt(self, option: int, value: Any) -> None:
+        self.pairs.append((option, value))
 
 
 def _ms(seconds: float) -> int:

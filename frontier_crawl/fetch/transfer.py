@@ -1,12 +1,16 @@
 """State of one transfer in flight, the libcurl callbacks that fill it, and its result.
 
-The fetcher keeps a ``dict[pycurl.Curl, Transfer]``; the handle's ``WRITEFUNCTION``,
-``HEADERFUNCTION`` and ``DEBUGFUNCTION`` are bound methods of the transfer, and the handle's
-``reset()`` drops them (and the buffers) when the handle goes back to the pool.
+The fetcher keeps a ``dict[pycurl.Curl, Transfer]``; the handle's ``WRITEFUNCTION`` and
+``DEBUGFUNCTION`` are bound methods of the transfer, its ``HEADERFUNCTION`` the transfer's
+``header_lines.append``, and the handle's ``reset()`` drops them (and the buffers) when the
+handle goes back to the pool.
 
-* Response headers: every line goes to :meth:`Transfer.on_header`; a status line starts a new
-  block, so with ``100 Continue`` or a proxy's CONNECT reply only the last response's block is
-  kept. Lines after its blank line are trailers and are not part of the block.
+* Response headers: every line is appended to ``Transfer.header_lines`` (the handle's
+  ``HEADERFUNCTION`` is that list's ``append``: no Python frame per line). The block is cut
+  from them when it is needed (:meth:`Transfer.block`, at the body's start and at the end): it
+  runs from the last status line, so with ``100 Continue`` or a proxy's CONNECT reply only the
+  last response's block is kept, to its blank line; lines after it are trailers and are not
+  part of the block.
 * Request headers: :meth:`Transfer.on_debug` keeps the last ``HEADER_OUT`` block libcurl
   reports (``VERBOSE`` must be on for libcurl to call the debug function; the fetcher sets
   both only when it is asked to capture requests).
@@ -62,15 +66,15 @@ class Transfer:
     started_at: float = field(default_factory=time.time)
     started_mono: float = field(default_factory=time.monotonic)
     header_lines: list[bytes] = field(default_factory=list)
-    header_done: bool = False
+    """every header line libcurl handed over, of every block (and trailers): see ``block``"""
     request_chunks: list[bytes] = field(default_factory=list)
     request_done: bool = True  # the next HEADER_OUT data starts a new block
     raw_chunks: list[bytes] = field(default_factory=list)
     raw_size: int = 0
     body_started: bool = False
-    parsed: tuple[list[bytes], int, tuple[tuple[str, str], ...]] | None = None
-    """(header_lines list, its length, parse) as parsed when the body started: reused by
-    result() when the block is still that one (a new status line starts a new list)."""
+    parsed: tuple[int, bytes, tuple[tuple[str, str], ...]] | None = None
+    """(len(header_lines), the block cut from them, its parse) when last cut: reused by
+    result() when no header line came since (no trailer, no new block)."""
     decoder: BodyDecoder | None = None
     decode_error: str = ""
     too_large: bool = False
@@ -85,14 +89,9 @@ class Transfer:
 
     # -- libcurl callbacks -----------------------------------------------------------------
 
-    def on_header(self, line: bytes) -> None:
-        """HEADERFUNCTION: collect the last response's header block."""
-        if line.startswith(b"HTTP/"):
-            self.header_lines = [line]
-            self.header_done = False
-        elif not self.header_done and self.header_lines:
-            self.header_lines.append(line)
-            self.header_done = line in _BLANK_LINES
+    def block(self) -> bytes:
+        """The last response's header block: from the last status line to its blank line."""
+        return self._cut_block()[1]
 
     def on_debug(self, kind: int, data: bytes) -> None:
         """DEBUGFUNCTION: keep the last request header block libcurl sent."""
@@ -156,12 +155,17 @@ class Transfer:
 
     def _headers(self) -> tuple[tuple[str, str], ...]:
         """The parsed header block, parsed once per block."""
+        return self._cut_block()[2]
+
+    def _cut_block(self) -> tuple[int, bytes, tuple[tuple[str, str], ...]]:
+        """(lines seen, the block, its parse), cut and parsed again only if lines came since."""
         lines, parsed = self.header_lines, self.parsed
-        if parsed is not None and parsed[0] is lines and parsed[1] == len(lines):
-            return parsed[2]
-        headers = parse_header_block(lines)
-        self.parsed = (lines, len(lines), headers)
-        return headers
+        if parsed is not None and parsed[0] == len(lines):
+            return parsed
+        block = _last_block(b"".join(lines))
+        parsed = (len(lines), block, _parse_lines(block.decode("iso-8859-1").split("\n")))
+        self.parsed = parsed
+        return parsed
 
     def _cut(self) -> int:
         """Stop reading a ``keep_bytes`` request's body: what was read so far is the result."""
@@ -185,7 +189,7 @@ class Transfer:
         """Build the result from the collected state and the handle's info (before reset)."""
         finished = time.monotonic()
         status = int(handle.getinfo(pycurl.RESPONSE_CODE))
-        header_bytes = b"".join(self.header_lines)
+        _, header_bytes, headers = self._cut_block()
         raw_body, body, error, detail = self._body_and_error(handle, code, message, status)
         return FetchResult(  # libcurl follows no redirect: the URL is the request's
             request=self.request,
@@ -194,7 +198,7 @@ class Transfer:
             error=error,
             error_detail=detail,
             header_bytes=header_bytes,
-            headers=self._headers(),
+            headers=headers,
             raw_body=raw_body,
             body=body,
             request_bytes=b"".join(self.request_chunks),
@@ -253,6 +257,23 @@ class Transfer:
         return Phase(resolved=resolved, connected=connected, aborted_too_large=self.too_large)
 
 
+def _last_block(data: bytes) -> bytes:
+    """The header block that a response's headers are, in ``data`` (every header line of a
+    transfer, joined): from the last status line to the blank line that ends it (b"" if none).
+
+    libcurl hands over whole lines, each ending in LF, so a status line is an ``HTTP/`` at
+    the start or after an LF, and the blank line is an LF followed by CRLF or LF."""
+    last = data.rfind(b"\nHTTP/")
+    if last >= 0:
+        data = data[last + 1 :]
+    elif not data.startswith(b"HTTP/"):
+        return b""
+    crlf, lf = data.find(b"\n\r\n"), data.find(b"\n\n")
+    if crlf >= 0 and (lf < 0 or crlf < lf):
+        return data[: crlf + 3]
+    return data[: lf + 2] if lf >= 0 else data
+
+
 def _http_version(handle: pycurl.Curl) -> str:
     return _HTTP_VERSIONS.get(int(handle.getinfo(pycurl.INFO_HTTP_VERSION)), "")
 
@@ -262,9 +283,14 @@ def parse_header_block(lines: list[bytes]) -> tuple[tuple[str, str], ...]:
 
     Bytes are decoded as ISO-8859-1 (lossless); obsolete line folding is joined with a space.
     """
+    return _parse_lines([raw.decode("iso-8859-1") for raw in lines])
+
+
+def _parse_lines(lines: list[str]) -> tuple[tuple[str, str], ...]:
+    """parse_header_block of the block's lines decoded (line ends kept or not)."""
     parsed: list[tuple[str, str]] = []
-    for raw in lines[1:]:
-        line = raw.decode("iso-8859-1").rstrip("\r\n")
+    for text in lines[1:]:
+        line = text.rstrip("\r\n")
         if not line:
             break
         if line[0] in " \t" and parsed:

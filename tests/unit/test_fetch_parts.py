@@ -6,19 +6,22 @@ subsystem's test location for now.)
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import zlib
 from pathlib import Path
 
 import pycurl
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from frontier_crawl.fetch import FetchRequest, FetchResult, NotModified, errors
 from frontier_crawl.fetch.cache import HttpCache
 from frontier_crawl.fetch.decode import DecodedTooLarge, DecodeError, decoder_for
 from frontier_crawl.fetch.errors import Phase, map_curl_error
 from frontier_crawl.fetch.pool import CurlOptions, HandlePool
-from frontier_crawl.fetch.transfer import parse_header_block
+from frontier_crawl.fetch.transfer import Transfer, parse_header_block
 from frontier_crawl.fetch.types import ErrorKind
 
 pytestmark = pytest.mark.timeout(10)
@@ -192,6 +195,80 @@ def test_parse_header_block() -> None:
     assert parse_header_block([]) == ()
 
 
+def _transfer_headers(*lines: bytes) -> tuple[bytes, tuple[tuple[str, str], ...]]:
+    """(header block, parsed headers) of a transfer that was handed ``lines`` by libcurl."""
+    transfer = Transfer(FetchRequest("http://h.test/"), 1000)
+    transfer.header_lines.extend(lines)  # what the handle's HEADERFUNCTION does
+    return transfer.block(), transfer._headers()
+
+
+@pytest.mark.parametrize("eol", [b"\r\n", b"\n"])
+def test_the_header_block_is_the_last_response_s_to_its_blank_line(eol: bytes) -> None:
+    # a 100 Continue (or a proxy's CONNECT reply) before the response, trailers after it
+    block, headers = _transfer_headers(
+        b"HTTP/1.1 100 Continue" + eol, eol,
+        b"HTTP/1.1 200 OK" + eol, b"Content-Type: text/html" + eol, b"X-A: 1" + eol, eol,
+        b"X-Sum: 42" + eol, eol,
+    )  # fmt: skip
+    assert block == b"HTTP/1.1 200 OK" + eol + b"Content-Type: text/html" + eol + b"X-A: 1" + (
+        eol + eol
+    )
+    assert headers == (("content-type", "text/html"), ("x-a", "1"))
+
+
+def test_the_header_block_of_a_transfer_cut_short_or_without_headers() -> None:
+    assert _transfer_headers() == (b"", ())
+    assert _transfer_headers(b"HTTP/1.1 200 OK\r\n", b"X-A: 1\r\n") == (
+        b"HTTP/1.1 200 OK\r\nX-A: 1\r\n",
+        (("x-a", "1"),),
+    )
+    # a blank line ends the block even when its line before ends in CRLF and it in LF
+    assert _transfer_headers(b"HTTP/1.1 204 No\r\n", b"\n", b"X-T: 1\r\n")[0] == (
+        b"HTTP/1.1 204 No\r\n\n"
+    )
+
+
+def test_the_header_block_is_cut_again_when_lines_come_after_the_body_started() -> None:
+    transfer = Transfer(FetchRequest("http://h.test/"), 1000)
+    transfer.header_lines.extend([b"HTTP/1.1 200 OK\r\n", b"X-A: 1\r\n", b"\r\n"])
+    assert transfer._headers() == (("x-a", "1"),)
+    transfer.header_lines.extend([b"HTTP/1.1 200 OK\r\n", b"X-B: 2\r\n", b"\r\n"])
+    assert transfer._headers() == (("x-b", "2"),)
+
+
+_HEADER_TEXT = st.lists(
+    st.text(alphabet=st.sampled_from("aB:- \t\r\x0b\x1c\x85\xa0\xe9"), max_size=12), max_size=8
+)
+
+
+def _old_block(lines: list[bytes]) -> list[bytes]:
+    """The block as the per-line header callback used to keep it: a status line starts it,
+    its blank line ends it."""
+    block: list[bytes] = []
+    done = False
+    for line in lines:
+        if line.startswith(b"HTTP/"):
+            block, done = [line], False
+        elif not done and block:
+            block.append(line)
+            done = line in (b"\r\n", b"\n")
+    return block
+
+
+@given(lines=_HEADER_TEXT, eol=st.sampled_from(["\r\n", "\n"]))
+def test_a_cut_block_is_the_block_the_line_callback_kept(lines: list[str], eol: str) -> None:
+    # libcurl's lines (each ending in LF) of a 100 Continue, a response and trailers
+    text = eol.join(
+        ["HTTP/1.1 100 Continue", "", "HTTP/1.1 200 OK: x", *(x.replace("\n", "") for x in lines)]
+    )
+    lines_in = [line + b"\n" for line in (text + eol).encode("iso-8859-1").split(b"\n")[:-1]]
+    transfer = Transfer(FetchRequest("http://h.test/"), 1000)
+    transfer.header_lines.extend(lines_in)
+    old = _old_block(lines_in)
+    assert transfer.block() == b"".join(old)
+    assert transfer._headers() == parse_header_block(old)
+
+
 # -- pool ---------------------------------------------------------------------------------------
 
 
@@ -232,6 +309,17 @@ def test_curl_options_apply_to_a_handle() -> None:
         options.apply(handle)  # re-applicable after reset
     finally:
         handle.close()
+    pairs = dict(options._pairs)  # what reapply sets on each released handle
+    assert pairs[pycurl.USERAGENT] == "x/1"
+    assert pairs[pycurl.PROXY] == "http://127.0.0.1:3128"
+    assert pairs[pycurl.SSL_VERIFYPEER] == 0
+    assert pairs[pycurl.CAINFO] == "/dev/null"
+    assert pairs[pycurl.MAXCONNECTS] == 10
+    assert pairs[pycurl.HTTP_VERSION] == pycurl.CURL_HTTP_VERSION_1_1
+    assert pycurl.RESOLVE not in pairs  # kept in the share's DNS cache (pool.py)
+    changed = dataclasses.replace(options, user_agent="y/2", timeout_s=5.0)
+    assert dict(changed._pairs)[pycurl.USERAGENT] == "y/2"  # computed again on replace
+    assert dict(changed._pairs)[pycurl.TIMEOUT_MS] == 5000
 
 
 # -- issue 4: proxy tunnel refusal, the HTTP cache ------------------------------------------
