@@ -59,7 +59,7 @@ import os
 import socket
 import struct
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -225,15 +225,22 @@ class ClusterNode:
 
     # ------------------------------------------------------------------------------ membership
 
-    def join(self, identity: Mapping[str, Any]) -> None:
-        """Check the crawl identity, take this node's membership, create the streams' groups."""
+    def join(
+        self, identity: Mapping[str, Any], upgradable: Mapping[str, Collection[Any]] | None = None
+    ) -> None:
+        """Check the crawl identity, take this node's membership, create the streams' groups.
+
+        ``upgradable``: keys whose value in the cluster may be one of these older ones (the
+        frontier's layout versions a node upgrades its own state from, so that a cluster crawl
+        started by an older version goes on after every node is upgraded)."""
         ours = json.loads(json.dumps(identity))  # as it reads back
         raw = self.redis.call(
             "storing the crawl identity",
             lambda c: self._identity(c, json.dumps(ours)),
         )
         theirs = json.loads(raw) if raw else ours
-        changed = differing_keys(ours, theirs)
+        older = upgradable or {}
+        changed = [k for k in differing_keys(ours, theirs) if theirs.get(k) not in older.get(k, ())]
         if changed:
             detail = "; ".join(
                 f"{k}: {theirs.get(k)!r} in the cluster, {ours.get(k)!r} here" for k in changed

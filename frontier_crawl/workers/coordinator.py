@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
 from frontier_crawl.workers.merge import merge_progress, merge_reports, merge_status
 from frontier_crawl.workers.partition import (
+    CLUSTER_UPGRADABLE,
     _is_batch,
     cluster_identity,
     node_root,
@@ -285,7 +286,7 @@ class Coordinator:
 
     def _run_node(self) -> dict[str, Any]:
         if self._cluster is not None:
-            self._cluster.join(cluster_identity(self.settings))
+            self._cluster.join(cluster_identity(self.settings), CLUSTER_UPGRADABLE)
             self._cluster.publish_summary(self._summary(self._cluster, "starting"))
         try:
             report = self._run()

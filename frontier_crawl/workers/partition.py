@@ -16,6 +16,7 @@ from frontier_crawl.cluster import (
 )
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.frontier.frontier import LAYOUT_VERSION
+from frontier_crawl.frontier.identity import UPGRADABLE_LAYOUTS
 from frontier_crawl.frontier.mailbox import decode_links, owner_of
 from frontier_crawl.frontier.urls import host_of
 
@@ -81,6 +82,12 @@ def cluster_identity(settings: CrawlSettings) -> dict[str, Any]:
         "workers.processes": worker_count(settings),
         "workers.partition_by": settings.workers.partition_by,
     }
+
+
+#: identity values a cluster may hold from an older version that this one goes on from: the
+#: frontier's layouts each node upgrades its own state from (``cluster_identity``'s own value
+#: is this version's; the one stored in Redis stays the first node's)
+CLUSTER_UPGRADABLE: dict[str, list[int]] = {"layout_version": sorted(UPGRADABLE_LAYOUTS)}
 
 
 def redis_of(settings: CrawlSettings) -> Redis:

@@ -211,6 +211,39 @@ def test_a_membership_of_this_machine_live_or_pid_reused(
 
 
 @pytest.mark.timeout(30)
+def test_a_cluster_started_by_an_older_layout_goes_on_after_the_upgrade(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Every node upgraded (a new frontier layout, which each node's own state upgrades from):
+    the identity the first node stored at the old layout still admits them; any other
+    difference, or a layout this version cannot upgrade from, is still refused."""
+    from frontier_crawl.frontier.identity import LAYOUT_VERSION, UPGRADABLE_LAYOUTS
+    from frontier_crawl.workers.partition import CLUSTER_UPGRADABLE
+
+    older = max(UPGRADABLE_LAYOUTS)
+    client = redis_server.client()
+    try:
+        client.set(Keys("t").identity, json.dumps({"layout_version": older, "seeds": ["a"]}))
+        with pytest.raises(ClusterRefused, match="seeds"):  # another configuration: refused
+            _node(tmp_path / "a", redis_server.url).join(
+                {"layout_version": LAYOUT_VERSION, "seeds": ["b"]}, CLUSTER_UPGRADABLE
+            )
+        with pytest.raises(ClusterRefused, match="layout_version"):  # no upgrade path given
+            _node(tmp_path / "b", redis_server.url).join({"layout_version": LAYOUT_VERSION,
+                                                         "seeds": ["a"]})  # fmt: skip
+        node = _node(tmp_path / "c", redis_server.url)
+        node.join({"layout_version": LAYOUT_VERSION, "seeds": ["a"]}, CLUSTER_UPGRADABLE)
+        node.leave()
+        client.set(Keys("t").identity, json.dumps({"layout_version": min(UPGRADABLE_LAYOUTS) - 1,
+                                                   "seeds": ["a"]}))  # fmt: skip
+        with pytest.raises(ClusterRefused, match="layout_version"):  # too old to upgrade from
+            _node(tmp_path / "d", redis_server.url).join(
+                {"layout_version": LAYOUT_VERSION, "seeds": ["a"]}, CLUSTER_UPGRADABLE
+            )
+    finally:  # the module's other tests store their own identity
+        client.delete(Keys("t").identity)
+
+
 def test_the_owner_drains_a_full_redis(tmp_path: Path, redis_server: RedisServer) -> None:
     """At maxmemory (noeviction) the owner still reads, delivers, acknowledges and deletes its
     batches, which is what frees the memory (inside MULTI Redis refuses every command when
