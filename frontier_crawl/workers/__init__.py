@@ -51,7 +51,20 @@ from frontier_crawl.workers.partition import (
     worker_count,
     worker_dir,
 )
-from frontier_crawl.workers.peers import Peers
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from frontier_crawl.workers.peers import Peers
+
+
+def __getattr__(name: str) -> object:
+    """``Peers`` (a worker's, with the engine it needs) imported when first asked for: the
+    coordinator's process never runs an engine."""
+    if name == "Peers":
+        from frontier_crawl.workers.peers import Peers
+
+        return Peers
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "Coordinator",
