@@ -10,6 +10,7 @@ resource tracker). Medians are printed with the load average seen before each ru
 
     .venv/bin/python bench/startup_cost.py --baseline DIR --reps 5
     .venv/bin/python bench/startup_cost.py --configs n1-off,n2-on --reps 9
+    .venv/bin/python bench/startup_cost.py --tree DIR2 --baseline DIR --reps 5  # two copies
 
 Compile both trees first (``python -m compileall -q frontier_crawl DIR/frontier_crawl``): this
 machine sets ``PYTHONDONTWRITEBYTECODE=1``, so an uncompiled tree recompiles at every start.
@@ -138,6 +139,9 @@ def run_once(work: Path, port: int, config: str, code: Path | None) -> Sample:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--baseline", type=Path, help="another tree of the code (before/after)")
+    ap.add_argument(
+        "--tree", type=Path, help="the tree measured as 'this' (default: the installed one)"
+    )
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--configs", default=",".join(CONFIGS), help="of " + ", ".join(CONFIGS))
     ap.add_argument("--work", type=Path, help="scratch directory (default: a temporary one)")
@@ -146,7 +150,9 @@ def main() -> None:
     for c in configs:
         if c not in CONFIGS:
             raise SystemExit(f"unknown config {c!r}: one of {', '.join(CONFIGS)}")
-    trees: list[tuple[str, Path | None]] = [("this", None)]
+    trees: list[tuple[str, Path | None]] = [
+        ("this", args.tree.resolve() if args.tree is not None else None)
+    ]
     if args.baseline is not None:
         trees.append(("base", args.baseline.resolve()))
     work = args.work or Path(tempfile.mkdtemp(prefix="startup-cost-"))

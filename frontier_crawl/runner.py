@@ -21,7 +21,6 @@ from frontier_crawl.config import CrawlSettings
 from frontier_crawl.output import render_report
 from frontier_crawl.safefs import check_output_dirs
 from frontier_crawl.workers import (
-    Coordinator,
     merge_reports,
     node_root,
     partition_of,
@@ -34,9 +33,10 @@ if TYPE_CHECKING:
 
     from frontier_crawl.frontier.mailbox import Link
 
-# The engine (with the fetcher, parser and frontier), the cluster and the mailbox are imported
-# where a run needs them: a crawl of several processes runs no engine in this one (its
-# coordinator's), and only a cluster command talks to Redis.
+# The engine (with the fetcher, parser and frontier), the coordinator, the cluster and the
+# mailbox are imported where a run needs them: a crawl of several processes runs no engine in
+# this one (its coordinator's), a crawl of one process no coordinator, and only a cluster
+# command talks to Redis.
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -170,6 +170,8 @@ def crawl(
     shown: list[Progress] = [progress_printer(console)]
     live = console.is_terminal and settings.output.progress_interval_s > 0
     if settings.workers.processes != 1 or settings.cluster.redis_url:
+        from frontier_crawl.workers import Coordinator
+
         coordinator = Coordinator(
             settings, node, config_path=config_path, on_progress=lambda p: shown[0](p)
         )
