@@ -12,6 +12,13 @@ resource tracker). Medians are printed with the load average seen before each ru
     .venv/bin/python bench/startup_cost.py --configs n1-off,n2-on --reps 9
     .venv/bin/python bench/startup_cost.py --tree DIR2 --baseline DIR --reps 5  # two copies
 
+``--per-process`` also splits it by process: a ``sitecustomize`` put first on the path of
+every run appends, at each Python process's exit, its own CPU (``RUSAGE_SELF``) and module
+count, as the main process (coordinator, or the one process), a worker, or multiprocessing's
+resource tracker; "rest" is the tree's total less those: what runs after the hook (each
+interpreter's teardown), the WARC writers (run with ``-S``, so without the hook) and ``sh``
+wrappers.
+
 Compile both trees first (``python -m compileall -q frontier_crawl DIR/frontier_crawl``): this
 machine sets ``PYTHONDONTWRITEBYTECODE=1``, so an uncompiled tree recompiles at every start.
 """
@@ -90,12 +97,37 @@ def fc_binary() -> str:
     return str(local) if local.exists() else (shutil.which("frontier-crawl") or "frontier-crawl")
 
 
+_HOOK = """
+import atexit, os, sys
+
+
+def _startup_cost_log():
+    import resource
+    mp = sys.modules.get("multiprocessing.process")
+    if mp is not None and getattr(mp, "_parent_process", None) is not None:
+        role = "worker"
+    elif sys.argv == ["-c"]:
+        role = "tracker"
+    else:
+        role = "main"
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    with open(os.environ["STARTUP_COST_LOG"], "a") as f:
+        f.write(f"{role} {r.ru_utime + r.ru_stime:.4f} {len(sys.modules)}\\n")
+
+
+if os.environ.get("STARTUP_COST_LOG"):
+    atexit.register(_startup_cost_log)
+"""
+
+
 @dataclass
 class Sample:
     cpu_s: float
     user_s: float
     sys_s: float
     load1: float
+    #: role -> (CPU s, modules) of each process seen (``--per-process``)
+    parts: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -105,14 +137,21 @@ class Series:
     samples: list[Sample] = field(default_factory=list)
 
 
-def run_once(work: Path, port: int, config: str, code: Path | None) -> Sample:
-    """One crawl from ``code`` (None: the installed tree); its process tree's CPU."""
+def run_once(
+    work: Path, port: int, config: str, code: Path | None, hook: Path | None = None
+) -> Sample:
+    """One crawl from ``code`` (None: the installed tree); its process tree's CPU (and with
+    ``hook``, a directory holding the ``sitecustomize``, each process's)."""
     processes, warc = CONFIGS[config]
     run_dir = Path(tempfile.mkdtemp(prefix=f"{config}-", dir=work))
     conf = write_config(run_dir, port, processes, warc)
     env = dict(os.environ)
-    if code is not None:
-        env["PYTHONPATH"] = str(code)
+    path = [str(p) for p in (hook, code) if p is not None]
+    if path:
+        env["PYTHONPATH"] = os.pathsep.join(path)
+    log = run_dir / "processes.txt"
+    if hook is not None:
+        env["STARTUP_COST_LOG"] = str(log)
     load1 = os.getloadavg()[0]
     with (run_dir / "output.txt").open("wb") as out:
         proc = subprocess.Popen(
@@ -132,8 +171,41 @@ def run_once(work: Path, port: int, config: str, code: Path | None) -> Sample:
     if report.get("not_found_404") != 2 or not report.get("complete"):
         raise SystemExit(f"{config} ({code or 'this tree'}): not a complete crawl of the 2 "
                          f"URLs: {json.dumps(report)[:1000]}")  # fmt: skip
+    parts: dict[str, list[tuple[float, int]]] = {}
+    if hook is not None:
+        for line in log.read_text().splitlines():
+            role, cpu, mods = line.split()
+            parts.setdefault(role, []).append((float(cpu), int(mods)))
     shutil.rmtree(run_dir)
-    return Sample(usage.ru_utime + usage.ru_stime, usage.ru_utime, usage.ru_stime, load1)
+    return Sample(usage.ru_utime + usage.ru_stime, usage.ru_utime, usage.ru_stime, load1, parts)
+
+
+def print_parts(series: dict[tuple[str, str], Series]) -> None:
+    """Per process role: median CPU (of the sum over that role's processes) and modules."""
+    print()
+    print("| config | tree | main | workers (each) | tracker | rest | modules main/worker |")
+    print("|---|---|---|---|---|---|---|")
+    for (c, t), s in series.items():
+
+        def med(role: str, each: bool = False, samples: list[Sample] = s.samples) -> str:
+            if not any(role in x.parts for x in samples):
+                return "-"
+            xs = []
+            for x in samples:
+                cpus = [p[0] for p in x.parts.get(role, [])]
+                xs.append(sum(cpus) / len(cpus) if each and cpus else sum(cpus))
+            return f"{statistics.median(xs):.3f}"
+
+        rest = statistics.median(
+            x.cpu_s - sum(p[0] for ps in x.parts.values() for p in ps) for x in s.samples
+        )
+        mods = [
+            str(statistics.median(p[1] for x in s.samples for p in x.parts.get(role, [])))
+            if any(role in x.parts for x in s.samples) else "-"
+            for role in ("main", "worker")
+        ]  # fmt: skip
+        print(f"| {c} | {t} | {med('main')} | {med('worker', True)} | {med('tracker')} | "
+              f"{rest:.3f} | {'/'.join(mods)} |")  # fmt: skip
 
 
 def main() -> None:
@@ -145,6 +217,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--configs", default=",".join(CONFIGS), help="of " + ", ".join(CONFIGS))
     ap.add_argument("--work", type=Path, help="scratch directory (default: a temporary one)")
+    ap.add_argument("--per-process", action="store_true", help="also split the CPU by process")
     args = ap.parse_args()
     configs = [c for c in args.configs.split(",") if c]
     for c in configs:
@@ -158,12 +231,17 @@ def main() -> None:
     work = args.work or Path(tempfile.mkdtemp(prefix="startup-cost-"))
     work.mkdir(parents=True, exist_ok=True)
     series = {(c, t): Series(c, t) for c in configs for t, _ in trees}
+    hook = None
+    if args.per_process:
+        hook = work / "hook"
+        hook.mkdir(exist_ok=True)
+        (hook / "sitecustomize.py").write_text(_HOOK)
     with serve_404() as port:
         for rep in range(args.reps):
             for c in configs:
                 order = trees if rep % 2 == 0 else trees[::-1]  # alternated
                 for name, code in order:
-                    s = run_once(work, port, c, code)
+                    s = run_once(work, port, c, code, hook)
                     series[(c, name)].samples.append(s)
                     print(f"rep {rep} {c:7} {name:5} cpu {s.cpu_s:.3f} s "
                           f"(user {s.user_s:.3f} sys {s.sys_s:.3f}) load {s.load1:.1f}",
@@ -178,6 +256,8 @@ def main() -> None:
         loads = [x.load1 for x in s.samples]
         print(f"| {c} | {t} | {statistics.median(cpus):.3f} | "
               f"{', '.join(f'{x:.2f}' for x in cpus)} | {min(loads):.1f}-{max(loads):.1f} |")  # fmt: skip
+    if args.per_process:
+        print_parts(series)
     if args.baseline is not None:
         print()
         for c in configs:
