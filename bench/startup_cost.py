@@ -15,9 +15,10 @@ resource tracker). Medians are printed with the load average seen before each ru
 ``--per-process`` also splits it by process: a ``sitecustomize`` put first on the path of
 every run appends, at each Python process's exit, its own CPU (``RUSAGE_SELF``) and module
 count, as the main process (coordinator, or the one process), a worker, or multiprocessing's
-resource tracker; "rest" is the tree's total less those: what runs after the hook (each
-interpreter's teardown), the WARC writers (run with ``-S``, so without the hook) and ``sh``
-wrappers.
+resource tracker; "rest" is the tree's total less the main process and the workers: what
+runs after the hook (each interpreter's teardown), the WARC writers (run with ``-S``, so
+without the hook) and ``sh`` wrappers. The resource tracker is not in the tree's total: it
+outlives the main process (which never waits for it), so ``wait4`` does not count it.
 
 Compile both trees first (``python -m compileall -q frontier_crawl DIR/frontier_crawl``): this
 machine sets ``PYTHONDONTWRITEBYTECODE=1``, so an uncompiled tree recompiles at every start.
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -111,7 +113,7 @@ def _startup_cost_log():
     else:
         role = "main"
     r = resource.getrusage(resource.RUSAGE_SELF)
-    with open(os.environ["STARTUP_COST_LOG"], "a") as f:
+    with open(os.path.join(os.environ["STARTUP_COST_LOG"], str(os.getpid())), "w") as f:
         f.write(f"{role} {r.ru_utime + r.ru_stime:.4f} {len(sys.modules)}\\n")
 
 
@@ -149,8 +151,9 @@ def run_once(
     path = [str(p) for p in (hook, code) if p is not None]
     if path:
         env["PYTHONPATH"] = os.pathsep.join(path)
-    log = run_dir / "processes.txt"
+    log = run_dir / "processes"
     if hook is not None:
+        log.mkdir()
         env["STARTUP_COST_LOG"] = str(log)
     load1 = os.getloadavg()[0]
     with (run_dir / "output.txt").open("wb") as out:
@@ -173,8 +176,9 @@ def run_once(
                          f"URLs: {json.dumps(report)[:1000]}")  # fmt: skip
     parts: dict[str, list[tuple[float, int]]] = {}
     if hook is not None:
-        for line in log.read_text().splitlines():
-            role, cpu, mods = line.split()
+        time.sleep(0.5)  # the resource tracker ends once the main process has (not waited for)
+        for entry in log.iterdir():
+            role, cpu, mods = entry.read_text().split()
             parts.setdefault(role, []).append((float(cpu), int(mods)))
     shutil.rmtree(run_dir)
     return Sample(usage.ru_utime + usage.ru_stime, usage.ru_utime, usage.ru_stime, load1, parts)
@@ -196,8 +200,9 @@ def print_parts(series: dict[tuple[str, str], Series]) -> None:
                 xs.append(sum(cpus) / len(cpus) if each and cpus else sum(cpus))
             return f"{statistics.median(xs):.3f}"
 
-        rest = statistics.median(
-            x.cpu_s - sum(p[0] for ps in x.parts.values() for p in ps) for x in s.samples
+        rest = statistics.median(  # (the tracker is not in the total: see the module)
+            x.cpu_s - sum(p[0] for r in ("main", "worker") for p in x.parts.get(r, []))
+            for x in s.samples
         )
         mods = [
             str(statistics.median(p[1] for x in s.samples for p in x.parts.get(role, [])))
