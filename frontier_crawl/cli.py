@@ -206,7 +206,20 @@ def main(argv: list[str] | None = None) -> int:
             "the disk, the mount) and run the same command to resume.\n"
         )
         return EXIT_FAILURE
+    if argv is None:  # the process's own command line: it exits next
+        _skip_final_collections()
     return exit_status(report)
+
+
+def _skip_final_collections() -> None:
+    """Let the interpreter's exit skip collecting the objects alive now (its modules, their
+    classes and functions): ``gc.freeze`` moves them out of the collector's sight, so the full
+    collections of its shutdown do not walk them again (about 40-90 ms of CPU per process
+    here, for nothing: the process ends). Called once the crawl is over and everything it
+    wrote is closed; objects are still freed by reference counting as modules are cleared."""
+    import gc
+
+    gc.freeze()
 
 
 def _check_listen(listen: str) -> None:

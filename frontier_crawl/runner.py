@@ -17,22 +17,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 from rich.console import Console
 from rich.text import Text
 
-from frontier_crawl.cluster import (
-    Keys,
-    add_batches,
-    cluster_reports,
-    cluster_status,
-    missing_phrase,
-    read_view,
-)
 from frontier_crawl.config import CrawlSettings
-from frontier_crawl.engine import Engine
-from frontier_crawl.frontier.mailbox import Link, encode_links
-from frontier_crawl.frontier.urls import canonicalize, origin
 from frontier_crawl.output import render_report
 from frontier_crawl.safefs import check_output_dirs
 from frontier_crawl.workers import (
-    Coordinator,
     merge_reports,
     node_root,
     partition_of,
@@ -42,6 +30,13 @@ from frontier_crawl.workers import (
 
 if TYPE_CHECKING:
     from rich.panel import Panel
+
+    from frontier_crawl.frontier.mailbox import Link
+
+# The engine (with the fetcher, parser and frontier), the coordinator, the cluster and the
+# mailbox are imported where a run needs them: a crawl of several processes runs no engine in
+# this one (its coordinator's), a crawl of one process no coordinator, and only a cluster
+# command talks to Redis.
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -175,6 +170,8 @@ def crawl(
     shown: list[Progress] = [progress_printer(console)]
     live = console.is_terminal and settings.output.progress_interval_s > 0
     if settings.workers.processes != 1 or settings.cluster.redis_url:
+        from frontier_crawl.workers import Coordinator
+
         coordinator = Coordinator(
             settings, node, config_path=config_path, on_progress=lambda p: shown[0](p)
         )
@@ -188,6 +185,8 @@ def crawl(
         )
         run: Callable[[], dict[str, Any]] = coordinator.run
     else:
+        from frontier_crawl.engine import Engine
+
         engine = Engine(settings, on_progress=lambda p: shown[0](p), config_path=config_path)
         console.print(
             f"crawling {len(settings.crawl.seeds)} seed(s) into "
@@ -212,6 +211,14 @@ def print_cluster_report(settings: CrawlSettings, console: Console) -> int:
     0 when the crawl is over and every node has published its report, or while the crawl
     runs (some node alive: the figures are live); else 1 (no node runs and the crawl is not
     over: the figures are those of the nodes' last runs)."""
+    from frontier_crawl.cluster import (
+        Keys,
+        cluster_reports,
+        cluster_status,
+        missing_phrase,
+        read_view,
+    )
+
     link = redis_of(settings)
     keys = Keys(settings.cluster.key_prefix)
     processes = worker_count(settings)
@@ -241,6 +248,10 @@ def add_seeds(settings: CrawlSettings, path: Path, console: Console) -> int:
     """``add-seeds``: each URL (canonical, crawlable) to the partition that owns its host, in
     one Redis transaction; a running cluster crawls them at once, an ended one when its nodes
     are started again. Depth 0, as seeds; the owner applies the scope and the seen-set."""
+    from frontier_crawl.cluster import Keys, add_batches
+    from frontier_crawl.frontier.mailbox import encode_links
+    from frontier_crawl.frontier.urls import canonicalize, origin
+
     try:
         lines = path.read_text().splitlines()
     except OSError as exc:

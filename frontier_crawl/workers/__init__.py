@@ -40,7 +40,8 @@ termination probe, and the crawl ends when Redis says every node is over
 (``frontier_crawl.cluster.node``).
 """
 
-from frontier_crawl.workers.coordinator import Coordinator
+from typing import TYPE_CHECKING
+
 from frontier_crawl.workers.merge import merge_progress, merge_reports, merge_status
 from frontier_crawl.workers.partition import (
     cluster_identity,
@@ -51,7 +52,25 @@ from frontier_crawl.workers.partition import (
     worker_count,
     worker_dir,
 )
-from frontier_crawl.workers.peers import Peers
+
+if TYPE_CHECKING:
+    from frontier_crawl.workers.coordinator import Coordinator
+    from frontier_crawl.workers.peers import Peers
+
+
+def __getattr__(name: str) -> object:
+    """``Peers`` (a worker's, with the engine it needs) and ``Coordinator`` imported when first
+    asked for: the coordinator's process never runs an engine, a 1-process crawl's never
+    coordinates."""
+    if name == "Peers":
+        from frontier_crawl.workers.peers import Peers
+
+        return Peers
+    if name == "Coordinator":
+        from frontier_crawl.workers.coordinator import Coordinator
+
+        return Coordinator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "Coordinator",

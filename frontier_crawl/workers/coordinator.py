@@ -38,7 +38,6 @@ from frontier_crawl.cluster import (
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.control.commands import Command
 from frontier_crawl.control.status import HISTORY_EVERY_S, HISTORY_S
-from frontier_crawl.engine import set_aside_state
 from frontier_crawl.frontier import DamagedState, StateMismatch
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox
 from frontier_crawl.frontier.urls import canonicalize, origin
@@ -67,7 +66,6 @@ from frontier_crawl.workers.partition import (
     worker_count,
     worker_dir,
 )
-from frontier_crawl.workers.peers import _worker_main
 from frontier_crawl.workers.seam import _FIELDS
 
 log = logging.getLogger(__name__)
@@ -95,6 +93,14 @@ def _main_not_rerun() -> Iterator[None]:
         yield
     finally:
         main.__file__ = path
+
+
+def _worker_entry(*args: Any) -> None:
+    """A worker process's target: ``workers.peers._worker_main``, imported in the worker (the
+    coordinator runs no engine: it never imports the engine, fetcher and parser peers need)."""
+    from frontier_crawl.workers.peers import _worker_main
+
+    _worker_main(*args)
 
 
 def _pin_worker_count(
@@ -242,7 +248,7 @@ class Coordinator:
         path = str(config_path) if config_path is not None else None
         self._procs = [
             ctx.Process(
-                target=_worker_main,
+                target=_worker_entry,
                 args=(raw, p, self.partitions, self.total, self._status, self._stop, run_id,
                       ends[slot], path, file_output_dir, self._orders, os.getpid(),
                       self._progress_q),
@@ -272,6 +278,8 @@ class Coordinator:
             try:
                 Inbox(path, self.settings.frontier.lmdb_map_size_bytes).close()
             except DamagedState as damage:
+                from frontier_crawl.engine import set_aside_state  # (the engine: only here)
+
                 warnings.append(set_aside_state(path, damage.problem, damage.consequence))
         return warnings
 

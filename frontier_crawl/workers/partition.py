@@ -15,8 +15,7 @@ from frontier_crawl.cluster import (
     Redis,
 )
 from frontier_crawl.config import CrawlSettings
-from frontier_crawl.frontier.frontier import LAYOUT_VERSION
-from frontier_crawl.frontier.identity import UPGRADABLE_LAYOUTS
+from frontier_crawl.frontier.identity import LAYOUT_VERSION, UPGRADABLE_LAYOUTS
 from frontier_crawl.frontier.mailbox import decode_links, owner_of
 from frontier_crawl.frontier.urls import host_of
 

@@ -195,5 +195,8 @@ def _worker_main(
         if profiled:
             profile.disable()
             profile.dump_stats(str(Path(profiled) / f"worker-{index}.prof"))
+        import gc
+
+        gc.freeze()  # the worker exits next: its shutdown need not collect all it imported
     if report.get("write_error") or report.get("stopped_for_low_space"):
         sys.exit(1)  # the coordinator stops the others and lists this one as failed
