@@ -203,6 +203,8 @@ class HostQueues:
                 if origin is None:
                     raise StateMismatch(f"queue block of unknown host id {hid}")
                 if count > 0 and not (blocked and host_of(origin) in blocked):
+                    # positional (keywords cost ~0.14 us more per host): origin, hid, state,
+                    # hot, unloaded; mypy and test_restore_places_hosts_... catch a reorder
                     host = HostQueue(origin, hid, READY, None, count)
                     ready(host)
                 else:
