@@ -217,3 +217,20 @@ def test_restore_refuses_a_damaged_table_and_leaves_the_collector_as_it_was() ->
     finally:
         gc.enable()
     assert q.count(HostState.READY) == 1 and list(q.ready) == [q.hosts["http://a.test"]]
+
+
+def test_hosts_resumed_with_per_ip_join_their_known_group(tmp_path: Path) -> None:
+    """A restart's hosts (``HostQueues.restore``) join the IP group of their known address, as
+    hosts made by an add do: two hosts of one IP share one connection after the reopen."""
+    ips = {"a.test": "10.0.0.1", "b.test": "10.0.0.1"}
+    f, _ = make(tmp_path, min_delay_s=1.0, per_ip=True, known_ips=ips)
+    f.add(["http://a.test/1", "http://a.test/2", "http://b.test/1"], depth=0)
+    f.close()
+    g, _ = make(tmp_path, min_delay_s=1.0, per_ip=True, known_ips=ips)
+    assert g.pending == 3 and g.host_state("http://a.test") is HostState.READY
+    first = g.next_ready(0.0, 5)
+    assert len(first) == 1  # one connection for the shared IP
+    g.finish(first[0], 0.5)
+    assert g.next_ready(1.0, 5) == []  # the IP's delay runs from the end of that response
+    assert len(g.next_ready(1.5, 5)) == 1
+    g.close()
