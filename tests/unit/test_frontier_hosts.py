@@ -234,3 +234,37 @@ def test_hosts_resumed_with_per_ip_join_their_known_group(tmp_path: Path) -> Non
     assert g.next_ready(1.0, 5) == []  # the IP's delay runs from the end of that response
     assert len(g.next_ready(1.5, 5)) == 1
     g.close()
+
+
+def test_a_reopen_refuses_queued_urls_of_a_host_without_an_origin(tmp_path: Path) -> None:
+    """A count whose host id has no origin stored (a damaged ``b"hosts"``): the reopen raises
+    ``StateMismatch`` while its rows are read, reported as ``DamagedState`` (its files closed),
+    as before ``restore``; the state is unchanged, and the frontier reopens once the origin is
+    back (the garbage collector enabled again in between)."""
+    import gc
+
+    import lmdb
+
+    from frontier_crawl.frontier import DamagedState
+
+    f, _ = make(tmp_path)
+    f.add(["http://a.test/1", "http://b.test/1", "http://b.test/2"], depth=0)
+    f.close()
+    env = lmdb.open(str(tmp_path / "state" / "frontier.lmdb"), max_dbs=32, map_size=1 << 26)
+    with env.begin(write=True) as txn:
+        hosts = env.open_db(b"hosts", txn=txn)
+        (key,) = [
+            bytes(k) for k, v in txn.cursor(db=hosts) if k[:1] == b"i" and v == b"http://b.test"
+        ]
+        origin = txn.pop(key, db=hosts)
+    env.close()
+    with pytest.raises(DamagedState, match="unknown host id"):
+        make(tmp_path)
+    assert gc.isenabled()
+    env = lmdb.open(str(tmp_path / "state" / "frontier.lmdb"), max_dbs=32, map_size=1 << 26)
+    with env.begin(write=True) as txn:
+        txn.put(key, origin, db=env.open_db(b"hosts", txn=txn))
+    env.close()
+    g, _ = make(tmp_path)
+    assert g.pending == 3 and g.host_state("http://b.test") is HostState.READY
+    g.close()
