@@ -11,8 +11,10 @@ fresh process:
   entry per host);
 * ``scan``: ``scan_host_counts``, the scan of every block (what layout 5's reopen did, and what
   a layout-5 state's first start still does once);
-* ``frontier``: a real ``Frontier`` constructed on the state (its ``_resume``: the counts plus
-  the per-host set-up, ``origin_of``, ``_new_host``, ``settle``), with RssAnon sampled.
+* ``frontier``: a real ``Frontier`` constructed on the state (its ``_resume``: the counts and
+  origins, ``QueueStore.iter_queued_hosts``, and the per-host set-up, ``HostQueues.restore``),
+  with RssAnon sampled; then one full ``gc.collect()`` timed (every later full collection of
+  the crawl visits each host object).
 
 Usage::
 
@@ -28,6 +30,7 @@ pass, its cost per block does not depend on the number of blocks but on the page
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import subprocess
 import sys
@@ -75,18 +78,22 @@ def rss_anon() -> int:
 
 def child(state: Path, what: str) -> None:
     """One measurement in this (fresh) process."""
+    if what == "frontier":  # imported before the clock starts
+        sys.path.insert(0, str(Path(__file__).parent))
+        from frontier_scale import AnonPeak, make_frontier
     anon0 = rss_anon()
     t0, c0 = time.perf_counter(), time.process_time()
     if what == "frontier":
-        sys.path.insert(0, str(Path(__file__).parent))
-        from frontier_scale import AnonPeak, make_frontier
-
         with AnonPeak() as peak:
             frontier = make_frontier(state, 1_000_000, 200_000, 1e-7)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        c1 = time.process_time()
+        gc.collect()  # what each full collection of the crawl then costs (it visits every host)
+        full = time.process_time() - c1
         print(f"frontier: reopen {wall:.2f} s wall, {cpu:.2f} s CPU; queued {frontier.queued:,} "
               f"over {frontier.stats()['hosts']:,} hosts; RssAnon {anon0 / MB:.0f} -> peak "
-              f"{peak.peak / MB:.0f} MB, {rss_anon() / MB:.0f} MB after")  # fmt: skip
+              f"{peak.peak / MB:.0f} MB, {rss_anon() / MB:.0f} MB after; a full GC pass after: "
+              f"{full:.2f} s CPU")  # fmt: skip
         frontier.close()
         return
     env = open_env(state / "frontier.lmdb", 1 << 36)

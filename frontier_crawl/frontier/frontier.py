@@ -67,7 +67,6 @@ from frontier_crawl.frontier.dispatch import Dispatch
 from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState, Ticket
 from frontier_crawl.frontier.identity import LAYOUT_VERSION as LAYOUT_VERSION  # (re-exported)
 from frontier_crawl.frontier.identity import (
-    StateMismatch,
     check_identity,
 )
 from frontier_crawl.frontier.mailbox import Link, decode_links, encode_links
@@ -168,6 +167,7 @@ class Frontier:
         #: request starts and ends: ready hosts, IP groups, connections, holds (``dispatch.py``)
         self._dispatch = Dispatch(self._queues, self._spacing, self._gate, per_ip=o.per_ip,
                                   known_ips=o.known_ips)  # fmt: skip
+        self._per_ip = o.per_ip  #: hosts join IP groups (``Dispatch.join``; read at a restart)
         self.admitted = 0  #: URLs admitted by this crawl, all runs (for crawl.max_pages)
         self._counted: dict[str, HostQueue] = {}  #: hosts whose admitted count this txn changed
         self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
@@ -897,36 +897,32 @@ class Frontier:
         return self._seen.stats()
 
     def _resume(self) -> None:
-        """Rebuild in-memory state from LMDB left by an earlier run of this crawl."""
+        """Rebuild in-memory state from LMDB left by an earlier run of this crawl.
+
+        The hosts with queued URLs are built as their rows are read (``HostQueues.restore``:
+        one pass, no list of rows beside them), each READY (or held by a block), its queue
+        in LMDB (``unloaded``), read back when it is first taken (``QueueBuffer``)."""
         snapshot = self._files.directory / SNAPSHOT
         with self._env.begin() as txn:
-            counts = {}
-            for hid, origin_, count in self._store.queued_hosts(txn):
-                if origin_ is None:
-                    raise StateMismatch(f"queue block of unknown host id {hid}")
-                counts[origin_] = (hid, count)
             seen_count = self._seen.exact_count(txn)
             raw = txn.get(_ADMITTED_KEY, db=self._blobs)
             self.admitted = int.from_bytes(raw, "big") if raw is not None else 0
-            admitted = {
-                key: self._stored_admitted(txn, key)
-                for key in (counts if self._admission.limits.max_pages_per_host else ())
-            }
-            self._control.load(txn)
+            self._control.load(txn)  # the blocks: a blocked host is parked, not READY
+            hosts = self._queues.restore(self._store.iter_queued_hosts(txn))
+            if self._admission.limits.max_pages_per_host:
+                for host in hosts:
+                    host.admitted = self._stored_admitted(txn, host.origin)
+        if self._per_ip:
+            for host in hosts:
+                self._dispatch.join(host)
         if seen_count and not self._seen.load_snapshot(snapshot, seen_count):
             log.warning("seen-set snapshot missing or stale: rebuilding the Bloom filter")
             with self._env.begin() as txn:
                 self._seen.rebuild(txn)
-        for host_key, (hid, count) in counts.items():
-            host = self._new_host(host_key)
-            host.admitted = admitted.get(host_key, 0)
-            host.hid = hid
-            host.unloaded = count
-            self._buffer.queued += count
-            self._queues.settle(host, 0.0)
+        self._buffer.queued += sum(host.unloaded for host in hosts)
         self.resumed = self.queued
-        if counts:
-            log.info("resumed: %d URLs queued over %d hosts", self.queued, len(counts))
+        if hosts:
+            log.info("resumed: %d URLs queued over %d hosts", self.queued, len(hosts))
 
     def checkpoint(self) -> None:
         """Flush LMDB to disk and snapshot the Bloom filter (``StateFiles.checkpoint``: a

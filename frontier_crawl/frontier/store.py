@@ -953,11 +953,18 @@ class QueueStore:
 
     def queued_hosts(self, txn: lmdb.Transaction[bytes]) -> list[tuple[int, str | None, int]]:
         """(host id, origin or None if unknown, unfinished entries) of every host with any,
-        by host id: ``host_counts`` and ``origin_of`` in one pass (for a restart). Both
-        databases are sorted by host id, so the origins are read by walking a cursor along
-        the counts (a ``set_range`` only where hosts without queued URLs lie between)."""
-        out: list[tuple[int, str | None, int]] = []
+        by host id: ``host_counts`` and ``origin_of`` in one pass (``iter_queued_hosts``)."""
+        return list(self.iter_queued_hosts(txn))
+
+    def iter_queued_hosts(
+        self, txn: lmdb.Transaction[bytes]
+    ) -> Iterator[tuple[int, str | None, int]]:
+        """``queued_hosts`` one host at a time, while ``txn`` is open (a restart builds each
+        host as it comes: no list of 10^6 tuples held beside the hosts). Both databases are
+        sorted by host id, so the origins are read by walking a cursor along the counts (a
+        ``set_range`` only where hosts without queued URLs lie between)."""
         unpack = _U32.unpack
+        from_bytes = int.from_bytes
         with txn.cursor(db=self._counts_db) as counts, txn.cursor(db=self._hosts_db) as hosts:
             key = hosts.key() if hosts.set_range(b"i") else b""
             for host, count in counts.iternext():
@@ -968,8 +975,7 @@ class QueueStore:
                 if key == target:
                     origin = hosts.value().decode("ascii")
                     key = hosts.key() if hosts.next() else b""
-                out.append((unpack(host)[0], origin, int.from_bytes(count, "big")))
-        return out
+                yield unpack(host)[0], origin, from_bytes(count, "big")
 
     def scan_host_counts(self, txn: lmdb.Transaction[bytes]) -> dict[int, int]:
         """Unfinished entries per host id, in one scan of the blocks (for a state of layout

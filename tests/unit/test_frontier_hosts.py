@@ -161,3 +161,110 @@ def test_frontier_counts_equal_a_recount_through_a_crawl(seed: int) -> None:
                 assert sig.retired == queues.recount()[HostState.RETIRED]
         finally:
             f.close()
+
+
+def _placed(q: HostQueues) -> tuple[object, ...]:
+    """Where every host is: its state and facts, the counts, the FIFO, the heap, the parked."""
+    hosts = [(h.origin, h.hid, h.state, h.unloaded, h.next_at, h.in_flight) for h in q]
+    return (hosts, q.recount(), {s: q.count(s) for s in HostState},
+            [h.origin for h in q.ready], list(q.snoozed), sorted(q.parked))  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3)), max_size=30),
+    st.sets(st.integers(0, 5), max_size=3),
+)
+def test_restore_places_hosts_as_add_and_settle_at_time_0(
+    rows: list[tuple[int, int]], blocked: set[int]
+) -> None:
+    """``HostQueues.restore`` (a restart's hosts, built in one pass) leaves the queues exactly
+    as ``add`` then ``settle(host, 0.0)`` host by host: the states, counts, the FIFO's order,
+    the heap, the parked set; blocked names are parked and hosts without URLs EMPTY."""
+    table = [(hid, f"http://h{name}.test:{hid}", count)
+             for hid, (name, count) in enumerate(rows)]  # fmt: skip
+    names = {f"h{name}.test" for name in blocked}
+    want, got = HostQueues(1), HostQueues(1)
+    want.blocked, got.blocked = set(names), set(names)
+    for hid, origin, count in table:
+        host = want.add(HostQueue(origin, hid))
+        host.unloaded = count
+        want.settle(host, 0.0)
+    built = got.restore(iter(table))
+    assert [h.origin for h in built] == [origin for _, origin, _ in table]
+    assert _placed(got) == _placed(want)
+
+
+def test_restore_refuses_a_damaged_table_and_leaves_the_collector_as_it_was() -> None:
+    """A row without an origin (a queue block of an unknown host id) or an origin under two
+    ids: ``StateMismatch``; the garbage collector is enabled again after, even then, and left
+    disabled if it was."""
+    import gc
+
+    from frontier_crawl.frontier import StateMismatch
+
+    assert gc.isenabled()
+    with pytest.raises(StateMismatch, match="unknown host id 7"):
+        HostQueues(1).restore([(1, "http://a.test", 2), (7, None, 1)])
+    assert gc.isenabled()
+    with pytest.raises(StateMismatch, match="two host ids"):
+        HostQueues(1).restore([(1, "http://a.test", 2), (2, "http://a.test", 1)])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        q = HostQueues(1)
+        assert len(q.restore([(1, "http://a.test", 2)])) == 1 and not gc.isenabled()
+    finally:
+        gc.enable()
+    assert q.count(HostState.READY) == 1 and list(q.ready) == [q.hosts["http://a.test"]]
+
+
+def test_hosts_resumed_with_per_ip_join_their_known_group(tmp_path: Path) -> None:
+    """A restart's hosts (``HostQueues.restore``) join the IP group of their known address, as
+    hosts made by an add do: two hosts of one IP share one connection after the reopen."""
+    ips = {"a.test": "10.0.0.1", "b.test": "10.0.0.1"}
+    f, _ = make(tmp_path, min_delay_s=1.0, per_ip=True, known_ips=ips)
+    f.add(["http://a.test/1", "http://a.test/2", "http://b.test/1"], depth=0)
+    f.close()
+    g, _ = make(tmp_path, min_delay_s=1.0, per_ip=True, known_ips=ips)
+    assert g.pending == 3 and g.host_state("http://a.test") is HostState.READY
+    first = g.next_ready(0.0, 5)
+    assert len(first) == 1  # one connection for the shared IP
+    g.finish(first[0], 0.5)
+    assert g.next_ready(1.0, 5) == []  # the IP's delay runs from the end of that response
+    assert len(g.next_ready(1.5, 5)) == 1
+    g.close()
+
+
+def test_a_reopen_refuses_queued_urls_of_a_host_without_an_origin(tmp_path: Path) -> None:
+    """A count whose host id has no origin stored (a damaged ``b"hosts"``): the reopen raises
+    ``StateMismatch`` while its rows are read, reported as ``DamagedState`` (its files closed),
+    as before ``restore``; the state is unchanged, and the frontier reopens once the origin is
+    back (the garbage collector enabled again in between)."""
+    import gc
+
+    import lmdb
+
+    from frontier_crawl.frontier import DamagedState
+
+    f, _ = make(tmp_path)
+    f.add(["http://a.test/1", "http://b.test/1", "http://b.test/2"], depth=0)
+    f.close()
+    env = lmdb.open(str(tmp_path / "state" / "frontier.lmdb"), max_dbs=32, map_size=1 << 26)
+    with env.begin(write=True) as txn:
+        hosts = env.open_db(b"hosts", txn=txn)
+        (key,) = [
+            bytes(k) for k, v in txn.cursor(db=hosts) if k[:1] == b"i" and v == b"http://b.test"
+        ]
+        origin = txn.pop(key, db=hosts)
+    env.close()
+    with pytest.raises(DamagedState, match="unknown host id"):
+        make(tmp_path)
+    assert gc.isenabled()
+    env = lmdb.open(str(tmp_path / "state" / "frontier.lmdb"), max_dbs=32, map_size=1 << 26)
+    with env.begin(write=True) as txn:
+        txn.put(key, origin, db=env.open_db(b"hosts", txn=txn))
+    env.close()
+    g, _ = make(tmp_path)
+    assert g.pending == 3 and g.host_state("http://b.test") is HostState.READY
+    g.close()
