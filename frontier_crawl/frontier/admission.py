@@ -29,7 +29,13 @@ from frontier_crawl.frontier.hosts import Ticket
 from frontier_crawl.frontier.scope import domain_allowed, domain_table
 from frontier_crawl.frontier.store import QueueEntry
 from frontier_crawl.frontier.traps import MAX_HOST_PAGES, Limits, trap_reason
-from frontier_crawl.frontier.urls import canonicalize, host_of, origin, url_digest
+from frontier_crawl.frontier.urls import (
+    canonicalize,
+    canonicalize_with_origin,
+    host_of,
+    origin,
+    origin_digest,
+)
 
 if TYPE_CHECKING:
     import lmdb
@@ -223,11 +229,11 @@ class Admission:
                 and not (max_pages and admitted + added >= max_pages)
             ):
                 continue
-            url = canonicalize(raw)
-            if url is None:
+            canonical = canonicalize_with_origin(raw)
+            if canonical is None:
                 settling.append(raw)
                 continue
-            host_key = origin(url)
+            url, host_key = canonical
             owner = owners.get(host_key)
             if owner is None:
                 owner = self.owner_of(host_key)
@@ -241,7 +247,7 @@ class Admission:
             if max_pages and admitted + added >= max_pages:
                 break
             settling.append(raw)
-            if not add_new(txn, url_digest(url)):
+            if not add_new(txn, origin_digest(url, host_key)):
                 continue
             reason = trap_reason(url, depth, limits)
             if reason is None and per_host:
