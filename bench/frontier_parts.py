@@ -7,6 +7,7 @@ referrer), each part alone over every link, best of ``--repeat`` passes of CPU t
 
 * ``canonicalize`` of an already canonical URL (the common case), ``origin``;
 * ``url_digest`` (BLAKE2b of the host, cached, then of the URL);
+* ``trap_reason`` with the default limits (``traps.Limits()``);
 * ``SeenSet.add_new`` of a new digest in one open LMDB write transaction (recent cache, Bloom
   test-and-set, the exact ``b"seen"`` put), and its Bloom test-and-set alone;
 * ``QueueStore.add`` (appending to the host's open block), then ``flush`` (block encoding and
@@ -41,6 +42,7 @@ from frontier_crawl.frontier.store import (
     encode_block,
     open_env,
 )
+from frontier_crawl.frontier.traps import Limits, trap_reason
 from frontier_crawl.frontier.urls import canonicalize, origin, url_digest
 
 
@@ -77,6 +79,8 @@ def main() -> None:
     )
     per_url("origin", best(args.repeat, lambda: [origin(u) for u in links]))
     per_url("url_digest", best(args.repeat, lambda: [url_digest(u) for u in links]))
+    limits = Limits()
+    per_url("trap_reason", best(args.repeat, lambda: [trap_reason(u, 1, limits) for u in links]))
     digests = [url_digest(u) for u in links]
     with tempfile.TemporaryDirectory(prefix="frontier-parts-", dir=args.dir) as tmp:
         env = open_env(Path(tmp) / "lmdb", 1 << 36)

@@ -29,7 +29,13 @@ from frontier_crawl.frontier.hosts import Ticket
 from frontier_crawl.frontier.scope import domain_allowed, domain_table
 from frontier_crawl.frontier.store import QueueEntry
 from frontier_crawl.frontier.traps import MAX_HOST_PAGES, Limits, trap_reason
-from frontier_crawl.frontier.urls import canonicalize, host_of, origin, url_digest
+from frontier_crawl.frontier.urls import (
+    canonicalize,
+    canonicalize_with_origin,
+    host_of,
+    origin,
+    origin_digest,
+)
 
 if TYPE_CHECKING:
     import lmdb
@@ -205,6 +211,9 @@ class Admission:
         worker = self._worker
         settling = self._settling
         young, old = self._settled, self._settled_old  # swapped only after a commit
+        add_new = self._seen.add_new
+        enqueue = self._enqueue
+        per_host = limits.max_pages_per_host
         screened = bool(young or old)
         if screened and (
             not max_pages or (isinstance(urls, Sized) and admitted + len(urls) < max_pages)
@@ -220,11 +229,11 @@ class Admission:
                 and not (max_pages and admitted + added >= max_pages)
             ):
                 continue
-            url = canonicalize(raw)
-            if url is None:
+            canonical = canonicalize_with_origin(raw)
+            if canonical is None:
                 settling.append(raw)
                 continue
-            host_key = origin(url)
+            url, host_key = canonical
             owner = owners.get(host_key)
             if owner is None:
                 owner = self.owner_of(host_key)
@@ -238,24 +247,24 @@ class Admission:
             if max_pages and admitted + added >= max_pages:
                 break
             settling.append(raw)
-            if not self._seen.add_new(txn, url_digest(url)):
+            if not add_new(txn, origin_digest(url, host_key)):
                 continue
             reason = trap_reason(url, depth, limits)
-            if reason is None and limits.max_pages_per_host:
+            if reason is None and per_host:
                 queue = self._hosts.get(host_key)
                 count = (
                     queue.admitted if queue is not None else self._stored_admitted(txn, host_key)
                 )
-                if count >= limits.max_pages_per_host:
+                if count >= per_host:
                     reason = MAX_HOST_PAGES
             if reason is not None:
                 self._on_reject(Ticket(b"", host_key, url, depth, hops, 0, referrer), reason)
                 continue
             if request is None:
-                entry = QueueEntry(url=url, depth=depth, hops=hops, referrer=referrer)
+                entry = QueueEntry(url, depth, hops, 0, referrer)
             else:
                 entry = QueueEntry(url, depth, hops, 0, referrer, *request)
-            added += self._enqueue(txn, host_key, entry, now)
+            added += enqueue(txn, host_key, entry, now)
         return added
 
     def committed(self) -> None:

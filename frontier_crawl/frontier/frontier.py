@@ -519,7 +519,10 @@ class Frontier:
             if self._recrawl is not None:
                 self._recrawl.stage(ticket, outcome)
             if mark_done:
-                self.mark_done((ticket.key,))
+                if self._tx.txn is not None:  # the engine's group is open: mark_done, inlined
+                    self._store.done(ticket.key)
+                else:
+                    self.mark_done((ticket.key,))
             polite, backoff = self._spacing.after(host, ticket, outcome.duration_s, Failure.NONE)
             held = self._dispatch.release(host, ticket, outcome.finished, polite, backoff, 0.0,
                                           outcome.ip)  # fmt: skip

@@ -28,13 +28,26 @@ class Spacing:
     ``host_error_urls`` are replaced by a reload; ``host_delays``: host name -> (delay, the
     policy it stands for), kept by ``control.Control``."""
 
-    __slots__ = ("host_delays", "host_error_urls", "policy", "queues")
+    __slots__ = ("_floor", "_floor_of", "host_delays", "host_error_urls", "policy", "queues")
 
     def __init__(self, policy: DelayPolicy, host_error_urls: int, queues: HostQueues) -> None:
         self.policy = policy
         self.host_error_urls = host_error_urls
         self.queues = queues  #: the host queues a respaced host is settled again in
         self.host_delays: dict[str, tuple[float, DelayPolicy]] = {}
+        #: ``delay_for(0.0, None, _floor_of)``, the delay of a host without a Crawl-delay
+        #: under the policy ``_floor_of`` (checked by identity: a reload replaces the policy)
+        self._floor_of: DelayPolicy | None = None
+        self._floor = 0.0
+
+    def _floor_for(self, p: DelayPolicy) -> float:
+        """``delay_for(0.0, None, p)``, remembered for the last policy asked: every response
+        of every host without a Crawl-delay asks it (and, with no ``delay_factor``, that is
+        its delay whatever the fetch time: ``delay_for`` multiplies it by 0)."""
+        if p is not self._floor_of:
+            self._floor = delay_for(0.0, None, p)
+            self._floor_of = p
+        return self._floor
 
     def own(self, delay_s: float) -> DelayPolicy:
         """The policy of an operator's ``delay_s`` for a host: that delay, no adaptive part,
@@ -60,6 +73,9 @@ class Spacing:
             own = self.host_delays.get(host_of(host.origin))
             if own is not None:
                 return delay_for(0.0, crawl_delay, own[1])
+        if crawl_delay is None:
+            floor = self._floor_for(self.policy)
+            return max(host.delay_s, floor)
         return max(host.delay_s, delay_for(0.0, crawl_delay, self.policy))
 
     def after(
@@ -87,7 +103,11 @@ class Spacing:
             host.errors += 1
             host.conn_errors = host.conn_errors + 1 if failure is Failure.CONNECTION else 0
         crawl_delay = host.rules.crawl_delay_s if host.rules is not None else None
-        polite = delay_for(fetch_s, crawl_delay, self.policy_of(host))
+        p = self.policy_of(host)
+        if crawl_delay is None and not p.delay_factor:
+            polite = self._floor_for(p)
+        else:
+            polite = delay_for(fetch_s, crawl_delay, p)
         return polite, host_backoff(host.errors, self.policy) if host_wide else 0.0
 
     def respace(self, host: HostQueue, now: float) -> None:

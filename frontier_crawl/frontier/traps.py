@@ -47,14 +47,25 @@ def trap_reason(url: str, depth: int, limits: Limits) -> str | None:
         return MAX_DEPTH
     if len(url) > limits.max_url_length:
         return MAX_URL_LENGTH
+    # Each test below first asks a bound computed over the whole URL by one C-level count
+    # (a URL's query has no more "&" than the URL, its path no more segments than it has "/"
+    # past "scheme://"); only a URL that could break the limit is split.
+    max_params = limits.max_query_params
+    max_repeated = limits.max_repeated_segments
+    check_params = max_params and url.count("&") >= max_params
+    check_segments = max_repeated and url.count("/") - 2 * ("://" in url) > max_repeated
+    if not (check_params or check_segments):
+        return None
     rest = url.split("://", 1)[-1]
     path, _, query = rest.partition("?")
-    if limits.max_query_params and query.count("&") + 1 > limits.max_query_params:
+    if check_params and query.count("&") + 1 > max_params:
         return MAX_QUERY_PARAMS
-    if limits.max_repeated_segments:
+    if check_segments:
         segments = [s for s in path.split("/")[1:] if s]
-        if len(segments) > limits.max_repeated_segments:
+        # a segment repeated more than max_repeated times leaves at most len - max_repeated
+        # distinct ones (a C-level set, before the Counter)
+        if len(segments) > max_repeated and len(set(segments)) <= len(segments) - max_repeated:
             _, most = Counter(segments).most_common(1)[0]
-            if most > limits.max_repeated_segments:
+            if most > max_repeated:
                 return MAX_REPEATED_SEGMENTS
     return None

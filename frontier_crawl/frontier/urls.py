@@ -52,11 +52,13 @@ __all__ = [
     "MAX_URL_LENGTH",
     "canonical_host",
     "canonicalize",
+    "canonicalize_with_origin",
     "digest_partition",
     "host_hash",
     "host_of",
     "join",
     "origin",
+    "origin_digest",
     "url_digest",
 ]
 
@@ -146,6 +148,22 @@ def canonicalize(url: str) -> str | None:
     return _canonicalize_slow(url)
 
 
+def canonicalize_with_origin(url: str) -> tuple[str, str] | None:
+    """``(canonicalize(url), origin of it)``, or ``None`` if ``url`` is not crawlable: the
+    fast path's match already holds the origin (admission needs both for every link)."""
+    match = _FAST_RE.fullmatch(url)
+    if (
+        match is not None
+        and "/." not in url
+        and len(url) <= MAX_URL_LENGTH
+        and _is_canonical_origin(host_key := match.group(1))
+        and _escapes_ok(url)
+    ):
+        return url, host_key
+    canonical = _canonicalize_slow(url)
+    return None if canonical is None else (canonical, origin(canonical))
+
+
 def canonical_host(host: str) -> str | None:
     """The canonical form of a bare host name or address (``München.DE.`` ->
     ``xn--mnchen-3ya.de``, ``[::1]`` -> ``::1``) as :func:`host_of` returns it for the URLs
@@ -217,6 +235,14 @@ def url_digest(url: str) -> bytes:
     prefix = _host_hashes.get(key)
     if prefix is None:
         prefix = _new_host_hash(key)
+    return prefix + hashlib.blake2b(url.encode("utf-8"), digest_size=12).digest()
+
+
+def origin_digest(url: str, host_key: str) -> bytes:
+    """``url_digest(url)`` of a canonical URL whose origin ``host_key`` the caller has."""
+    prefix = _host_hashes.get(host_key)
+    if prefix is None:
+        prefix = _new_host_hash(host_key)
     return prefix + hashlib.blake2b(url.encode("utf-8"), digest_size=12).digest()
 
 

@@ -7,12 +7,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from frontier_crawl.frontier.completion import Failure
 from frontier_crawl.frontier.dispatch import Dispatch
 from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState, Ticket
-from frontier_crawl.frontier.politeness import DelayPolicy
+from frontier_crawl.frontier.politeness import DelayPolicy, delay_for
 from frontier_crawl.frontier.robots import RobotsCache
-from frontier_crawl.frontier.robotsgate import ALLOW_ALL, RobotsGate
+from frontier_crawl.frontier.robotsgate import ALLOW_ALL, RobotsGate, Rules
 from frontier_crawl.frontier.spacing import Spacing
 from frontier_crawl.frontier.store import QueueEntry
 
@@ -92,3 +95,47 @@ def test_hosts_of_one_address_share_its_connections(tmp_path: Path) -> None:
     (t2,) = parts.dispatch.hand_out(13.0, 10, parts.take)
     assert t2.origin in (a.origin, b.origin)
     parts.gate.close()
+
+
+_POLICIES = st.builds(
+    DelayPolicy,
+    min_delay_s=st.sampled_from([0.0, 0.5, 2.0]),
+    max_delay_s=st.sampled_from([0.0, 1.0, 30.0]),
+    delay_factor=st.sampled_from([0.0, 0.0, 2.0]),
+    max_crawl_delay_s=st.sampled_from([0.0, 3.0]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2),  # the policy in force (a reload replaces it)
+            st.sampled_from([None, 0.0, 1.5, 10.0]),  # the host's Crawl-delay
+            st.floats(allow_nan=True, allow_infinity=True),  # fetch time
+            st.sampled_from([0.0, 1.0, 50.0]),  # the host's last delay
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.lists(_POLICIES, min_size=3, max_size=3),
+)
+def test_spacing_answers_as_delay_for(
+    steps: list[tuple[int, float | None, float, float]], policies: list[DelayPolicy]
+) -> None:
+    """start_gap and after give what delay_for gives, through reloads of the policy (the
+    delay of a host without a Crawl-delay is remembered per policy)."""
+    queues = HostQueues(1)
+    spacing = Spacing(policies[0], 3, queues)
+    host = HostQueue("http://a.test")
+    ticket = Ticket(b"k", host.origin, "http://a.test/", 0)
+    for which, crawl_delay, fetch_s, delay_s in steps:
+        p = spacing.policy = policies[which]
+        host.rules = Rules("", None)
+        host.rules.crawl_delay_s = crawl_delay
+        host.delay_s = delay_s
+        assert spacing.start_gap(host) == max(delay_s, delay_for(0.0, crawl_delay, p))
+        assert spacing.after(host, ticket, fetch_s, Failure.NONE) == (
+            delay_for(fetch_s, crawl_delay, p),
+            0.0,
+        )

@@ -220,6 +220,48 @@ def test_block_codec_round_trips(entries: list[QueueEntry], data: st.DataObject)
     assert decode_block(A, encode_block(A, entries, mask)) == (entries, mask)
 
 
+_REFERRERS = st.sampled_from(
+    [None, f"{A}/", f"{A}/a/b.html", f"{A81}/x", f"{B}/page/1.html", f"{B}", "http://c.demo/p",
+     "http://\u00e9.demo/p", "", A]
+)  # fmt: skip
+
+
+@HYPOTHESIS
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["", "/", "/a/b.html", "/a/c", "/\u00e9", "?q=1"])
+            | st.text(max_size=20),
+            st.sampled_from([A, A81, B, ""]),
+            _REFERRERS,
+            st.integers(0, 3),
+            st.sampled_from([("", b"", 0), ("cb", b"", 0), ("", b"\x80", 0), ("", b"", 5)]),
+        ),
+        min_size=1,
+        max_size=BLOCK_MAX,
+    ),
+    st.booleans(),
+)
+def test_block_items_are_each_entrys_item(
+    rows: list[tuple[str, str, str | None, int, tuple[str, bytes, int]]], by_id: bool
+) -> None:
+    """A block's items, worked out once per run of entries sharing a referrer, are the items
+    each entry alone gives (``_item``): the stored bytes do not change, and they decode back."""
+    from frontier_crawl.frontier.store import _item, _items
+
+    referrers = {r: r for r in (r for _, _, r, _, _ in rows) if r is not None}  # shared objects
+    entries = [
+        QueueEntry(origin + path, depth, 0, 0, None if r is None else referrers[r], *request)
+        for path, origin, r, depth, request in rows
+    ]
+    ids = {B: 7, A81: 0} if by_id else {}
+    ref_host = (lambda o: ids.get(o, -1)) if by_id else None
+    host = A.encode()
+    assert _items(host, entries, ref_host) == [_item(host, e, ref_host) for e in entries]
+    names = {i: o.encode() for o, i in ids.items()}
+    assert decode_block(A, encode_block(A, entries, 0, ref_host), names.get) == (entries, 0)
+
+
 def test_block_format_is_compact() -> None:
     page = f"{A}/articles/2024/05/index.html"
     entries = [QueueEntry(f"{A}/articles/2024/05/article-{i}.html?p=2", 3, referrer=page)

@@ -33,3 +33,40 @@ def test_repeated_segments_property(segments: list[str]) -> None:
     hit = trap_reason(url, 0, Limits(max_url_length=10_000, max_repeated_segments=2))
     too_many = any(segments.count(s) > 2 for s in segments)
     assert (hit == "max-repeated-segments") == too_many
+
+
+def _reference(url: str, depth: int, limits: Limits) -> str | None:
+    """trap_reason as first written (before its fast paths): split, then count."""
+    from collections import Counter
+
+    if depth > limits.max_depth:
+        return "max-depth"
+    if len(url) > limits.max_url_length:
+        return "max-url-length"
+    path, _, query = url.split("://", 1)[-1].partition("?")
+    if limits.max_query_params and query.count("&") + 1 > limits.max_query_params:
+        return "max-query-params"
+    if limits.max_repeated_segments:
+        segments = [s for s in path.split("/")[1:] if s]
+        if (
+            len(segments) > limits.max_repeated_segments
+            and Counter(segments).most_common(1)[0][1] > limits.max_repeated_segments
+        ):
+            return "max-repeated-segments"
+    return None
+
+
+@given(
+    st.lists(st.sampled_from(["a", "b", "", "x.html", "://", "?", "&", "=1", "/", "a&b"])),
+    st.sampled_from(["http://a.test/", "https://h.test:8080/", "", "a.test/", "http://a/"]),
+    st.integers(0, 4),
+    st.integers(0, 4),
+)
+def test_fast_paths_answer_as_the_split(
+    parts: list[str], start: str, repeated: int, params: int
+) -> None:
+    """The bounds counted over the whole URL never skip a URL the split would stop."""
+    url = start + "".join(parts)
+    limits = Limits(max_url_length=10_000, max_repeated_segments=repeated,
+                    max_query_params=params)  # fmt: skip
+    assert trap_reason(url, 0, limits) == _reference(url, 0, limits)

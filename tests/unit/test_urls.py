@@ -15,11 +15,13 @@ from frontier_crawl.frontier import urls
 from frontier_crawl.frontier.urls import (
     MAX_URL_LENGTH,
     canonicalize,
+    canonicalize_with_origin,
     digest_partition,
     host_hash,
     host_of,
     join,
     origin,
+    origin_digest,
     url_digest,
 )
 
@@ -295,6 +297,20 @@ def test_canonicalize_is_idempotent(url: str) -> None:
         assert len(result) <= MAX_URL_LENGTH
         assert "#" not in result
         assert _both_paths(result) == result
+
+
+@HYPOTHESIS
+@given(_URLS | st.text(max_size=60) | st.text(max_size=40).map(lambda t: "http://a.demo/" + t))
+def test_canonicalize_with_origin_is_canonicalize_then_origin(url: str) -> None:
+    """Admission's one call gives what canonicalize, origin and url_digest give, on the fast
+    path (the match's origin) and the slow one."""
+    canonical = canonicalize(url)
+    both = canonicalize_with_origin(url)
+    if canonical is None:
+        assert both is None
+    else:
+        assert both == (canonical, origin(canonical))
+        assert origin_digest(canonical, both[1]) == url_digest(canonical)
 
 
 @HYPOTHESIS
