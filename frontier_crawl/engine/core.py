@@ -87,7 +87,7 @@ MAX_WAIT_S = 1.0  # upper bound of one wait, so progress, checkpoints and signal
 PEER_WAIT_S = 0.02
 
 
-#: what a yielded request is admitted with besides its URL (``Engine._run_spider``)
+#: what a start request is admitted with besides its URL (``start_requests``, grouped)
 _REQUEST_KEY = attrgetter("callback", "meta", "priority")
 _URL = attrgetter("url")
 #: a failed transfer's (no) links, for its errback
@@ -630,12 +630,12 @@ class Engine:
         self._group.stats.spider_time(yielded.callback_s, yielded.pipeline_s)
         if yielded.dropped:  # items a pipeline dropped (DropItem, or it returned None)
             self._group.stats.count_dropped(yielded.dropped)
-        # one add per run of requests that share callback, meta and priority (groupby and
-        # attrgetter run in C: most pages yield one run)
+        # one add per run of requests that share callback, meta and priority (the host gives
+        # them so: most pages yield one run)
         add, depth = self.frontier.add, ticket.depth + 1
-        for (callback, meta, priority), run in groupby(yielded.requests, _REQUEST_KEY):
-            add(list(map(_URL, run)), depth=depth, referrer=ticket.url, now=r.finished,
-                callback=callback, meta=meta, priority=priority)  # fmt: skip
+        for callback, meta, priority, urls in yielded.runs:
+            add(urls, depth=depth, referrer=ticket.url, now=r.finished, callback=callback,
+                meta=meta, priority=priority)  # fmt: skip
         if spider.names_changed:  # a callback name new to the queue: saved with its requests
             self.frontier.save_blob(CALLBACKS_BLOB, spider.names_blob())
         times.frontier += time.perf_counter() - t2
