@@ -606,6 +606,9 @@ class Engine:
         frontier like any link: canonical, in scope, unseen, robots, politeness, traps, each
         with its callback, meta and priority), record its problems; return what it gave."""
         t0 = time.perf_counter()
+        # the default parse, no rules: the page's links are admitted as the plain path admits
+        # them (what that parse yields: SpiderHost.follows_links), not scoped here first
+        plain = failure is None and spider.follows_links(ticket.callback)
         page = Page(  # positional (cheaper than keywords, once per page): the fields in order
             r.url,
             status,
@@ -614,7 +617,7 @@ class Engine:
             ctype.partition(";")[0].strip().lower(),  # content_type
             # charset: the parser's choice if it parsed the page (None: lexbor's detection)
             parsed.charset if parsed.tree is not None else page_charset(r.body, ctype),
-            self.frontier.in_scope_links(parsed.links) if parsed.links else [],
+            self.frontier.in_scope_links(parsed.links) if parsed.links and not plain else [],
             ticket.depth,
             ticket.callback,
             ticket.meta,
@@ -633,6 +636,8 @@ class Engine:
         # one add per run of requests that share callback, meta and priority (the host gives
         # them so: most pages yield one run)
         add, depth = self.frontier.add, ticket.depth + 1
+        if plain and parsed.links:
+            add(parsed.links, depth=depth, referrer=ticket.url, now=r.finished)
         for callback, meta, priority, urls in yielded.runs:
             add(urls, depth=depth, referrer=ticket.url, now=r.finished, callback=callback,
                 meta=meta, priority=priority)  # fmt: skip

@@ -216,6 +216,8 @@ class SpiderHost:
         # for the callbacks seen so far
         self._names: dict[str | MethodType | None, str] = {None: "", "": "", "parse": ""}
         self._default_parse = type(spider).parse is Spider.parse
+        #: the default parse and no [[extract]] rules: see follows_links
+        self._follows_all = self._default_parse and rules is None
         self._seen_where: set[str] = set()
         self._opened: list[Any] = []
         self._warned_dont_filter = False
@@ -340,6 +342,18 @@ class SpiderHost:
             if own is not None:
                 return own[0] or status in own[1]
         return self._handle_all or status in self._handle
+
+    def follows_links(self, callback: str) -> bool:
+        """Whether a page of a request with this callback goes to the default ``parse`` with no
+        ``[[extract]]`` rules: it then yields exactly the page's in-scope links, deduplicated,
+        with no callback, meta or priority, and nothing else (no items, so no pipeline, and no
+        rule, sees the page). The engine then admits the page's links as the plain path does
+        (canonicalised and scoped once, in the frontier's grouped add, the same URLs in the same
+        order) and hands :meth:`run` the page without links: nothing would read them."""
+        if not self._follows_all:
+            return False
+        name = callback or "parse"
+        return (self._renamed.get(name, name) if self._renamed else name) == "parse"
 
     def open(self) -> None:
         """Spider.open(), then each pipeline's open(spider); a failure is a ConfigError naming

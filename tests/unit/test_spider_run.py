@@ -723,3 +723,15 @@ class S(Spider):
         assert y.requests == [NewRequest("http://a.test/ok", "item", b"", 0)]
         assert [p.outcome for p in y.problems] == ["unknown-callback"]
 
+
+def test_follows_links_only_for_the_default_parse_without_rules(tmp_path: Path) -> None:
+    assert SpiderHost(Spider()).follows_links("") and SpiderHost(Spider()).follows_links("parse")
+    assert not SpiderHost(Spider()).follows_links("other")
+    renamed = SpiderHost(Spider(), renamed={"old_parse": "parse", "parse": "gone"})
+    assert renamed.follows_links("old_parse") and not renamed.follows_links("")
+    own = host_for(tmp_path / "own", HEAD + "class S(Spider):\n    def parse(self, response):\n"
+                   "        return None\n")  # fmt: skip
+    assert not own.follows_links("")
+    rule = '[[extract]]\nurl = ".*"\n[extract.fields]\nt = "title"\n'
+    rules = SpiderHost.load(settings(tmp_path / "rules", extra=rule))
+    assert rules is not None and not rules.follows_links("")
