@@ -87,7 +87,7 @@ MAX_WAIT_S = 1.0  # upper bound of one wait, so progress, checkpoints and signal
 PEER_WAIT_S = 0.02
 
 
-#: what a yielded request is admitted with besides its URL (``Engine._run_spider``)
+#: what a start request is admitted with besides its URL (``start_requests``, grouped)
 _REQUEST_KEY = attrgetter("callback", "meta", "priority")
 _URL = attrgetter("url")
 #: a failed transfer's (no) links, for its errback
@@ -606,6 +606,9 @@ class Engine:
         frontier like any link: canonical, in scope, unseen, robots, politeness, traps, each
         with its callback, meta and priority), record its problems; return what it gave."""
         t0 = time.perf_counter()
+        # the default parse, no rules: the page's links are admitted as the plain path admits
+        # them (what that parse yields: SpiderHost.follows_links), not scoped here first
+        plain = failure is None and spider.follows_links(ticket.callback)
         page = Page(  # positional (cheaper than keywords, once per page): the fields in order
             r.url,
             status,
@@ -614,7 +617,7 @@ class Engine:
             ctype.partition(";")[0].strip().lower(),  # content_type
             # charset: the parser's choice if it parsed the page (None: lexbor's detection)
             parsed.charset if parsed.tree is not None else page_charset(r.body, ctype),
-            self.frontier.in_scope_links(parsed.links) if parsed.links else [],
+            self.frontier.in_scope_links(parsed.links) if parsed.links and not plain else [],
             ticket.depth,
             ticket.callback,
             ticket.meta,
@@ -630,12 +633,14 @@ class Engine:
         self._group.stats.spider_time(yielded.callback_s, yielded.pipeline_s)
         if yielded.dropped:  # items a pipeline dropped (DropItem, or it returned None)
             self._group.stats.count_dropped(yielded.dropped)
-        # one add per run of requests that share callback, meta and priority (groupby and
-        # attrgetter run in C: most pages yield one run)
+        # one add per run of requests that share callback, meta and priority (the host gives
+        # them so: most pages yield one run)
         add, depth = self.frontier.add, ticket.depth + 1
-        for (callback, meta, priority), run in groupby(yielded.requests, _REQUEST_KEY):
-            add(list(map(_URL, run)), depth=depth, referrer=ticket.url, now=r.finished,
-                callback=callback, meta=meta, priority=priority)  # fmt: skip
+        if plain and parsed.links:
+            add(parsed.links, depth=depth, referrer=ticket.url, now=r.finished)
+        for callback, meta, priority, urls in yielded.runs:
+            add(urls, depth=depth, referrer=ticket.url, now=r.finished, callback=callback,
+                meta=meta, priority=priority)  # fmt: skip
         if spider.names_changed:  # a callback name new to the queue: saved with its requests
             self.frontier.save_blob(CALLBACKS_BLOB, spider.names_blob())
         times.frontier += time.perf_counter() - t2

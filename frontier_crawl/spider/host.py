@@ -57,7 +57,7 @@ import traceback
 from collections.abc import Callable, Iterator, Mapping
 from itertools import islice
 from pathlib import Path
-from types import CodeType, FunctionType, GeneratorType, TracebackType
+from types import CodeType, FunctionType, GeneratorType, MethodType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 import can_ada
@@ -120,14 +120,26 @@ class Problem(msgspec.Struct, frozen=True, gc=False):
     traceback: str | None  # the formatted traceback the FIRST time this location fails
 
 
+#: consecutive yielded requests that share callback, meta and priority: (callback, meta,
+#: priority, their URLs in yield order), what the engine admits with one ``Frontier.add``
+Run = tuple[str, bytes, int, list[str]]
+
+
 class Yielded(msgspec.Struct, gc=False):
-    requests: list[NewRequest]
+    #: the validated requests, in yield order, as runs (``requests`` has them one by one)
+    runs: list[Run]
     items: list[dict[str, Any]]  # after pipelines, converted to JSON-able builtins
     problems: list[Problem]
     callback_s: float  # time in the callback (incl. consuming its generator)
     pipeline_s: float  # time in pipelines for these items
     #: items the pipelines dropped: "Name" (DropItem) or "Name (returned None)" -> count
     dropped: dict[str, int] | None = None
+
+    @property
+    def requests(self) -> list[NewRequest]:
+        """The requests one by one, in yield order."""
+        return [NewRequest(url, cb, meta, prio) for cb, meta, prio, urls in self.runs
+                for url in urls]  # fmt: skip
 
 
 def _is_item(obj: Any) -> bool:
@@ -149,18 +161,28 @@ def _code_of(func: Any) -> CodeType | None:
 class _Run:
     """The state of one :meth:`SpiderHost.run` (kept off the host so run() is reentrant)."""
 
-    __slots__ = ("base", "callback", "items", "page", "problems", "requests", "sites")
+    __slots__ = ("base", "callback", "items", "page", "problems", "runs", "sites")
 
     def __init__(self, page: Page, callback: Any) -> None:
         self.page = page
         self.callback = callback
-        self.requests: list[NewRequest] = []
+        self.runs: list[Run] = []
         self.items: list[Any] = []
         #: where each item came from: (code, line) of the yield, None (the callback's def,
         #: a returned item) or "" (the [[extract]] rules); parallel to items
         self.sites: list[tuple[CodeType, int] | str | None] = []
         self.problems: list[Problem] = []
         self.base: Any = None
+
+    def push(self, new: NewRequest) -> None:
+        """A validated request, to the last run if it shares its callback, meta and priority."""
+        runs = self.runs
+        if runs:
+            callback, meta, priority, urls = runs[-1]
+            if callback == new.callback and meta == new.meta and priority == new.priority:
+                urls.append(new.url)
+                return
+        runs.append((new.callback, new.meta, new.priority, [new.url]))
 
 
 class SpiderHost:
@@ -190,9 +212,12 @@ class SpiderHost:
         self._handle_all, self._handle = _handle_status(type(spider))
         self._handle_by_callback = _callback_handle_status(type(spider))
         self._callbacks: dict[str, Callable[..., Any]] = {}
-        # a request's callback -> its stored name, for the callbacks seen so far
-        self._names: dict[str | None, str] = {None: "", "": "", "parse": ""}
+        # a request's callback (a name, or a bound method of the spider) -> its stored name,
+        # for the callbacks seen so far
+        self._names: dict[str | MethodType | None, str] = {None: "", "": "", "parse": ""}
         self._default_parse = type(spider).parse is Spider.parse
+        #: the default parse and no [[extract]] rules: see follows_links
+        self._follows_all = self._default_parse and rules is None
         self._seen_where: set[str] = set()
         self._opened: list[Any] = []
         self._warned_dont_filter = False
@@ -318,6 +343,18 @@ class SpiderHost:
                 return own[0] or status in own[1]
         return self._handle_all or status in self._handle
 
+    def follows_links(self, callback: str) -> bool:
+        """Whether a page of a request with this callback goes to the default ``parse`` with no
+        ``[[extract]]`` rules: it then yields exactly the page's in-scope links, deduplicated,
+        with no callback, meta or priority, and nothing else (no items, so no pipeline, and no
+        rule, sees the page). The engine then admits the page's links as the plain path does
+        (canonicalised and scoped once, in the frontier's grouped add, the same URLs in the same
+        order) and hands :meth:`run` the page without links: nothing would read them."""
+        if not self._follows_all:
+            return False
+        name = callback or "parse"
+        return (self._renamed.get(name, name) if self._renamed else name) == "parse"
+
     def open(self) -> None:
         """Spider.open(), then each pipeline's open(spider); a failure is a ConfigError naming
         the key (the crawl exits with status 2 before its first request)."""
@@ -369,12 +406,12 @@ class SpiderHost:
             name = self._renamed.get(name, name)
         if self._default_parse and name == "parse":
             # Spider.parse yields Request(url) for each link; the links are absolute, canonical
-            # and in scope already, so nothing is left to check.
-            requests = [NewRequest(url, "", b"", 0) for url in page.links]
+            # and in scope already, so nothing is left to check: one run, the page's links
+            runs: list[Run] = [("", b"", 0, page.links)] if page.links else []
             if self._rules is None:
-                return Yielded(requests, [], [], _perf() - t0, 0.0)
+                return Yielded(runs, [], [], _perf() - t0, 0.0)
             state = _Run(page, None)
-            state.requests = requests
+            state.runs = runs
             response = Response(page)
         else:
             response = Response(page)
@@ -414,13 +451,13 @@ class SpiderHost:
         when the run began (the callback's time is up to now, the pipelines' after)."""
         t1 = _perf()
         if not state.items:
-            return Yielded(state.requests, [], state.problems, t1 - t0, 0.0)
+            return Yielded(state.runs, [], state.problems, t1 - t0, 0.0)
         dropped: dict[str, int] = {}
         items = self._pipeline(state, response, dropped)
         if self._item_time_field and state.page.fetched_at:
             key, stamp = self._item_time_field, _iso_time(state.page.fetched_at)
             items = [{**item, key: stamp} for item in items]  # (the feed's form: dicts)
-        return Yielded(state.requests, items, state.problems, t1 - t0, _perf() - t1,
+        return Yielded(state.runs, items, state.problems, t1 - t0, _perf() - t1,
                        dropped or None)  # fmt: skip
 
     # -- callbacks -----------------------------------------------------------------------
@@ -462,15 +499,26 @@ class SpiderHost:
                 )
                 return
             it = iter(result)
-            append = state.requests.append
+            runs = state.runs
             names = self._names
+            # the run being filled: its callback, meta, priority and URLs (a request that
+            # shares the three joins it; a callback already seen, by name or as a bound method
+            # of the spider, is one dict lookup)
+            r_cb: str | None = None
+            r_meta = b""
+            r_priority = 0
+            r_urls: list[str] = []
             for obj in islice(it, MAX_YIELDS_PER_PAGE):
                 # The common request (a callback already seen, meta absent or a dict, an int
                 # priority, an absolute http(s) URL) is checked inline; the rest, and any
                 # problem, goes through _request or _sort.
                 if type(obj) is Request:
                     cb, url, meta, priority = obj.callback, obj.url, obj.meta, obj.priority
-                    name = "" if cb is None else names.get(cb) if type(cb) is str else None
+                    name = (
+                        "" if cb is None
+                        else names.get(cb) if type(cb) is str or type(cb) is MethodType
+                        else None
+                    )  # fmt: skip
                     if (
                         name is not None
                         and type(priority) is int
@@ -481,20 +529,28 @@ class SpiderHost:
                         and obj.errback is None
                         and not obj.dont_filter
                     ):
-                        if not meta:
-                            append(NewRequest(url, name, b"", priority))
+                        packed: bytes | None = b""
+                        if meta:
+                            packed = None
+                            if type(meta) is dict:
+                                try:
+                                    packed = _encode_meta(meta)
+                                except (TypeError, ValueError, OverflowError):
+                                    packed = None  # _request records it
+                        if packed is not None:
+                            if name == r_cb and priority == r_priority and packed == r_meta:
+                                r_urls.append(url)
+                            else:
+                                r_cb, r_meta, r_priority, r_urls = name, packed, priority, [url]
+                                runs.append((name, packed, priority, r_urls))
                             continue
-                        if type(meta) is dict:
-                            try:
-                                append(NewRequest(url, name, _encode_meta(meta), priority))
-                                continue
-                            except (TypeError, ValueError, OverflowError):
-                                pass  # _request records it
                     new = self._request(state, obj, it)
                     if new is not None:
-                        append(new)
+                        state.push(new)
                 else:
                     self._sort(state, obj, it)
+                if runs:  # (_request and _sort may have begun a run)
+                    r_cb, r_meta, r_priority, r_urls = runs[-1]
             else:
                 if next(it, _END) is not _END:
                     self._problem(
@@ -516,7 +572,7 @@ class SpiderHost:
         if isinstance(obj, Request):
             new = self._request(state, obj, it)
             if new is not None:
-                state.requests.append(new)
+                state.push(new)
         elif _is_item(obj):
             state.items.append(obj)
             frame = getattr(it, "gi_frame", None)
@@ -532,7 +588,10 @@ class SpiderHost:
 
     def _request(self, state: _Run, req: Request, it: Iterator[Any] | None) -> NewRequest | None:
         cb = req.callback
-        name = self._names.get(cb) if cb is None or type(cb) is str else None
+        name = (
+            self._names.get(cb) if cb is None or type(cb) is str or type(cb) is MethodType
+            else None
+        )  # fmt: skip
         if name is None:
             name = self._callback_name(state, req, it)
             if name is None:
@@ -644,7 +703,9 @@ class SpiderHost:
             and (isinstance(cb, str) or getattr(cb, "__self__", None) is self.spider)
             and self._callback(name) is not None
         ):
-            if isinstance(cb, str):
+            if type(cb) is str or (type(cb) is MethodType and cb == getattr(self.spider, name)):
+                # (a bound method of the spider equals every later one of the same method:
+                # the same __self__ and __func__, so it is a key as good as its name)
                 self._names[cb] = name
             self._record(name)
             return name

@@ -660,3 +660,78 @@ class S(Spider):
     last = msgspec.msgpack.decode(requests[-1].meta)
     assert last == {"from": "http://h49.test/p/1999", "i": 19}
     assert {r.callback for r in requests} == {"parse_page"}
+
+
+def test_requests_come_in_runs_of_the_same_callback_meta_and_priority(tmp_path: Path) -> None:
+    """Consecutive requests sharing callback, meta and priority are one run (one Frontier.add),
+    in yield order; a bound method of the spider is stored by name, as its name is, whether it
+    takes the inline path or the checked one (cb_kwargs)."""
+    host = host_for(
+        tmp_path,
+        HEAD
+        + """
+class S(Spider):
+    def parse(self, response):
+        yield Request("http://a.test/1")
+        yield Request("http://a.test/2", callback="parse")
+        yield Request("http://a.test/3", callback=self.item)
+        yield Request("http://a.test/4", callback="item")
+        yield Request("/5", callback=self.item)
+        yield Request("http://a.test/6", meta={"k": 1})
+        yield Request("http://a.test/7", meta={"k": 1})
+        yield Request("http://a.test/8", priority=2)
+        yield Request("http://a.test/9", callback=self.item, cb_kwargs={"x": 1})
+        yield Request("http://a.test/10", callback=self.item)
+        yield Request("http://a.test/11")
+    def item(self, response, x=0):
+        return None
+""",
+    )
+    meta = msgspec.msgpack.encode({"k": 1})
+    for _ in range(2):  # the second time, every callback is one seen before
+        y = host.run(page(links=[]))
+        assert y.problems == []
+        assert [(cb, m, p, urls) for cb, m, p, urls in y.runs[:4]] == [
+            ("", b"", 0, ["http://a.test/1", "http://a.test/2"]),
+            ("item", b"", 0, ["http://a.test/3", "http://a.test/4", "http://a.test/5"]),
+            ("", meta, 0, ["http://a.test/6", "http://a.test/7"]),
+            ("", b"", 2, ["http://a.test/8"]),
+        ]
+        assert [urls for *_, urls in y.runs[4:]] == [
+            ["http://a.test/9"], ["http://a.test/10"], ["http://a.test/11"]
+        ]
+        assert y.runs[4][0] == "item" and y.runs[4][1][:1] == b"\xc1"  # cb_kwargs: envelope
+        assert y.runs[5][:3] == ("item", b"", 0) and y.runs[6][:3] == ("", b"", 0)
+        assert [r.url for r in y.requests] == [f"http://a.test/{i}" for i in range(1, 12)]
+
+
+def test_a_bound_method_of_another_spider_is_not_a_callback(tmp_path: Path) -> None:
+    host = host_for(
+        tmp_path,
+        HEAD
+        + """
+class S(Spider):
+    def parse(self, response):
+        yield Request("http://a.test/ok", callback=self.item)
+        yield Request("http://a.test/other", callback=S().item)
+    def item(self, response):
+        return None
+""",
+    )
+    for _ in range(2):
+        y = host.run(page(links=[]))
+        assert y.requests == [NewRequest("http://a.test/ok", "item", b"", 0)]
+        assert [p.outcome for p in y.problems] == ["unknown-callback"]
+
+
+def test_follows_links_only_for_the_default_parse_without_rules(tmp_path: Path) -> None:
+    assert SpiderHost(Spider()).follows_links("") and SpiderHost(Spider()).follows_links("parse")
+    assert not SpiderHost(Spider()).follows_links("other")
+    renamed = SpiderHost(Spider(), renamed={"old_parse": "parse", "parse": "gone"})
+    assert renamed.follows_links("old_parse") and not renamed.follows_links("")
+    own = host_for(tmp_path / "own", HEAD + "class S(Spider):\n    def parse(self, response):\n"
+                   "        return None\n")  # fmt: skip
+    assert not own.follows_links("")
+    rule = '[[extract]]\nurl = ".*"\n[extract.fields]\nt = "title"\n'
+    rules = SpiderHost.load(settings(tmp_path / "rules", extra=rule))
+    assert rules is not None and not rules.follows_links("")
