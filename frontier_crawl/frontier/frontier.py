@@ -519,7 +519,7 @@ class Frontier:
             if self._recrawl is not None:
                 self._recrawl.stage(ticket, outcome)
             if mark_done:
-                if self._tx.txn is not None:  # the engine's group is open: mark_done, inlined
+                if self._tx.txn is not None and self._revisits is None:  # mark_done, inlined
                     self._store.done(ticket.key)
                 else:
                     self.mark_done((ticket.key,))
