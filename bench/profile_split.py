@@ -114,9 +114,10 @@ PARTS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
         ),
         (
             "start-up: open state",
-            ("Engine.__init__ (", "engine/build.py", "Frontier.__init__ (", "cli.py"),
+            ("Engine.__init__ (", "engine/build.py", "Frontier.__init__ (", "Frontier.open ("),
         ),
         ("the loop's own (engine/core.py)", ("engine/core.py",)),
+        ("outside the loop (cli, runner, workers' set-up)", ("frontier_crawl/",)),
         ("other", ("",)),
     ),
 }
