@@ -403,14 +403,16 @@ def drain_phase(frontier: Frontier, args: argparse.Namespace) -> None:
     t_start = clock()
     cpu_start = time.process_time()
     group = Group(frontier, args.commit_s)
-    while frontier.pending:
+    limit = int(args.drain_max) if args.drain_max else None
+    while frontier.pending and (limit is None or popped < limit):
         group.open()
         now = mono()
         tickets = frontier.next_ready(now, args.drain_batch)
+        force_last = limit is not None and popped + len(tickets) >= limit
         for ticket in tickets:
             frontier.complete(ticket, Completion(now, 200))  # as the engine completes a page
         t1 = clock()
-        if group.maybe_commit(force=not frontier.pending or not tickets):
+        if group.maybe_commit(force=not frontier.pending or not tickets or force_last):
             commit_s += clock() - t1
             checkpoints.maybe()
         popped += len(tickets)
@@ -462,6 +464,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dir", help="parent of the temporary state dir (default: $TMPDIR or /tmp)")
     p.add_argument("--keep", action="store_true", help="keep the state dir")
     p.add_argument("--restart", action="store_true", help="close and reopen at the peak")
+    p.add_argument(
+        "--drain-max",
+        type=float,
+        default=0,
+        help="stop the drain after this many pops (0: drain all): pops at the peak's size",
+    )
     p.add_argument("--no-drain", action="store_true")
     p.add_argument(
         "--checkpoint-s", type=float, default=30.0, help="checkpoint interval (30 s; 0: never)"

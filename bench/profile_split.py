@@ -150,6 +150,9 @@ def _match(part: str, patterns: tuple[str, ...], frames: list[str]) -> bool:
 
 def classify(frames: list[str], kind: str) -> str:
     for part, patterns in PARTS["writer" if kind == "writer" else "process"]:
+        # a worker's every stack starts in coordinator.py's _worker_entry (its spawn target)
+        if part == "coordinator" and kind == "worker":
+            continue
         if _match(part, patterns, frames):
             return part
     return "other"
