@@ -26,6 +26,16 @@ With ``cache_dir`` set, an :class:`~frontier_crawl.fetch.cache.HttpCache` makes 
 URLs it holds a response for conditional, and turns a 304 back into that response
 (``FetchResult.not_modified``); see ``fetch/cache.py``.
 
+The DNS cache's prune. libcurl drops stale entries from its DNS cache by walking every entry
+when a transfer ends (``multi_done``), unless the handle's ``DNS_CACHE_TIMEOUT`` is -1 (then it
+neither prunes nor checks an entry's age on lookup). With thousands of hosts resolved within
+``fetch.dns_cache_ttl_s`` (or thousands of ``fetch.resolve`` entries) that walk was the broad
+crawl's largest single cost (perf, 5,000 hosts: 14% of the crawler's CPU; bench/README). So one
+transfer in every ``DNS_PRUNE_EVERY_S`` carries the TTL and prunes; the others carry -1. An
+address is therefore reused for at most ``dns_cache_ttl_s`` plus that second (and libcurl's
+own cap on the cache, 29,999 entries, is enforced at each prune). ``dns_cache_ttl_s = 0``
+(resolve every time) is set on every transfer, as before.
+
 A name server that never answers: libcurl (threaded resolver) gives up on the name at the
 connect timeout, so the transfer ends in time, but the ``getaddrinfo`` thread it started runs
 on for the system resolver's own timeout (glibc: 5 s times 2 attempts per server), and
@@ -39,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from bisect import bisect_left
 from pathlib import Path
 from types import TracebackType
@@ -67,6 +78,8 @@ _ACCEPT_ENCODING = "Accept-Encoding: gzip, deflate"
 _DEFAULT_HEADER_LINES = (_ACCEPT_ENCODING,)  #: a request's header lines when it brings none
 #: idle connections kept beyond the in-flight ones, for hosts revisited soon
 _IDLE_CONNECTIONS = 256
+#: one transfer in this many seconds lets libcurl prune its DNS cache (module docstring)
+DNS_PRUNE_EVERY_S = 1.0
 _DEFAULT_USER_AGENT = PolitenessSection().user_agent
 _CONDITIONAL = frozenset({"if-none-match", "if-modified-since"})
 #: upper bounds (seconds) of the fetch-time histogram's buckets (``Fetcher.fetch_times``)
@@ -146,6 +159,7 @@ class Fetcher:
             concurrency, self._options.apply, self._share, reconfigure=self._options.reapply
         )
         self._transfers: dict[pycurl.Curl, Transfer] = {}
+        self._prune_at = 0.0  #: when a transfer next carries the DNS TTL (module docstring)
         self._ready: list[FetchResult] = []
         self._closed = False
         self._cache = cache
@@ -265,6 +279,12 @@ class Fetcher:
             return
         stored = self._lookup(req)
         handle = self._pool.acquire()
+        if self._options.dns_cache_ttl_s > 0:  # the handle carries the TTL (CurlOptions)
+            now = time.monotonic()
+            if now < self._prune_at:
+                handle.setopt(pycurl.DNS_CACHE_TIMEOUT, -1)  # no walk of the cache
+            else:
+                self._prune_at = now + DNS_PRUNE_EVERY_S
         transfer = Transfer(req, self._max_body_bytes, self._addresses)
         extra = stored.conditional_headers() if stored is not None else ()
         try:

@@ -15,6 +15,8 @@ Run as ``python -m tests.hostile.netns MODE ARGS`` inside the namespace (see
 * ``answer TTL``: a name server answering ``*.ttl.test`` A queries with 127.0.0.1 (NXDOMAIN for
   other names); 4 sequential fetches (new connection each) of ``a.ttl.test`` with
   ``fetch.dns_cache_ttl_s = TTL``, and one of ``missing.example``.
+* ``expire TTL``: the same, with a pause of TTL + 1.5 s after the second fetch (the fetcher lets
+  libcurl prune its DNS cache on one transfer a second only: the TTL must still hold).
 """
 
 from __future__ import annotations
@@ -169,7 +171,7 @@ def _silent(out_dir: str) -> dict[str, Any]:
     return {"duration_s": duration, "report": report, "lines": lines, "queries": queries}
 
 
-def _answer(ttl: int) -> dict[str, Any]:
+def _answer(ttl: int, pause_after: int | None = None) -> dict[str, Any]:
     from frontier_crawl.config import FetchSection, PolitenessSection
     from frontier_crawl.fetch import Fetcher, FetchRequest
     from tests.hostile.server import Exchange, RawHttpServer
@@ -184,7 +186,9 @@ def _answer(ttl: int) -> dict[str, Any]:
     with Fetcher.from_settings(fetch, PolitenessSection()) as fetcher:
         urls = [f"http://a.ttl.test:{http.port}/{i}" for i in range(4)]
         urls.append(f"http://missing.example:{http.port}/")
-        for url in urls:
+        for i, url in enumerate(urls):
+            if i == pause_after:  # the TTL's expiry is what is tested: time must pass
+                time.sleep(ttl + 1.5)
             fetcher.submit(FetchRequest(url))
             done: list[Any] = []
             while not done:
@@ -199,7 +203,12 @@ def _answer(ttl: int) -> dict[str, Any]:
 def main(argv: list[str]) -> None:
     _loopback_up()
     mode = argv[0]
-    result = _silent(argv[1]) if mode == "silent" else _answer(int(argv[1]))
+    if mode == "silent":
+        result = _silent(argv[1])
+    elif mode == "expire":  # two fetches, then the TTL and more passes, then two more
+        result = _answer(int(argv[1]), pause_after=2)
+    else:
+        result = _answer(int(argv[1]))
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
 

@@ -100,3 +100,16 @@ def test_dns_cache_ttl_is_applied(ttl: int, lookups: int) -> None:
     assert [tuple(r) for r in result["results"]] == [(200, "None")] * 4 + [(0, "dns-error")]
     assert result["connections"] == 4  # every fetch was a new connection
     assert result["a_queries"] == lookups
+
+
+@netns
+@pytest.mark.timeout(60)
+def test_dns_cache_entry_expires_after_its_ttl() -> None:
+    # Most transfers carry DNS_CACHE_TIMEOUT -1, so that libcurl does not walk its whole DNS
+    # cache at each one (fetch/fetcher.py); the TTL must hold all the same: fetches 1 and 2
+    # share one lookup, fetch 3 comes after the 1 s TTL has passed and looks the name up again,
+    # fetch 4 reuses that answer.
+    result, _ = run_in_netns("expire", "1")
+    assert [tuple(r) for r in result["results"]] == [(200, "None")] * 4 + [(0, "dns-error")]
+    assert result["connections"] == 4
+    assert result["a_queries"] == 2
