@@ -93,6 +93,7 @@ def _traced_crawl(tmp_path: Path, site: Site, port: int, durability: str) -> dic
         work,
         site,
         port,
+        # shortened for time: 3 hosts at the default 1 s delay would need minutes of pages
         politeness={"min_delay_s": 0.02, "delay_factor": 0.0},
         output={"durability": durability, "min_free_bytes": 0},
     )
@@ -205,6 +206,7 @@ def _power_cut(tmp_path: Path, site: Site, server: DemoServer, durability: str) 
         work,
         site,
         server.port,
+        # shortened for time: 3 hosts at the default 1 s delay would need minutes of pages
         politeness={"min_delay_s": 0.02, "delay_factor": 0.0},
         # WARC off: a page waits for its crawl-log line only (with WARC on its records'
         # settling could hide a line marked done too early); commit_interval_s: the default
