@@ -29,7 +29,8 @@ import msgspec
 
 from frontier_crawl.config import ConfigError, CrawlSettings
 from frontier_crawl.spider import load
-from frontier_crawl.spider.api import Request, Spider
+from frontier_crawl.spider.api import Spider
+from frontier_crawl.spider.start import overrides_start, start_objects
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -143,23 +144,19 @@ def adopt(settings: CrawlSettings) -> CrawlSettings:
 
 
 def start_urls(cls: type[Spider]) -> list[str]:
-    """The spider's start URLs: ``start_urls``, or the URLs ``start_requests()`` yields when the
-    class overrides it (called on a throwaway instance)."""
-    if getattr(cls, "start_requests", None) is Spider.start_requests:
+    """The spider's start URLs: ``start_urls``, or the URLs its ``start()`` (or
+    ``start_requests()``) yields when the class overrides one (called on a throwaway
+    instance: ``start.py``)."""
+    if not overrides_start(cls):
+        if not getattr(cls, "start_urls", ()) and hasattr(cls, "start_url"):
+            start_objects(load.instantiate(cls, "spider.class"))  # its error
         return _strings(getattr(cls, "start_urls", ()), cls, "start_urls")
-    spider = load.instantiate(cls, "spider.class")
-    try:
-        requests = list(spider.start_requests())
-    except Exception as exc:
-        raise ConfigError(
-            f"spider.class: {cls.__name__}.start_requests() failed: {type(exc).__name__}: {exc}"
-        ) from None
     out = []
-    for req in requests:
-        url = req.url if isinstance(req, Request) else None
+    for req in start_objects(load.instantiate(cls, "spider.class")):
+        url = req.url
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ConfigError(
-                f"spider.class: {cls.__name__}.start_requests() yielded {req!r}: expected a "
+                f"spider.class: {cls.__name__}'s start requests hold {req!r}: expected a "
                 "Request with an absolute http(s) URL"
             )
         out.append(url)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import urljoin, urlsplit
 
@@ -474,7 +474,8 @@ class Spider:
     is instantiated with no arguments, once per worker process.
 
     Scrapy's attributes: ``name`` (the logger's name), ``start_urls`` (added to the config's
-    seeds), :meth:`start_requests` (requests with callbacks and meta at depth 0),
+    seeds), :meth:`start` and :meth:`start_requests` (requests with callbacks and meta at
+    depth 0),
     ``allowed_domains`` (narrows the config's scope), ``custom_settings`` (Scrapy setting
     names mapped to their crawl.toml keys; any other is a config error naming the key to use),
     ``handle_httpstatus_list`` (as ``handle_status``), :attr:`logger`.
@@ -491,10 +492,18 @@ class Spider:
         """A logger named after the spider (``name``, else its class name)."""
         return logging.getLogger(self.name or type(self).__name__)
 
+    async def start(self) -> AsyncIterator[Request]:
+        """The requests the crawl starts with (besides the config's seeds), as Scrapy 2.13's:
+        by default those of :meth:`start_requests`. Override it as an asynchronous generator
+        (``async def start(self): yield Request(...)``) or a method returning an iterable;
+        run to its end once per worker process at the start of each run (``start.py``); what
+        it yields is deduplicated like any request."""
+        for request in self.start_requests():
+            yield request
+
     def start_requests(self) -> Iterable[Request]:
-        """The requests the crawl starts with (besides the config's seeds): by default a
-        :class:`Request` to ``parse`` for each of ``start_urls``. Called once per worker
-        process at the start of each run; what it yields is deduplicated like any request."""
+        """The older name of :meth:`start` (synchronous), which the default ``start()``
+        iterates: by default a :class:`Request` to ``parse`` for each of ``start_urls``."""
         return [Request(url) for url in self.start_urls]
 
     def open(self) -> None:

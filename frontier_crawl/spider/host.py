@@ -82,6 +82,7 @@ from frontier_crawl.spider.api import (
 )
 from frontier_crawl.spider.extract import Rules, compile_rules
 from frontier_crawl.spider.page import Page
+from frontier_crawl.spider.start import overrides_start, start_objects
 
 if TYPE_CHECKING:
     from frontier_crawl.config import CrawlSettings
@@ -96,7 +97,7 @@ _HTTP = ("http://", "https://")
 _HTTP_PROTOCOLS = frozenset(("http:", "https:"))
 _perf = time.perf_counter
 _END = object()
-_HOOKS = frozenset(("open", "close", "start_requests"))
+_HOOKS = frozenset(("open", "close", "start", "start_requests"))
 #: the frontier blob holding the callback names queued requests were stored with
 CALLBACKS_BLOB = "spider-callbacks"
 _decode_names = msgspec.msgpack.Decoder(list[str]).decode
@@ -305,27 +306,21 @@ class SpiderHost:
             self.names_changed = True
 
     def start_requests(self) -> list[NewRequest]:
-        """The spider's ``start_requests()`` when it overrides it ([] otherwise: its
-        ``start_urls`` are seeds already, see adopt.py), validated as a callback's requests;
-        a bad one is a ConfigError (exit 2, before any request)."""
-        if type(self.spider).start_requests is Spider.start_requests:
+        """The requests of the spider's ``start()`` / ``start_requests()`` when it overrides
+        one ([] otherwise: its ``start_urls`` are seeds already, see adopt.py; the order:
+        start.py), validated as a callback's requests; a bad one is a ConfigError (exit 2,
+        before any request)."""
+        if not overrides_start(type(self.spider)):
             return []
         cls = type(self.spider).__name__
-        try:
-            given = list(self.spider.start_requests())
-        except Exception as exc:
-            message = f"spider.class: {cls}.start_requests() failed: {_describe(exc)}"
-            raise ConfigError(message) from None
-        state = _Run(Page("", 200, (), b"", "", None, [], 0, "", b""), self.spider.start_requests)
+        given = start_objects(self.spider)
+        state = _Run(Page("", 200, (), b"", "", None, [], 0, "", b""), self.spider.start)
         out = []
         for req in given:
-            if not isinstance(req, Request):
-                raise ConfigError(f"spider.class: {cls}.start_requests() yielded {_short(req)}: "
-                                  "not a Request")  # fmt: skip
             new = self._request(state, req, None)
             if new is None:
                 problem = state.problems[-1]
-                raise ConfigError(f"spider.class: {cls}.start_requests(): {problem.message}")
+                raise ConfigError(f"spider.class: {cls}'s start requests: {problem.message}")
             out.append(new)
         return out
 
