@@ -29,6 +29,7 @@ from frontier_crawl.output.open import Outputs, open_outputs
 from frontier_crawl.output.recover import set_aside
 from frontier_crawl.output.space import SpaceMonitor
 from frontier_crawl.parse import LinkParser, Parser
+from frontier_crawl.spider.api import request_variant
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +163,7 @@ def _open_frontier(
                 worker=peers.worker if peers is not None else 0,
                 on_foreign=on_foreign,
                 wall_clock=wall_clock,
+                variant=request_variant,  # a spider's POST: its own seen-set key
             )
         except DamagedState as damage:
             set_aside_(damage.path, damage.problem, damage.consequence)

@@ -70,7 +70,13 @@ from frontier_crawl.parse.resolve import resolve_location
 from frontier_crawl.proctree import StateLock
 from frontier_crawl.safefs import make_dir
 from frontier_crawl.spider import Page, Problem, SpiderHost, Yielded
-from frontier_crawl.spider.api import ENVELOPE, request_headers
+from frontier_crawl.spider.api import (
+    ENVELOPE,
+    may_retry,
+    redirected,
+    request_headers,
+    request_method,
+)
 from frontier_crawl.spider.host import CALLBACKS_BLOB
 
 log = logging.getLogger(__name__)
@@ -463,9 +469,13 @@ class Engine:
         validators = _validators(ticket.last) if ticket.last is not None else ()
         if ticket.callback == SITEMAP_CALLBACK:  # up to sitemaps.max_bytes
             return self._sitemaps.request(ticket, validators)
-        if ticket.meta[:1] == ENVELOPE:  # a spider's Request(headers=...) (is not read);
+        if ticket.meta[:1] == ENVELOPE:  # a spider's Request(headers=, method=, body=...)
             headers = request_headers(ticket.meta, ticket.url)
-            return FetchRequest(ticket.url, token=ticket, headers=(*headers, *validators))
+            method, body = request_method(ticket.meta)
+            if method != "GET":
+                validators = ()  # (a revisit of a form's answer is not conditional)
+            return FetchRequest(ticket.url, token=ticket, headers=(*headers, *validators),
+                                method=method, body=body)  # fmt: skip
         return FetchRequest(ticket.url, token=ticket, headers=validators)
 
     # ----------------------------------------------------------------------------- results
@@ -477,6 +487,10 @@ class Engine:
             self._robots_result(ticket, r)
             return
         facts = _completion(r)  # the frontier decides retries and holds from these
+        if ticket.meta and (r.error is not None or r.status >= 500 or r.status == 429) and (
+            not may_retry(ticket.meta, r.error.value if r.error is not None else None)
+        ):  # a POST that may have reached the server (or meta dont_retry): never sent again
+            facts = msgspec.structs.replace(facts, no_retry=True)
         if r.error is ErrorKind.ADDRESS_REFUSED:  # never retried: the host is given up
             self.frontier.complete(ticket, facts)
             self._record(ticket, r, Outcome.ADDRESS_REFUSED)
@@ -678,9 +692,12 @@ class Engine:
         target = resolve_location(r.url, r.header("location") or "")
         if target is None:
             return Outcome.REDIRECT
-        self.frontier.add(  # a spider request's callback and meta go with it (to the target)
+        meta = ticket.meta  # a spider request's callback and meta go with it (to the target;
+        if meta[:1] == ENVELOPE:  # a 302/303 of a POST: a GET, as Scrapy and browsers do)
+            meta = redirected(meta, r.status)
+        self.frontier.add(
             [target], depth=ticket.depth, referrer=ticket.url, hops=ticket.hops + 1,
-            now=r.finished, callback=ticket.callback, meta=ticket.meta, priority=ticket.priority,
+            now=r.finished, callback=ticket.callback, meta=meta, priority=ticket.priority,
         )  # fmt: skip
         return Outcome.REDIRECT
 
@@ -723,6 +740,7 @@ class Engine:
                 revisit_of=revisit,
                 record_id=record_id,
                 payload_digest=digest,
+                request_body=r.request.body if r.request_bytes else b"",  # (a form's POST)
             )
         )
         self._times.warc += time.perf_counter() - t0
@@ -775,6 +793,7 @@ class Engine:
                 content_type=r.content_type,
                 held_s=round(held_s, 3),
                 visit=ticket.last.visits if ticket.last is not None else 0,
+                method=request_method(ticket.meta)[0] if ticket.meta[:1] == ENVELOPE else "GET",
             )
         )
 

@@ -263,7 +263,8 @@ class Fetcher:
         return self._loop.waited_s
 
     def submit(self, req: FetchRequest) -> None:
-        """Start a GET; its result comes from a later poll(). RuntimeError if no slot is free."""
+        """Start a request; its result comes from a later poll(). RuntimeError if no slot is
+        free."""
         if self._closed:
             raise RuntimeError("fetcher is closed")
         if self.free_slots <= 0:
@@ -352,8 +353,8 @@ class Fetcher:
 
     def _lookup(self, req: FetchRequest) -> Stored | None:
         """The stored response to revalidate ``req`` against, if the cache applies to it."""
-        if self._cache is None or req.keep_bytes:  # a cut body (robots.txt) is not cached
-            return None
+        if self._cache is None or req.keep_bytes or req.method != "GET":  # a cut body
+            return None  # (robots.txt) is not cached, nor a form's answer
         if any(name.lower() in _CONDITIONAL for name, _ in req.headers):
             return None  # the caller asks its own question
         try:
@@ -364,7 +365,7 @@ class Fetcher:
 
     def _cached(self, result: FetchResult, stored: Stored | None) -> FetchResult:
         """Store a fresh 200, or turn a 304 into the stored response it confirms."""
-        if self._cache is None or result.request.keep_bytes:
+        if self._cache is None or result.request.keep_bytes or result.request.method != "GET":
             return result
         if stored is not None and result.status == 304 and result.error is None:
             return self._cache.revalidated(result, stored, self._max_body_bytes)
@@ -415,7 +416,11 @@ def _set_request_options(
     # nothing, and with many transfers to one host it made some sit out the whole connect
     # timeout with nothing sent (about 3 in 100 with 64 at once, measured).
     handle.setopt(pycurl.PIPEWAIT, 1 if req.url[:6].lower() == "https:" else 0)
-    handle.setopt(pycurl.HTTPHEADER, _header_lines(req.headers + extra_headers))
+    if req.method != "GET":
+        _set_method(handle, req)
+        handle.setopt(pycurl.HTTPHEADER, [*_header_lines(req.headers + extra_headers), "Expect:"])
+    else:
+        handle.setopt(pycurl.HTTPHEADER, _header_lines(req.headers + extra_headers))
     if req.keep_bytes > 0:  # read up to keep_bytes of any body, whatever its announced size
         handle.setopt(pycurl.MAXFILESIZE_LARGE, 0)
     if transfer.policy is not None:
@@ -425,6 +430,19 @@ def _set_request_options(
     if capture_request:
         handle.setopt(pycurl.DEBUGFUNCTION, transfer.on_debug)
         handle.setopt(pycurl.VERBOSE, 1)  # libcurl calls DEBUGFUNCTION only when verbose
+
+
+def _set_method(handle: pycurl.Curl, req: FetchRequest) -> None:
+    """A request other than a GET: its method, and its body as given (the handle's reset on
+    release clears these)."""
+    if req.method == "HEAD":
+        handle.setopt(pycurl.NOBODY, 1)
+        return
+    if req.method == "POST" or req.body:
+        handle.setopt(pycurl.POSTFIELDSIZE_LARGE, len(req.body))
+        handle.setopt(pycurl.COPYPOSTFIELDS, req.body)
+    if req.method != "POST":
+        handle.setopt(pycurl.CUSTOMREQUEST, req.method)
 
 
 def _header_lines(headers: tuple[tuple[str, str], ...]) -> list[str] | tuple[str, ...]:

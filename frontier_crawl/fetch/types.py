@@ -43,7 +43,9 @@ _TRANSIENT = frozenset(
 
 @dataclass(slots=True, frozen=True)
 class FetchRequest:
-    """One GET. ``token`` is opaque to the fetcher and handed back in the result.
+    """One request: a GET unless ``method`` says otherwise (``body`` is then sent as it is,
+    with no ``Expect: 100-continue``; a HEAD reads no body). ``token`` is opaque to the
+    fetcher and handed back in the result. Only GETs go through the HTTP cache.
 
     There is no way to have libcurl follow redirects: a 3xx comes back as it is, and its
     target, if the caller wants it, is a request of its own (which passes scope and the
@@ -56,6 +58,8 @@ class FetchRequest:
     #: ``keep_bytes`` bytes of the body (decoded) are kept and the rest is not read, whatever
     #: ``max_body_bytes``: the result is no error, and ``FetchResult.cut`` says it was cut.
     keep_bytes: int = 0
+    method: str = "GET"
+    body: bytes = b""
 
 
 @dataclass(slots=True, frozen=True)

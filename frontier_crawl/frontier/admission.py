@@ -5,6 +5,9 @@ skipped at the cost of one set lookup), canonicalisation (``urls.canonicalize``)
 (allowed domains, ``exclude``), its owner (worker mode: a link to a host another worker owns
 is handed to ``on_foreign``), ``crawl.max_pages``, the seen-set (``seen.py``), the trap limits
 (``traps.py``, ``max_pages_per_host``), and is then queued by the frontier's ``enqueue``.
+A spider's request that is not a plain GET (a form's POST) is keyed in the seen-set by its
+canonical URL plus its ``variant`` (method and body: ``FrontierHooks.variant``), and skips
+the settled links below.
 
 Settled links. A link (as given, before canonicalisation) whose fate cannot change for the rest
 of the run is remembered in a bounded two-generation set once the transaction that decided it
@@ -82,6 +85,7 @@ class Admission:
         stored_admitted: Callable[[lmdb.Transaction[bytes], str], int],
         on_reject: Callable[[Ticket, str], None],
         on_foreign: Callable[[int, Link], None],
+        variant: Callable[[bytes], str],
     ) -> None:
         #: allowed domain -> whether the domain itself is allowed (False: "*." subdomains only)
         self._domain_set = domain_table(allow_domains)
@@ -96,6 +100,8 @@ class Admission:
         self._stored_admitted = stored_admitted
         self._on_reject = on_reject
         self._on_foreign = on_foreign
+        #: a request's meta -> what its seen-set key adds to its canonical URL ("": a GET)
+        self._variant = variant
         #: origin -> owning worker or OUT_OF_SCOPE (bounded; see owner_of)
         self._owners: dict[str, int] = {}
         #: links settled by committed transactions, two generations (see the module)
@@ -214,6 +220,12 @@ class Admission:
         add_new = self._seen.add_new
         enqueue = self._enqueue
         per_host = limits.max_pages_per_host
+        # a request other than a GET of its URL (a form's POST): its seen-set key is its URL
+        # with its method and body, and it neither reads nor feeds the settled links (which
+        # are a URL's GETs)
+        variant = self._variant(request[1]) if request is not None and request[1] else ""
+        if variant:
+            young, old, settling = set(), set(), []
         screened = bool(young or old)
         if screened and (
             not max_pages or (isinstance(urls, Sized) and admitted + len(urls) < max_pages)
@@ -247,7 +259,7 @@ class Admission:
             if max_pages and admitted + added >= max_pages:
                 break
             settling.append(raw)
-            if not add_new(txn, origin_digest(url, host_key)):
+            if not add_new(txn, origin_digest(url + variant, host_key)):
                 continue
             reason = trap_reason(url, depth, limits)
             if reason is None and per_host:

@@ -69,6 +69,9 @@ class Completion(msgspec.Struct, frozen=True, gc=False):
     record_id: str = ""
     fetched_at: float = 0.0  #: wall clock of the fetch (WARC-Date); 0: the frontier's clock
     location: str = ""  #: a 3xx's resolved target ("" otherwise)
+    #: the request may not be sent again, whatever the failure (the engine's say: a spider's
+    #: POST that may have reached the server, a request whose meta says dont_retry)
+    no_retry: bool = False
 
 
 class Settled(msgspec.Struct, frozen=True, gc=False):

@@ -70,7 +70,7 @@ from frontier_crawl.frontier.identity import (
     check_identity,
 )
 from frontier_crawl.frontier.mailbox import Link, decode_links, encode_links
-from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions
+from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions, no_variant
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for
 from frontier_crawl.frontier.recrawl import RecrawlPolicy
 from frontier_crawl.frontier.revisits import Revisits
@@ -159,6 +159,7 @@ class Frontier:
             stored_admitted=self._stored_admitted,
             on_reject=hooks.on_reject,
             on_foreign=hooks.on_foreign,
+            variant=hooks.variant,
         )
         #: robots.txt of every host: first fetch, refresh, redirects, the copy it falls back on
         self._gate = RobotsGate(files.robots, self._admission.domain_allowed, obey=o.obey_robots,
@@ -198,10 +199,12 @@ class Frontier:
         worker: int = 0,
         on_foreign: Callable[[int, Link], None] | None = None,
         wall_clock: Callable[[], float] = time.time,
+        variant: Callable[[bytes], str] = no_variant,
     ) -> Frontier:
         """Build a frontier from the crawl settings (``FrontierOptions.from_settings`` is the
         only place that reads them)."""
-        hooks = FrontierHooks(route=route, worker=worker, wall_clock=wall_clock)
+        hooks = FrontierHooks(route=route, worker=worker, wall_clock=wall_clock,
+                              variant=variant)  # fmt: skip
         if on_reject is not None:
             hooks = replace(hooks, on_reject=on_reject)
         if on_foreign is not None:
@@ -534,7 +537,7 @@ class Frontier:
             else None
         )
         failure = failure_of(outcome)
-        retry_s = retry_in(outcome, ticket.attempt, after, policy)
+        retry_s = None if outcome.no_retry else retry_in(outcome, ticket.attempt, after, policy)
         if retry_s is not None:
             held = self.retry(ticket, outcome.finished, retry_s, answer_s(outcome), failure,
                               outcome.ip, hold_s=after or 0.0)  # fmt: skip
@@ -555,6 +558,8 @@ class Frontier:
             if outcome.status in HOST_STATUSES
             else None
         )
+        if outcome.no_retry:
+            return False
         return retry_in(outcome, ticket.attempt, after, self._retry_policy) is not None
 
     def finish(

@@ -112,6 +112,11 @@ def _no_foreign(_worker: int, _link: Link) -> None:
     return None
 
 
+def no_variant(_meta: bytes) -> str:
+    """Every request is a GET of its URL: its seen-set key is its canonical URL's."""
+    return ""
+
+
 @dataclass(slots=True, frozen=True, kw_only=True)
 class FrontierHooks:
     """The frontier's collaborators.
@@ -120,7 +125,9 @@ class FrontierHooks:
     -> owning worker (worker mode; None: this process owns every host); ``worker``: this
     process's number; ``on_foreign``: takes a link to a host another worker owns.
     ``wall_clock`` dates the robots.txt cache (whose copies outlive a run) and reads
-    Retry-After dates.
+    Retry-After dates. ``variant``: what a request's stored meta adds to its canonical URL
+    for its seen-set key ("" for a GET; the method and body of any other: the engine gives
+    the spider's ``request_variant``), so two requests to one URL are two when they differ.
     """
 
     on_reject: Callable[[Ticket, str], None] = _no_reject
@@ -128,3 +135,4 @@ class FrontierHooks:
     worker: int = 0
     on_foreign: Callable[[int, Link], None] = _no_foreign
     wall_clock: Callable[[], float] = time.time
+    variant: Callable[[bytes], str] = no_variant

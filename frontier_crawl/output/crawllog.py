@@ -54,10 +54,15 @@ class LogEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     #: first revisit). A first fetch has none: UNSET, and 0 is taken as UNSET, so its line
     #: has no ``visit`` key (lines without recrawl are as they always were)
     visit: int | msgspec.UnsetType = msgspec.UNSET
+    #: the request's method when it is not a GET (a spider's form POST); a GET's line has no
+    #: ``method`` key ("GET" is taken as UNSET), so lines are as they always were
+    method: str | msgspec.UnsetType = msgspec.UNSET
 
     def __post_init__(self) -> None:
         if self.visit == 0:
             msgspec.structs.force_setattr(self, "visit", msgspec.UNSET)
+        if self.method == "GET":
+            msgspec.structs.force_setattr(self, "method", msgspec.UNSET)
 
 
 class ProblemEntry(LogEntry, frozen=True, kw_only=True, gc=False):

@@ -161,6 +161,7 @@ class ArchiveRecord:
     revisit_of: Revisit | None = None
     record_id: str = ""  #: WARC-Record-ID of the response (or revisit) record; "" : a new one
     payload_digest: bytes = b""  #: ``sha1(payload).digest()`` if already known, else b""
+    request_body: bytes = b""  #: the request's body as sent (a form's POST), b"" for a GET
 
     def capture(self) -> Capture:
         """The form the records are built from (``warcfile.Capture``). An
@@ -178,7 +179,7 @@ class ArchiveRecord:
             return Capture(
                 self.url, self.ip, self.fetched_at, self.request_bytes, self.header_bytes,
                 self.payload, self.truncated or "", record_id=self.record_id,
-                payload_digest=digest,
+                payload_digest=digest, request_body=self.request_body,
             )  # fmt: skip
         if seen.profile == IDENTICAL_PAYLOAD_DIGEST:
             digest = digest or seen.payload_digest or hashlib.sha1(self.payload).digest()
@@ -192,6 +193,7 @@ class ArchiveRecord:
         return Capture(
             self.url, self.ip, self.fetched_at, self.request_bytes, self.header_bytes, b"",
             "", seen.uri, seen.date, seen.profile, self.record_id, digest, seen.record_id,
+            self.request_body,
         )  # fmt: skip
 
 

@@ -71,8 +71,8 @@ COMPRESSORS: dict[str, tuple[int, int]] = {"isal": (1, 3), "zlib-ng": (6, 9)}
 #: a ``NamedTuple`` class, would cost the child a tenth of its start-up)
 _CAPTURE_FIELDS = ("url", "ip", "fetched_at", "request_bytes", "header_bytes", "payload",
                    "truncated", "refers_uri", "refers_date", "profile", "record_id",
-                   "payload_digest", "refers_id")  # fmt: skip
-_CAPTURE_DEFAULTS = ("", "", 0.0, "", "", b"", "")
+                   "payload_digest", "refers_id", "request_body")  # fmt: skip
+_CAPTURE_DEFAULTS = ("", "", 0.0, "", "", b"", "", b"")
 
 if TYPE_CHECKING:
 
@@ -96,6 +96,8 @@ if TYPE_CHECKING:
         #: capture's, written as its WARC-Payload-Digest (none for a 304 without one)
         payload_digest: bytes | memoryview = b""
         refers_id: str = ""  #: for a revisit: that capture's WARC-Record-ID ("" : unknown)
+        #: the request's body as sent (a form's POST), the request record's payload
+        request_body: bytes | memoryview = b""
 
 else:
     Capture = collections.namedtuple("Capture", _CAPTURE_FIELDS, defaults=_CAPTURE_DEFAULTS)
@@ -104,9 +106,9 @@ else:
 # --------------------------------------------------------------------------- the wire
 
 #: per capture: fetched_at, refers_date, then the lengths of url, ip, request, header,
-#: payload, truncated, refers_uri, profile, record_id, payload_digest, refers_id; the fields
-#: follow in that order
-_WIRE = struct.Struct("<dd11I")
+#: payload, truncated, refers_uri, profile, record_id, payload_digest, refers_id,
+#: request_body; the fields follow in that order
+_WIRE = struct.Struct("<dd12I")
 
 
 def encode_capture(c: Capture, out: list[bytes | memoryview]) -> int:
@@ -115,7 +117,7 @@ def encode_capture(c: Capture, out: list[bytes | memoryview]) -> int:
     truncated, refers = c.truncated.encode(), c.refers_uri.encode("utf-8", "surrogatepass")
     profile, rid, refers_id = c.profile.encode(), c.record_id.encode(), c.refers_id.encode()
     parts = (url, ip, c.request_bytes, c.header_bytes, c.payload, truncated, refers, profile,
-             rid, c.payload_digest, refers_id)  # fmt: skip
+             rid, c.payload_digest, refers_id, c.request_body)  # fmt: skip
     lengths = [len(part) for part in parts]
     out += (_WIRE.pack(c.fetched_at, c.refers_date, *lengths), *parts)
     return _WIRE.size + sum(lengths)
@@ -134,13 +136,13 @@ def decode_captures(buf: bytes | bytearray, start: int = 0) -> Iterator[Capture]
         for n in lengths:
             fields.append(view[at : at + n])
             at += n
-        url, ip, request, head, payload, truncated, refers, profile, rid, digest, refers_id = (
-            fields
-        )
+        (url, ip, request, head, payload, truncated, refers, profile, rid, digest, refers_id,
+         request_body) = fields  # fmt: skip
         yield Capture(str(url, "utf-8", "surrogatepass"), str(ip, "utf-8"), fetched_at,
                       bytes(request), bytes(head), payload, str(truncated, "utf-8"),
                       str(refers, "utf-8", "surrogatepass"), refers_date, str(profile, "utf-8"),
-                      str(rid, "utf-8"), digest, str(refers_id, "utf-8"))  # fmt: skip
+                      str(rid, "utf-8"), digest, str(refers_id, "utf-8"),
+                      request_body)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- records
@@ -176,13 +178,15 @@ def record_bytes(c: Capture) -> list[bytes]:
     out = [_record(kind, rid, shared + fields, "application/http; msgtype=response", head, payload)]
     if c.request_bytes.strip():
         request = last_header_block(c.request_bytes)
+        body = bytes(c.request_body)
+        digest_of_body = _sha1_label(hashlib.sha1(body).digest()) if body else _EMPTY_SHA1
         fields = (
             f"WARC-Concurrent-To: {rid}\r\n"
-            f"WARC-Block-Digest: {_sha1_label(hashlib.sha1(request).digest())}\r\n"
-            f"WARC-Payload-Digest: {_EMPTY_SHA1}\r\n"
+            f"WARC-Block-Digest: {_sha1_label(hashlib.sha1(request + body).digest())}\r\n"
+            f"WARC-Payload-Digest: {digest_of_body}\r\n"
         )
         kind = "application/http; msgtype=request"
-        out.append(_record("request", new_record_id(), shared + fields, kind, request, b""))
+        out.append(_record("request", new_record_id(), shared + fields, kind, request, body))
     return out
 
 

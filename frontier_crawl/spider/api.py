@@ -30,11 +30,12 @@ Nothing of it costs a page that does not use it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 
 import msgspec
 from selectolax.lexbor import LexborHTMLParser
@@ -48,19 +49,42 @@ if TYPE_CHECKING:
     from frontier_crawl.spider.page import Page
 
 _decode_meta = msgspec.msgpack.Decoder(dict[str, Any]).decode
-_decode_envelope = msgspec.msgpack.Decoder(
-    tuple[dict[str, Any], dict[str, Any], list[tuple[str, str]], str, str]
-).decode
 _encode = msgspec.msgpack.Encoder().encode
 
 #: The first byte of a stored meta that carries more than the meta: a request's cb_kwargs,
-#: headers or errback, packed as ``ENVELOPE + msgpack([meta, cb_kwargs, headers, errback,
-#: origin])`` (origin: the scheme://host:port the headers were given for).
-#: 0xc1 is the one byte msgpack never uses, so a plain meta (a msgpack map) never starts so.
+#: headers, errback, method, body or cookies, packed as ``ENVELOPE + msgpack([meta,
+#: cb_kwargs, headers, errback, origin, method, body, cookies])`` (:class:`Envelope`; origin:
+#: the scheme://host:port the headers were given for). 0xc1 is the one byte msgpack never
+#: uses, so a plain meta (a msgpack map) never starts so. Envelopes stored before method, body
+#: and cookies existed have five items and read as GETs without cookies.
 ENVELOPE = b"\xc1"
 #: headers not sent to another origin than the request's (a redirect elsewhere), as Scrapy
 #: and browsers do
 CREDENTIAL_HEADERS = frozenset(("authorization", "cookie", "proxy-authorization"))
+#: methods that may be sent again without the user's say (RFC 9110 9.2.2: idempotent)
+IDEMPOTENT_METHODS = frozenset(("GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"))
+#: failures after which a request is known not to have been sent (nothing reached the server):
+#: the only ones a non-idempotent request is retried after (the crawl log's error kinds)
+NOT_SENT_ERRORS = frozenset(("dns-error", "connect-error"))
+#: a Request(cookies=) cookie as stored: (name, value, domain, path); "" domain: the request's
+#: host, "" path: the request's default path
+StoredCookie = tuple[str, str, str, str]
+
+
+class Envelope(msgspec.Struct, array_like=True, gc=False):
+    """What a stored meta carries besides the meta (see ``ENVELOPE``)."""
+
+    meta: dict[str, Any]
+    cb_kwargs: dict[str, Any]
+    headers: list[tuple[str, str]]
+    errback: str
+    origin: str = ""
+    method: str = "GET"
+    body: bytes = b""
+    cookies: list[StoredCookie] = msgspec.field(default_factory=list)
+
+
+_decode_envelope = msgspec.msgpack.Decoder(Envelope).decode
 
 
 def origin_of(url: str) -> str:
@@ -70,11 +94,20 @@ def origin_of(url: str) -> str:
 
 def pack_envelope(
     meta: Mapping[str, Any] | None, cb_kwargs: Mapping[str, Any] | None,
-    headers: list[tuple[str, str]], errback: str, origin: str = "",
+    headers: list[tuple[str, str]], errback: str, origin: str = "", method: str = "GET",
+    body: bytes = b"", cookies: list[StoredCookie] | None = None,
 ) -> bytes:  # fmt: skip
-    """A request's stored meta with its cb_kwargs, headers and errback (msgpack errors
-    propagate: TypeError, ValueError, OverflowError)."""
-    return ENVELOPE + _encode([meta or {}, cb_kwargs or {}, headers, errback, origin])
+    """A request's stored meta with its cb_kwargs, headers, errback, method, body and cookies
+    (msgpack errors propagate: TypeError, ValueError, OverflowError)."""
+    packed: list[Any] = [meta or {}, cb_kwargs or {}, headers, errback, origin]
+    if method != "GET" or body or cookies:
+        packed += [method, body, cookies or []]
+    return ENVELOPE + _encode(packed)
+
+
+def envelope(raw: bytes) -> Envelope | None:
+    """The envelope of a stored meta, None for a plain meta."""
+    return _decode_envelope(raw[1:]) if raw[:1] == ENVELOPE else None
 
 
 def unpack_envelope(
@@ -84,8 +117,16 @@ def unpack_envelope(
     if not raw:
         return {}, {}, [], ""
     if raw[:1] == ENVELOPE:
-        return _decode_envelope(raw[1:])[:4]
+        e = _decode_envelope(raw[1:])
+        return e.meta, e.cb_kwargs, e.headers, e.errback
     return _decode_meta(raw), {}, [], ""
+
+
+def request_meta(raw: bytes) -> dict[str, Any]:
+    """The user's meta of a stored meta (plain or in an envelope)."""
+    if not raw:
+        return {}
+    return _decode_envelope(raw[1:]).meta if raw[:1] == ENVELOPE else _decode_meta(raw)
 
 
 def request_headers(raw: bytes, url: str) -> tuple[tuple[str, str], ...]:
@@ -93,10 +134,71 @@ def request_headers(raw: bytes, url: str) -> tuple[tuple[str, str], ...]:
     envelope; credentials only to the origin they were given for, not after a redirect)."""
     if raw[:1] != ENVELOPE:
         return ()
-    headers, origin = (e := _decode_envelope(raw[1:]))[2], e[4]
-    if origin and origin_of(url) != origin:
-        return tuple((k, v) for k, v in headers if k.lower() not in CREDENTIAL_HEADERS)
-    return tuple((k, v) for k, v in headers)
+    e = _decode_envelope(raw[1:])
+    if e.origin and origin_of(url) != e.origin:
+        return tuple((k, v) for k, v in e.headers if k.lower() not in CREDENTIAL_HEADERS)
+    return tuple((k, v) for k, v in e.headers)
+
+
+def request_method(raw: bytes) -> tuple[str, bytes]:
+    """(method, body) of the request a stored meta belongs to (("GET", b"") for most)."""
+    if raw[:1] != ENVELOPE:
+        return "GET", b""
+    e = _decode_envelope(raw[1:])
+    return e.method, e.body
+
+
+def request_variant(raw: bytes) -> str:
+    """What the frontier adds to a request's canonical URL for its seen-set key: "" for a GET
+    without a body (every link, so a URL's key is what it always was), else the method and
+    the SHA-1 of the body, after a NUL (no canonical URL holds one), so two requests to one
+    URL are one request exactly when their method and body are the same, as in Scrapy's
+    request fingerprint."""
+    if raw[:1] != ENVELOPE:
+        return ""
+    e = _decode_envelope(raw[1:])
+    if e.method == "GET" and not e.body:
+        return ""
+    return f"\x00{e.method}\x00{hashlib.sha1(e.body, usedforsecurity=False).hexdigest()}"
+
+
+def may_retry(raw: bytes, error: str | None) -> bool:
+    """Whether a request may be retried after a failure (``error``: the crawl log's error
+    kind, None for an HTTP status the crawl retries: 5xx, 429): always, unless its meta says
+    ``dont_retry: True`` (Scrapy's key); a non-idempotent one (POST, PATCH) only after a
+    failure before anything was sent (DNS, connect), unless its meta says ``dont_retry:
+    False``, the user's explicit leave to send it again."""
+    if not raw:
+        return True
+    meta = request_meta(raw)
+    dont = meta.get("dont_retry")
+    if dont is True:
+        return False
+    if dont is False:
+        return True
+    method = request_method(raw)[0]
+    return method in IDEMPOTENT_METHODS or error in NOT_SENT_ERRORS
+
+
+def redirected(raw: bytes, status: int) -> bytes:
+    """A stored meta for the target of a redirect, as Scrapy's RedirectMiddleware: a 302 or
+    303 of anything but a HEAD becomes a GET without body (and without Content-Type); 301,
+    307 and 308 keep the method and body. Request cookies are not sent again (the jar has
+    them)."""
+    if raw[:1] != ENVELOPE:
+        return raw
+    e = _decode_envelope(raw[1:])
+    if e.method == "GET" and not e.body and not e.cookies:
+        return raw
+    method, body, headers = e.method, e.body, e.headers
+    if status in (302, 303) and method != "HEAD":
+        method, body = "GET", b""
+        headers = [(k, v) for k, v in headers if k.lower() not in ("content-type",)]
+    return pack_envelope(e.meta, e.cb_kwargs, headers, e.errback, e.origin, method, body)
+
+
+def _text_of(value: Any, encoding: str) -> str:
+    return value.decode(encoding) if isinstance(value, bytes) else str(value)
 
 
 class Request(msgspec.Struct):
@@ -119,7 +221,14 @@ class Request(msgspec.Struct):
     ``Accept-Encoding`` are refused: a bad-yield);
     ``errback`` (a method or name) is called with a :class:`Failure` when the request fails
     for good (after retries) or gets an HTTP error status its callback does not handle.
-    ``dont_filter=True`` is accepted but cannot make the frontier fetch a URL twice
+    ``method`` (``"POST"``, ``"PUT"``...) and ``body`` (bytes, or str encoded with
+    ``encoding``) are sent as given: a request is the same request as another when its
+    canonical URL, method and body are (Scrapy's fingerprint), so a form posted twice with the
+    same data is sent once. ``cookies`` (a dict of name -> value, or a list of dicts with
+    ``name``, ``value`` and optionally ``domain`` and ``path``) go into the crawl's cookie jar
+    for the request's host and are sent with it (``meta["dont_merge_cookies"]``: neither the
+    jar nor these cookies; ``meta["cookiejar"]``: the key of one of several jars).
+    ``dont_filter=True`` is accepted but cannot make the frontier fetch a request twice
     (exactly-once is a guarantee of the crawl): it is logged once as a warning.
     """
 
@@ -131,6 +240,104 @@ class Request(msgspec.Struct):
     headers: Mapping[str, Any] | Iterable[tuple[Any, Any]] | None = None
     dont_filter: bool = False
     errback: str | Callable[..., Any] | None = None
+    method: str = "GET"
+    body: bytes | str | None = None
+    cookies: Mapping[str, Any] | list[Mapping[str, Any]] | None = None
+    encoding: str = "utf-8"
+
+    def __repr__(self) -> str:  # Scrapy's: never the headers, body or cookies (secrets)
+        return f"<{self.method} {self.url}>"
+
+    __str__ = __repr__
+
+
+def _set_default_header(req: Request, name: str, value: str) -> None:
+    """Give ``req`` the header unless it has it (any case): its headers become a list."""
+    given = req.headers
+    pairs = list(given.items() if isinstance(given, Mapping) else given or ())
+    if not any(_text_of(k, "latin-1").lower() == name.lower() for k, _ in pairs):
+        pairs.append((name, value))
+    req.headers = pairs
+
+
+def form_encode(formdata: Any, encoding: str) -> str:
+    """``formdata`` (a dict, or pairs; a list value is several fields) as
+    application/x-www-form-urlencoded text, as Scrapy encodes it."""
+    items = formdata.items() if isinstance(formdata, Mapping) else formdata
+    values = [
+        (_bytes_of(k, encoding), _bytes_of(v, encoding))
+        for k, vs in items
+        for v in (vs if isinstance(vs, list | tuple) else [vs])
+    ]
+    return urlencode(values, doseq=True)
+
+
+def _bytes_of(value: Any, encoding: str) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode(encoding)
+
+
+class FormRequest(Request):
+    """Scrapy's ``FormRequest``: ``formdata`` (a dict or pairs; a list value is several
+    fields) url-encoded into the body of a POST (the method when ``formdata`` is given and no
+    ``method``), with ``Content-Type: application/x-www-form-urlencoded``, or into the query
+    of a GET (replacing the URL's query). :meth:`from_response` fills in a page's form."""
+
+    formdata: Any = None
+    method: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.method:
+            self.method = "POST" if self.formdata else "GET"
+        self.method = self.method.upper()
+        if not self.formdata:
+            return
+        query = form_encode(self.formdata, self.encoding)
+        if self.method == "POST":
+            _set_default_header(self, "Content-Type", "application/x-www-form-urlencoded")
+            self.body = query.encode("ascii")
+        else:
+            self.url = urlunsplit(urlsplit(self.url)._replace(query=query))
+
+    @classmethod
+    def from_response(
+        cls, response: Response, formname: str | None = None, formid: str | None = None,
+        formnumber: int = 0, formdata: Any = None, clickdata: dict[str, Any] | None = None,
+        dont_click: bool = False, formxpath: str | None = None, formcss: str | None = None,
+        **kwargs: Any,
+    ) -> FormRequest:  # fmt: skip
+        """A request that submits a form of ``response`` as a browser would: its fields'
+        values (hidden ones included: a CSRF token, ``__VIEWSTATE``), ``formdata`` overriding
+        them, the first submit button's (or ``clickdata``'s) name and value unless
+        ``dont_click``, to the form's ``action`` with its ``method``. The form is chosen by
+        ``formname``, ``formid``, ``formxpath`` or ``formcss`` (an element inside it will do),
+        else the ``formnumber``-th. As Scrapy's (``form.py``)."""
+        from frontier_crawl.spider.form import form_request_args
+
+        url, method, pairs = form_request_args(
+            response, formname, formid, formnumber, formdata, clickdata, dont_click,
+            formxpath, formcss, kwargs.pop("url", None), kwargs.pop("method", None),
+        )  # fmt: skip
+        kwargs.setdefault("encoding", response.charset or "utf-8")
+        return cls(url=url, method=method, formdata=pairs, **kwargs)
+
+
+class JsonRequest(Request):
+    """Scrapy's ``JsonRequest``: ``data`` serialised as the JSON body (``dumps_kwargs`` for
+    ``json.dumps``; keys sorted by default), POST unless ``method`` is given, with
+    ``Content-Type: application/json`` and a JSON ``Accept`` unless given."""
+
+    data: Any = None
+    dumps_kwargs: dict[str, Any] | None = None
+    method: str = ""
+
+    def __post_init__(self) -> None:
+        if self.body is None and self.data is not None:
+            kwargs = {"sort_keys": True, **(self.dumps_kwargs or {})}
+            self.body = json.dumps(self.data, **kwargs)
+            self.method = self.method or "POST"
+        self.method = (self.method or "GET").upper()
+        _set_default_header(self, "Content-Type", "application/json")
+        _set_default_header(self, "Accept", "application/json, text/javascript, */*; q=0.01")
 
 
 class Headers(dict[str, str]):

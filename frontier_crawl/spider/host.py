@@ -50,6 +50,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import sys
 import sysconfig
 import time
@@ -76,6 +77,7 @@ from frontier_crawl.spider.api import (
     Request,
     Response,
     Spider,
+    StoredCookie,
     origin_of,
     pack_envelope,
     unpack_envelope,
@@ -523,6 +525,9 @@ class SpiderHost:
                         and obj.headers is None
                         and obj.errback is None
                         and not obj.dont_filter
+                        and obj.method == "GET"
+                        and obj.body is None
+                        and obj.cookies is None
                     ):
                         packed: bytes | None = b""
                         if meta:
@@ -599,7 +604,10 @@ class SpiderHost:
                 "fetched once per crawl (README: Coming from Scrapy)",
                 self._yield_site(state, it),
             )
-        if req.cb_kwargs is not None or req.headers is not None or req.errback is not None:
+        if (
+            req.cb_kwargs is not None or req.headers is not None or req.errback is not None
+            or req.method != "GET" or req.body is not None or req.cookies is not None
+        ):  # fmt: skip
             packed_extra = self._envelope(state, req, it)
             if packed_extra is None:
                 return None
@@ -675,9 +683,14 @@ class SpiderHost:
             if headers:
                 url = self._resolve(state, req.url)
                 origin = origin_of(url) if url is not None else ""
-            return pack_envelope(req.meta, req.cb_kwargs, headers, errback, origin)
+            method, body = _method_and_body(req)
+            cookies = _cookies(req.cookies) if req.cookies is not None else None
+            return pack_envelope(req.meta, req.cb_kwargs, headers, errback, origin, method,
+                                 body, cookies)  # fmt: skip
         except _RefusedHeader as exc:
             self._problem(state, "bad-yield", where, f"{what} headers: {exc}")
+        except _BadRequest as exc:
+            self._problem(state, "bad-yield", where, f"{what}: {exc}")
         except (TypeError, ValueError, OverflowError) as exc:
             self._problem(
                 state, "bad-meta", where,
@@ -837,6 +850,55 @@ class SpiderHost:
 
 class _RefusedHeader(ValueError):
     pass
+
+
+class _BadRequest(ValueError):
+    pass
+
+
+#: an HTTP method token (RFC 9110 5.6.2), upper-cased as sent
+_METHOD = re.compile(r"[A-Z][A-Z0-9!#$%&'*+.^_`|~-]*")
+
+
+def _method_and_body(req: Request) -> tuple[str, bytes]:
+    method = req.method
+    if type(method) is not str or not _METHOD.fullmatch(method.upper()):
+        raise _BadRequest(f"method must be an HTTP method name (GET, POST...), got {method!r}")
+    method = method.upper()
+    if method == "CONNECT":
+        raise _BadRequest("method CONNECT is not sent by a crawler")
+    body = req.body
+    if body is None:
+        return method, b""
+    if isinstance(body, str):
+        try:
+            return method, body.encode(req.encoding)
+        except (LookupError, UnicodeError) as exc:
+            raise _BadRequest(f"body does not encode with {req.encoding!r}: {exc}") from None
+    if isinstance(body, bytes | bytearray | memoryview):
+        return method, bytes(body)
+    raise _BadRequest(f"body must be bytes or str, got {type(body).__name__}")
+
+
+def _cookies(given: Any) -> list[StoredCookie]:
+    """Request(cookies=): a dict of name -> value, or a list of dicts with name, value and
+    optionally domain and path (Scrapy's two forms)."""
+    if isinstance(given, Mapping):
+        given = [{"name": k, "value": v} for k, v in given.items()]
+    elif not isinstance(given, list | tuple):
+        raise _BadRequest(f"cookies must be a dict or a list of dicts, got "
+                          f"{type(given).__name__}")  # fmt: skip
+    out: list[StoredCookie] = []
+    for c in given:
+        if not isinstance(c, Mapping) or "name" not in c or "value" not in c:
+            raise _BadRequest("each of cookies must be a dict with 'name' and 'value'")
+        name, value = str(_text(c["name"])), c["value"]
+        value = "" if value is None else _text(value) if isinstance(value, bytes) else str(value)
+        domain, path = str(c.get("domain") or ""), str(c.get("path") or "")
+        if not name or any(ch in name + value for ch in ";\r\n\0") or "=" in name:
+            raise _BadRequest(f"cookie {name!r}: a name or value holds '=', ';' or a line break")
+        out.append((name, value, domain, path))
+    return out
 
 
 #: request headers a spider may not set: they frame the request or name its target
