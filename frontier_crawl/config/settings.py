@@ -934,6 +934,17 @@ class SpiderSection(_Section, frozen=True):
             "here."
         ),
     ] = msgspec.field(default_factory=dict)
+    cookies: Annotated[
+        bool,
+        Meta(
+            description="Keep cookie jars for the spider's requests, as Scrapy does: "
+            "Set-Cookie honoured (RFC 6265 domain and path rules), Request(cookies=), meta "
+            "dont_merge_cookies and cookiejar; saved with the crawl state, so a resumed crawl "
+            "keeps its sessions. Only with spider.source: a crawl without a spider (an "
+            "archive crawl) never sends cookies, so each page is archived as a first visit "
+            "sees it."
+        ),
+    ] = True
 
     def __post_init__(self) -> None:
         if self.class_ is not None and self.source is None:

@@ -77,6 +77,7 @@ from frontier_crawl.spider.api import (
     request_headers,
     request_method,
 )
+from frontier_crawl.spider.cookies import COOKIES_BLOB, NO_COOKIES
 from frontier_crawl.spider.host import CALLBACKS_BLOB
 
 log = logging.getLogger(__name__)
@@ -169,6 +170,9 @@ class Engine:
         #: the spider (and [[extract]] rules), None without them: today's path, untouched.
         #: Loaded first: a source that does not import is a ConfigError before anything else
         self._spider = SpiderHost.load(settings)
+        #: the spider's cookie jars (NO_COOKIES without a spider: an archive crawl's requests
+        #: carry none): each request's Cookie header, each response's Set-Cookie
+        self._cookies = self._spider.cookies if self._spider is not None else NO_COOKIES
         self.layout = Layout(Path(settings.crawl.output_dir))
         make_dir(self.layout.root)
         #: one owner per state directory, before anything of it is read (StateLocked if not)
@@ -243,7 +247,7 @@ class Engine:
         # SAMPLE_EVERY_S, and the latest published snapshot (read by other threads: replaced
         # whole, never mutated once published)
         self._times = LoopTimes()
-        self._group = CommitGroup(
+        self._group = group = CommitGroup(
             self.frontier,
             outputs.all,
             archive=outputs.archive,
@@ -256,6 +260,7 @@ class Engine:
             waited=self._waited,
             started=self._started,
         )
+        group.before_commit.append(self._save_cookies)
         #: a worker's outbox and inbox (none outside worker mode)
         self._exchange: PeerExchange | None = None
         if peers is not None:
@@ -295,6 +300,7 @@ class Engine:
                     self.frontier.load_blob(CALLBACKS_BLOB), self.frontier.queued_callbacks
                 )
                 self._spider.open()  # spider.open, pipelines' open(spider): ConfigError if not
+                self._cookies.load(self.frontier.load_blob(COOKIES_BLOB))  # the sessions
             # in the first group: a seed's crawl-log line (a rejected one) is synced with it
             self._group.open(time.monotonic())
             if self._spider is not None:  # start_requests(), with their callbacks: before the
@@ -439,6 +445,12 @@ class Engine:
                 progress_every = self.settings.output.progress_interval_s
                 next_progress = now + progress_every if progress_every else float("inf")
 
+    def _save_cookies(self) -> None:
+        """The cookie jars, in the commit of the pages that set them (a resumed crawl keeps
+        its sessions), when they changed."""
+        if self._cookies.changed:
+            self.frontier.save_blob(COOKIES_BLOB, self._cookies.dump())
+
     def _foreign(self, dest: int, link: Link) -> None:
         """A link to a host another worker owns: batched, sent before this tick commits."""
         assert self._exchange is not None  # (only a worker's frontier has foreign links)
@@ -469,13 +481,17 @@ class Engine:
         validators = _validators(ticket.last) if ticket.last is not None else ()
         if ticket.callback == SITEMAP_CALLBACK:  # up to sitemaps.max_bytes
             return self._sitemaps.request(ticket, validators)
+        cookie = self._cookies.request_headers(ticket.url, ticket.meta)  # (a spider's jar)
         if ticket.meta[:1] == ENVELOPE:  # a spider's Request(headers=, method=, body=...)
             headers = request_headers(ticket.meta, ticket.url)
             method, body = request_method(ticket.meta)
             if method != "GET":
                 validators = ()  # (a revisit of a form's answer is not conditional)
-            return FetchRequest(ticket.url, token=ticket, headers=(*headers, *validators),
-                                method=method, body=body)  # fmt: skip
+            return FetchRequest(ticket.url, token=ticket,
+                                headers=(*headers, *cookie, *validators), method=method,
+                                body=body)  # fmt: skip
+        if cookie:
+            validators = (*cookie, *validators)
         return FetchRequest(ticket.url, token=ticket, headers=validators)
 
     # ----------------------------------------------------------------------------- results
@@ -486,6 +502,7 @@ class Engine:
         if ticket.robots:
             self._robots_result(ticket, r)
             return
+        self._cookies.response(r.url, r.headers, ticket.meta)  # its Set-Cookie, to the jar
         facts = _completion(r)  # the frontier decides retries and holds from these
         if ticket.meta and (r.error is not None or r.status >= 500 or r.status == 429) and (
             not may_retry(ticket.meta, r.error.value if r.error is not None else None)

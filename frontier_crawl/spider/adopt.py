@@ -86,6 +86,7 @@ MAPPED_SETTINGS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "REDIRECT_MAX_TIMES": ("fetch", "max_redirects", _nonneg_int),
     "HTTPCACHE_ENABLED": ("fetch", "cache", _bool),
     "AUTOTHROTTLE_MAX_DELAY": ("politeness", "max_delay_s", _number),
+    "COOKIES_ENABLED": ("spider", "cookies", _bool),
 }
 
 #: Scrapy settings with no one-to-one key: what to use instead
@@ -103,6 +104,8 @@ _HINTS = {
     "DEFAULT_REQUEST_HEADERS": "give Request(headers=...), or politeness.user_agent",
     "HTTPERROR_ALLOWED_CODES": "give the spider a handle_status attribute",
     "LOG_LEVEL": "logging is set on the command line (-v)",
+    "COOKIES_DEBUG": "cookies are secrets: they are never logged (the WARC records hold the "
+    "Cookie and Set-Cookie headers as exchanged)",
 }
 
 

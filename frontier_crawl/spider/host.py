@@ -82,6 +82,7 @@ from frontier_crawl.spider.api import (
     pack_envelope,
     unpack_envelope,
 )
+from frontier_crawl.spider.cookies import NO_COOKIES, CookieJars, NoCookies
 from frontier_crawl.spider.extract import Rules, compile_rules
 from frontier_crawl.spider.page import Page
 from frontier_crawl.spider.start import overrides_start, start_objects
@@ -199,8 +200,12 @@ class SpiderHost:
         user_dirs: tuple[str, ...] = (),
         renamed: dict[str, str] | None = None,
         item_time_field: str = "",
+        cookies: NoCookies = NO_COOKIES,
     ) -> None:
         self.spider = spider
+        #: the spider's cookie jars (cookies.py; NO_COOKIES: none), which the engine asks for
+        #: each request's Cookie header and gives each response's Set-Cookie headers
+        self.cookies = cookies
         #: [recrawl] item_time_field: the key each item of a page gets, its fetch time (ISO
         #: 8601, UTC, as the crawl log's ``time``), when the page says when it was fetched
         self._item_time_field = item_time_field
@@ -255,8 +260,9 @@ class SpiderHost:
                 dirs.append(str(Path(source).resolve().parent))
         recrawl = settings.recrawl
         time_field = recrawl.item_time_field if recrawl.enabled else ""
+        jars = CookieJars() if section.source is not None and section.cookies else NO_COOKIES
         return cls(spider, pipelines, rules, tuple(dirs), dict(section.renamed_callbacks),
-                   time_field)  # fmt: skip
+                   time_field, jars)  # fmt: skip
 
     # -- the seam ------------------------------------------------------------------------
 

@@ -4,12 +4,14 @@ from text, spider attributes, project imports, and loud refusals of what is not 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from frontier_crawl.config import ConfigError, CrawlSettings
-from frontier_crawl.spider import SpiderHost
+from frontier_crawl.spider import Request, SpiderHost
 from frontier_crawl.spider.adopt import adopt
+from frontier_crawl.spider.cookies import CookieJars
 from tests.unit.spider_helpers import isolated_imports, write
 
 pytestmark = pytest.mark.usefixtures("isolated_imports")
@@ -114,3 +116,104 @@ def test_bad_start_fails_at_load(tmp_path: Path) -> None:
                         "        yield {}['x']\n")  # fmt: skip
     with pytest.raises(ConfigError, match="did you miss an 's'"):
         spider_settings(tmp_path, "class S(scrapy.Spider):\n    start_url = 'http://a.test/'\n")
+
+
+# -- cookies ------------------------------------------------------------------------------
+
+
+def _envelope_of(host: SpiderHost, req: Request) -> bytes:
+    new = host._request(_run(), req, None)
+    assert new is not None, "the request was refused"
+    return new.meta
+
+
+def _run() -> Any:
+    from frontier_crawl.spider.host import _Run
+    from tests.unit.spider_helpers import page
+
+    return _Run(page(), None)
+
+
+def test_cookie_jar_rules() -> None:
+    jars = CookieJars()
+    assert jars.request_headers("http://a.test/", b"") == ()
+    jars.response("http://a.test/dir/page", (
+        ("set-cookie", "sid=1; Path=/"), ("set-cookie", "dir=2"),  # default path: /dir
+        ("set-cookie", "wide=3; Domain=a.test; Path=/"), ("set-cookie", "sec=4; Secure; Path=/"),
+        ("set-cookie", "old=5; Expires=Thu, 01 Jan 1970 00:00:00 GMT"),
+        ("set-cookie", "bad=6; Domain=other.test"),  # another domain: refused
+    ), b"")  # fmt: skip
+    assert jars.changed
+    assert _names(jars, "http://a.test/dir/x") == {"sid", "dir", "wide"}
+    assert _names(jars, "http://a.test/elsewhere") == {"sid", "wide"}
+    assert _names(jars, "http://sub.a.test/") == {"wide"}  # Domain= includes subdomains
+    assert _names(jars, "https://a.test/") == {"sid", "wide", "sec"}  # Secure: https only
+    assert _names(jars, "http://other.test/") == set()
+
+
+def _names(jars: CookieJars, url: str, meta: bytes = b"") -> set[str]:
+    header = dict(jars.request_headers(url, meta)).get("Cookie", "")
+    return {part.split("=")[0] for part in header.split("; ") if part}
+
+
+def test_cookie_meta_keys_and_request_cookies(tmp_path: Path) -> None:
+    host = SpiderHost.load(spider_settings(tmp_path, "class S(scrapy.Spider):\n    pass\n",
+                                           seeds=True))  # fmt: skip
+    assert host is not None and isinstance(host.cookies, CookieJars)
+    jars = host.cookies
+    given = _envelope_of(host, Request("http://a.test/", cookies={"lang": "en"}))
+    assert _names(jars, "http://a.test/", given) == {"lang"}  # sent, and kept in the jar:
+    assert _names(jars, "http://a.test/page") == {"lang"}
+    listed = _envelope_of(host, Request("http://a.test/", cookies=[
+        {"name": "k", "value": "v", "domain": "a.test", "path": "/p"}]))  # fmt: skip
+    assert _names(jars, "http://a.test/p/x", listed) == {"lang", "k"}
+    dont = _envelope_of(host, Request("http://a.test/", meta={"dont_merge_cookies": True},
+                                      cookies={"x": "1"}))  # fmt: skip
+    assert jars.request_headers("http://a.test/", dont) == ()
+    jars.response("http://a.test/", (("set-cookie", "y=1"),), dont)
+    assert _names(jars, "http://a.test/") == {"lang"}  # neither sent nor kept
+    second = _envelope_of(host, Request("http://a.test/", meta={"cookiejar": 2}))
+    assert jars.request_headers("http://a.test/", second) == ()  # another session
+    jars.response("http://a.test/", (("set-cookie", "s=two"),), second)
+    assert _names(jars, "http://a.test/", second) == {"s"}
+    assert _names(jars, "http://a.test/") == {"lang"}
+    saved = jars.dump()
+    assert not jars.changed
+    again = CookieJars()
+    again.load(saved)  # a resumed crawl: the same sessions, session cookies included
+    assert _names(again, "http://a.test/", second) == {"s"}
+    assert _names(again, "http://a.test/p/") == {"lang", "k"}
+    broken = CookieJars()
+    broken.load(b"\xc1nonsense")
+    assert broken.request_headers("http://a.test/", b"") == ()
+
+
+def test_cookies_off_without_a_spider_or_when_asked(tmp_path: Path) -> None:
+    from tests.unit.spider_helpers import settings
+
+    rules = settings(tmp_path / "rules", None, '[[extract]]\nurl = "."\nfields = {t = "title"}\n')
+    host = SpiderHost.load(rules)
+    assert host is not None and not isinstance(host.cookies, CookieJars)
+    off = spider_settings(tmp_path, "class S(scrapy.Spider):\n    custom_settings = "
+                          "{'COOKIES_ENABLED': False}\n", seeds=True)  # fmt: skip
+    assert off.spider.cookies is False
+    host = SpiderHost.load(off)
+    assert host is not None and not isinstance(host.cookies, CookieJars)
+    with pytest.raises(ConfigError, match="never logged"):
+        spider_settings(tmp_path, "class S(scrapy.Spider):\n    custom_settings = "
+                        "{'COOKIES_DEBUG': True}\n", seeds=True)  # fmt: skip
+
+
+def test_bad_requests_are_bad_yields(tmp_path: Path) -> None:
+    host = SpiderHost.load(spider_settings(tmp_path, "class S(scrapy.Spider):\n    pass\n",
+                                           seeds=True))  # fmt: skip
+    assert host is not None
+    for req, message in [
+        (Request("http://a.test/", method="GE T"), "HTTP method"),
+        (Request("http://a.test/", body=12), "body must be bytes or str"),  # type: ignore[arg-type]
+        (Request("http://a.test/", cookies="a=1"), "cookies must be"),  # type: ignore[arg-type]
+        (Request("http://a.test/", cookies={"a;b": "1"}), "cookie"),
+    ]:
+        state = _run()
+        assert host._request(state, req, None) is None
+        assert message in state.problems[-1].message
