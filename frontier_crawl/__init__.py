@@ -1,4 +1,14 @@
-"""frontier-crawl: a polite, crash-safe, memory-bounded web crawler engine."""
+"""frontier-crawl: a polite, crash-safe, memory-bounded web crawler engine.
+
+Scrapy's names, for a spider written for Scrapy with ``import frontier_crawl as scrapy``:
+``Spider``, ``Request``, ``FormRequest``, ``JsonRequest``, ``Item``, ``Field``; ``Selector``
+and ``SelectorList`` are parsel's (``Selector(text=...)``, ``Selector(root=...)``), imported
+on first use. Any other name of Scrapy's top-level API (``CrawlSpider``, ``Rule``,
+``ItemLoader``...) is an error that names it and says what to use instead
+(``frontier_crawl.spider.scrapy_names``), at the import that asks for it.
+"""
+
+from typing import Any
 
 from frontier_crawl.spider.api import (
     Field,
@@ -9,7 +19,6 @@ from frontier_crawl.spider.api import (
     Response,
     Spider,
 )
-from frontier_crawl.spider.select import Selector, SelectorList
 
 __version__ = "0.1.0"
 
@@ -25,3 +34,15 @@ __all__ = [
     "Spider",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Selector", "SelectorList"):
+        import parsel
+
+        return getattr(parsel, name)
+    from frontier_crawl.spider.scrapy_names import INSTEAD, NotSupported, missing
+
+    if name in INSTEAD:  # (an ImportError: ``from frontier_crawl import Rule`` shows it too)
+        raise NotSupported(missing(name, __name__))
+    raise AttributeError(missing(name, __name__))

@@ -474,8 +474,8 @@ class Response:
     request that led here (``{}`` for seeds).
     """
 
-    __slots__ = ("_cb_kwargs", "_headers", "_json", "_meta", "_page", "_selector", "_text",
-                 "_tree")  # fmt: skip
+    __slots__ = ("_by_tag", "_cb_kwargs", "_headers", "_json", "_meta", "_page", "_selector",
+                 "_text", "_tree")  # fmt: skip
 
     def __init__(self, page: Page) -> None:
         self._page = page
@@ -486,6 +486,8 @@ class Response:
         self._headers: Headers | None = None
         self._selector: parsel.Selector | None = None
         self._json: Any = _UNSET
+        #: tag -> (lexbor elements' mem_ids in document order, lxml's count), for xpath_context
+        self._by_tag: dict[str, tuple[dict[int, int], int]] | None = None
 
     @property
     def url(self) -> str:
@@ -575,7 +577,34 @@ class Response:
         """Scrapy's ``response.css``: parsel-style selectors (``::text``, ``::attr(name)``,
         ``.get()``, ``.getall()``, ``.re()``...) answered from the lexbor tree; an element's
         selector also answers selectolax's node API (``response.css("h1")[0].text()``)."""
-        return select(self.tree, query)
+        return select(self.tree, query, self)
+
+    def xpath_context(self, node: LexborNode) -> parsel.Selector | None:
+        """The element of :attr:`selector` (lxml) that a ``css()``-picked lexbor element is:
+        the one with its tag at the same index in document order; None (with a warning, once
+        per process) when the two parses hold different numbers of elements of that tag."""
+        tag = node.tag or ""
+        if self._by_tag is None:
+            self._by_tag = {}
+        known = self._by_tag.get(tag)
+        if known is None:
+            order = {n.mem_id: i for i, n in enumerate(self.tree.css(tag))} if tag else {}
+            counted = self.selector.xpath("count(//*[name()=$t])", t=tag).get() or "0"
+            known = self._by_tag[tag] = (order, int(float(counted)))
+        order, in_lxml = known
+        index = order.get(node.mem_id)
+        if index is None or in_lxml != len(order):
+            global _WARNED_XPATH
+            if not _WARNED_XPATH:
+                _WARNED_XPATH = True
+                logging.getLogger(__name__).warning(
+                    "%s: an xpath() on an element picked with css() sees only that element's "
+                    "own HTML: lxml and lexbor parse this page into different numbers of <%s> "
+                    "elements (use response.xpath() from the page for this query)", self.url,
+                    tag,
+                )  # fmt: skip
+            return None
+        return self.selector.xpath("(//*[name()=$t])[$i]", t=tag, i=index + 1)[0]
 
     @property
     def selector(self) -> parsel.Selector:
@@ -634,6 +663,7 @@ class Response:
 
 
 _UNSET: Any = object()
+_WARNED_XPATH = False
 
 
 def _url_of(url: Any) -> str:

@@ -13,9 +13,13 @@ idioms Scrapy's tutorial uses (the tests compare the two on the same pages):
 
 XPath, and anything lexbor cannot answer, is parsel's: ``Response.selector`` is a
 ``parsel.Selector`` built on first use (only pages that ask pay for the lxml tree); an
-``.xpath()`` on one of these selectors parses that node's HTML with parsel and evaluates the
-query with the node as context (``./``, ``.//``, ``text()`` and ``@attr`` behave as in
-Scrapy; an absolute ``//`` sees only that node's subtree).
+``.xpath()`` on an element picked with ``css()`` is evaluated on that same element of the
+page's lxml tree (``Response.xpath_context``: the element with its tag's index in document
+order), so it sees the whole document as in Scrapy (``../following-sibling::``,
+``ancestor::``, an absolute ``//``). Should lxml's parse of the page hold a different number
+of elements of that tag than lexbor's (broken markup the two parsers repair differently),
+the query is evaluated on the element's own HTML instead, with a warning logged once per
+crawl process: it then sees only the element's subtree.
 
 Differences from parsel, by design: ``.get()`` of an element is its HTML as lexbor serialises
 it (lxml's serialisation differs in details: attribute quoting, void elements); a selector of
@@ -47,13 +51,17 @@ class SelectorError(ValueError):
 
 class Selector:
     """One match: an element (``root`` is the lexbor node) or a string (a text node or an
-    attribute's value, ``root`` is the string)."""
+    attribute's value, ``root`` is the string). ``doc``: the page it was picked from (what
+    ``xpath`` maps the element back to), None for a selector made otherwise."""
 
-    __slots__ = ("_node", "_value")
+    __slots__ = ("_doc", "_node", "_value")
 
-    def __init__(self, node: LexborNode | None = None, value: str | None = None) -> None:
+    def __init__(
+        self, node: LexborNode | None = None, value: str | None = None, doc: Any = None
+    ) -> None:
         self._node = node
         self._value = value
+        self._doc = doc
 
     @property
     def root(self) -> Any:
@@ -73,14 +81,19 @@ class Selector:
     def css(self, query: str) -> SelectorList:
         if self._node is None:
             return SelectorList()
-        return select(self._node, query)
+        return select(self._node, query, self._doc)
 
     def xpath(self, query: str, **kwargs: Any) -> Any:
-        """parsel's answer, with this element as the context node."""
+        """parsel's answer, with this element as the context node (in the whole page when
+        the selector came from one: module docstring)."""
         import parsel
 
         if self._node is None:
             return parsel.Selector(text=self._value or "").xpath(query, **kwargs)
+        if self._doc is not None:
+            context = self._doc.xpath_context(self._node)
+            if context is not None:
+                return context.xpath(query, **kwargs)
         doc = parsel.Selector(text=self._node.html or "")
         tag = self._node.tag
         context = doc.xpath(f"//body/{tag}[1] | //head/{tag}[1] | /html[not(body)]")
@@ -207,10 +220,11 @@ def _texts(node: LexborNode, deep: bool) -> Iterator[str]:
             yield child.text_content or ""
 
 
-def select(root: LexborHTMLParser | LexborNode, query: str) -> SelectorList:
-    """parsel's ``.css(query)`` answered from a lexbor document or node."""
+def select(root: LexborHTMLParser | LexborNode, query: str, doc: Any = None) -> SelectorList:
+    """parsel's ``.css(query)`` answered from a lexbor document or node (``doc``: the page
+    the elements' selectors map back to for ``xpath``)."""
     if "::" not in query:
-        return SelectorList(Selector(n) for n in _nodes(root, query, query))
+        return SelectorList(Selector(n, None, doc) for n in _nodes(root, query, query))
     groups: list[tuple[str, str | None, list[str]]] = []  # (kind, attr, css parts)
     for part in _split(query):
         m = _PSEUDO.search(part)
@@ -237,7 +251,7 @@ def select(root: LexborHTMLParser | LexborNode, query: str) -> SelectorList:
             node: Any = getattr(root, "root", root)  # a parser's root element, or the node
             nodes = [] if node is None else [node]
         if kind == "node":
-            out.extend(Selector(n) for n in nodes)
+            out.extend(Selector(n, None, doc) for n in nodes)
         elif kind == "attr":
             assert attr is not None
             for n in nodes:

@@ -14,13 +14,12 @@ import msgspec
 import parsel
 import pytest
 
-import frontier_crawl as scrapy
 from frontier_crawl.config import ConfigError, CrawlSettings
 from frontier_crawl.exceptions import DownloadError, DropItem, HttpError
 from frontier_crawl.spider import Response, SpiderHost
 from frontier_crawl.spider.adopt import adopt
 from frontier_crawl.spider.api import pack_envelope, request_headers
-from frontier_crawl.spider.select import SelectorError
+from frontier_crawl.spider.select import SelectorError, SelectorList
 from tests.quotes_site import author_page, quote_page
 from tests.unit.spider_helpers import host_for, isolated_imports, page, settings, write
 
@@ -62,7 +61,7 @@ def test_css_gives_what_parsel_gives(html: str) -> None:
     assert r.css("title::text").extract_first() == "Quotes to Scrape" or "author" in html
     assert r.css("a.tag::text").extract() == p.css("a.tag::text").extract()
     links = r.css("a")
-    assert isinstance(links[1:3], scrapy.SelectorList) and len(links[1:3]) == 2
+    assert isinstance(links[1:3], SelectorList) and len(links[1:3]) == 2
     assert r.css("nothing").get() is None and r.css("nothing").get(default="") == ""
 
 
@@ -329,8 +328,8 @@ class S(scrapy.Spider):
     [
         ('{"ITEM_PIPELINES": {}}', "custom_settings['ITEM_PIPELINES']: not supported: list them "
          "in crawl.toml's spider.pipelines"),
-        ('{"COOKIES_DEBUG": True}', "custom_settings['COOKIES_DEBUG']: not supported: it has no "
-         "crawl.toml equivalent; the Scrapy settings that map are"),
+        ('{"TELNETCONSOLE_ENABLED": True}', "custom_settings['TELNETCONSOLE_ENABLED']: not "
+         "supported: it has no crawl.toml equivalent; the Scrapy settings that map are"),
         ('{"DOWNLOAD_DELAY": "fast"}', "custom_settings['DOWNLOAD_DELAY'] (crawl.toml "
          "politeness.min_delay_s): expected a number, got 'fast'"),
         ('{"ROBOTSTXT_OBEY": 1}', "(crawl.toml politeness.obey_robots): expected True or False"),

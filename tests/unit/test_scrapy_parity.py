@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import parsel
 import pytest
 
 from frontier_crawl.config import ConfigError, CrawlSettings
-from frontier_crawl.spider import Request, SpiderHost
+from frontier_crawl.spider import Request, Response, SpiderHost
 from frontier_crawl.spider.adopt import adopt
 from frontier_crawl.spider.cookies import CookieJars
 from tests.unit.spider_helpers import isolated_imports, write
@@ -217,3 +218,41 @@ def test_bad_requests_are_bad_yields(tmp_path: Path) -> None:
         state = _run()
         assert host._request(state, req, None) is None
         assert message in state.problems[-1].message
+
+
+# -- selectors ------------------------------------------------------------------------------
+
+
+def test_selector_from_text_and_root_is_parsels() -> None:
+    import lxml.html
+    import parsel
+
+    import frontier_crawl as scrapy
+
+    sel = scrapy.Selector(text="<div><p class=a>one</p></div>")
+    assert isinstance(sel, parsel.Selector) and sel.css("p.a::text").get() == "one"
+    root = lxml.html.fromstring("<div><p>two</p></div>")
+    assert scrapy.Selector(root=root).xpath("//p/text()").get() == "two"
+    assert scrapy.SelectorList is parsel.SelectorList
+
+
+def test_xpath_after_css_sees_the_whole_document(caplog: pytest.LogCaptureFixture) -> None:
+    from tests.quotes_site import quote_page
+    from tests.unit.spider_helpers import page
+
+    html = quote_page(1)
+    r = Response(page(body=html.encode()))
+    p = parsel.Selector(text=html)
+    for mine, theirs in zip(r.css("small.author"), p.css("small.author"), strict=True):
+        for query in ("../following-sibling::div/a/text()", "ancestor::div[@class='quote']/@class",
+                      "..//a/@href", "//title/text()", "following::a[1]/@href", "./text()"):
+            assert mine.xpath(query).getall() == theirs.xpath(query).getall(), query
+    first = r.css("div.quote")[2]
+    assert first.css("span.text")[0].xpath("../span[2]/small/text()").get() == p.css(
+        "div.quote")[2].xpath("./span[2]/small/text()").get()  # fmt: skip
+    # a page the two parsers repair differently (lexbor adds <tbody>, lxml does not): the
+    # query sees the element's own HTML, and a warning says so
+    odd = Response(page(body=b"<table><tr><td>c</td></tr></table><p>after</p>"))
+    with caplog.at_level("WARNING"):
+        assert odd.css("tbody")[0].xpath(".//td/text()").get() == "c"
+    assert "different numbers of <tbody>" in caplog.text
