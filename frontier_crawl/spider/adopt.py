@@ -15,6 +15,11 @@ is loaded: the command line, a reload) and returns the settings the crawl runs w
 - ``custom_settings``: each Scrapy setting that has a crawl.toml equivalent sets it (the
   spider's value wins over crawl.toml's, as in Scrapy; each one is logged); any other is a
   :class:`ConfigError` naming the crawl.toml key to use, or saying there is none.
+- The spider attributes Scrapy's components read: ``download_delay``, ``download_timeout``,
+  ``download_maxsize`` and ``user_agent`` set their crawl.toml keys (``ATTRIBUTES``; over
+  crawl.toml and custom_settings, as in Scrapy); the others (``http_user``, ``rules``,
+  ``sitemap_urls``, a ``from_crawler`` of the spider's own...) are a :class:`ConfigError`
+  saying what to use instead (``REFUSED_ATTRIBUTES``).
 
 Idempotent: adopting adopted settings changes nothing.
 """
@@ -35,7 +40,7 @@ from frontier_crawl.spider.start import overrides_start, start_objects
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["MAPPED_SETTINGS", "adopt", "scrapy_settings"]
+__all__ = ["ATTRIBUTES", "MAPPED_SETTINGS", "REFUSED_ATTRIBUTES", "adopt", "scrapy_settings"]
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +114,29 @@ _HINTS = {
 }
 
 
+#: spider attribute Scrapy reads -> the Scrapy setting it overrides (mapped as that setting)
+ATTRIBUTES = {
+    "download_delay": "DOWNLOAD_DELAY",
+    "download_timeout": "DOWNLOAD_TIMEOUT",
+    "download_maxsize": "DOWNLOAD_MAXSIZE",
+    "user_agent": "USER_AGENT",
+}
+#: spider attributes Scrapy reads that have no equivalent here: what to use instead
+REFUSED_ATTRIBUTES = {
+    "http_user": "send Request(headers={'Authorization': 'Basic ...'}) (credentials go only "
+    "to the request's origin)",
+    "http_pass": "send Request(headers={'Authorization': 'Basic ...'})",
+    "http_auth_domain": "send Request(headers={'Authorization': ...}) to that domain",
+    "download_warnsize": "remove it: fetch.max_body_bytes is the one size limit",
+    "rules": "CrawlSpider's rules are not supported: yield response.follow_all(css=..., "
+    "callback=...) from parse(), or use crawl.toml [[extract]] rules",
+    "sitemap_urls": "SitemapSpider is not supported: crawl.toml [sitemaps] enabled = true "
+    "and sitemaps.paths",
+    "sitemap_rules": "SitemapSpider is not supported: crawl.toml [sitemaps]",
+    "max_concurrent_requests": "set politeness.connections_per_host in crawl.toml",
+}
+
+
 def adopt(settings: CrawlSettings) -> CrawlSettings:
     """The settings with the spider class's start URLs, allowed_domains and custom_settings
     applied (see the module docstring); ConfigError naming the key if one is bad."""
@@ -121,6 +149,7 @@ def adopt(settings: CrawlSettings) -> CrawlSettings:
     custom = getattr(cls, "custom_settings", None)
     if custom:
         _custom(cls, custom, settings, raw)
+    _attributes(cls, settings, raw)
     seeds = list(settings.crawl.seeds)
     known = set(seeds)
     for url in start_urls(cls):
@@ -227,6 +256,36 @@ def _custom(
         before = getattr(getattr(settings, section), name)
         if before != converted:
             log.info("%s = %r sets %s.%s (crawl.toml: %r)", key, value, section, name, before)
+        raw.setdefault(section, {})[name] = converted
+
+
+def _attributes(cls: type[Spider], settings: CrawlSettings, raw: dict[str, Any]) -> None:
+    """The spider attributes Scrapy reads: mapped (ATTRIBUTES) or refused
+    (REFUSED_ATTRIBUTES)."""
+    for attr, instead in REFUSED_ATTRIBUTES.items():
+        if getattr(cls, attr, None) is not None:
+            raise ConfigError(f"spider.class: {cls.__name__}.{attr} is not supported: {instead}")
+    if "from_crawler" in {k for klass in cls.__mro__ if klass is not Spider
+                          for k in vars(klass)}:  # fmt: skip
+        raise ConfigError(
+            f"spider.class: {cls.__name__}.from_crawler is not supported: the spider is made "
+            "with no arguments; set it up in __init__() or open() (its settings are "
+            "self.settings, Scrapy's names)"
+        )
+    for attr, key in ATTRIBUTES.items():
+        value = getattr(cls, attr, None)
+        if value is None:
+            continue
+        section, name, convert = MAPPED_SETTINGS[key]
+        where = f"spider.class: {cls.__name__}.{attr} (crawl.toml {section}.{name})"
+        try:
+            converted = convert(value)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        before = raw.get(section, {}).get(name, getattr(getattr(settings, section), name))
+        if before != converted:
+            log.info("%s.%s = %r sets %s.%s (was %r)", cls.__name__, attr, value, section, name,
+                     before)  # fmt: skip
         raw.setdefault(section, {})[name] = converted
 
 

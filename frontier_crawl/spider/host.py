@@ -252,7 +252,11 @@ class SpiderHost:
         _handle_status(spider_cls)  # ConfigError now rather than at the first page
         _callback_handle_status(spider_cls)
         spider = load.instantiate(spider_cls, "spider.class")
-        pipelines = load.pipelines(section, load.Crawler(spider, scrapy_settings(settings)))
+        crawler = load.Crawler(spider, scrapy_settings(settings))
+        for attr, value in (("crawler", crawler), ("settings", crawler.settings)):
+            if getattr(spider, attr, None) is None:  # (Scrapy's self.settings.get(...))
+                setattr(spider, attr, value)
+        pipelines = load.pipelines(section, crawler)
         rules = compile_rules(rule_settings) if rule_settings else None
         dirs = []
         for source in (section.source, *(p.rpartition(":")[0] for p in section.pipelines)):
@@ -386,6 +390,9 @@ class SpiderHost:
             try:
                 if thing is self.spider:
                     self.spider.close()
+                    closed = getattr(self.spider, "closed", None)  # Scrapy's closed(reason)
+                    if callable(closed):
+                        closed("finished")
                 else:
                     hook = getattr(thing.obj, "close_spider", None) or getattr(
                         thing.obj, "close", None

@@ -256,3 +256,48 @@ def test_xpath_after_css_sees_the_whole_document(caplog: pytest.LogCaptureFixtur
     with caplog.at_level("WARNING"):
         assert odd.css("tbody")[0].xpath(".//td/text()").get() == "c"
     assert "different numbers of <tbody>" in caplog.text
+
+
+# -- spider attributes -------------------------------------------------------------------------
+
+
+def test_spider_attributes_mapped_or_refused(tmp_path: Path) -> None:
+    s = spider_settings(tmp_path, """
+class S(scrapy.Spider):
+    download_delay = 2.5
+    download_timeout = 7
+    download_maxsize = 0
+    user_agent = "my-bot/1.0"
+    custom_settings = {"DOWNLOAD_DELAY": 1.0}
+""", seeds=True)  # fmt: skip
+    assert s.politeness.min_delay_s == 2.5  # the attribute wins, as in Scrapy
+    assert s.fetch.timeout_s == 7 and s.fetch.max_body_bytes == 2**62
+    assert s.politeness.user_agent == "my-bot/1.0"
+    with pytest.raises(ConfigError, match=r"download_delay \(crawl.toml politeness.min_delay_s"):
+        spider_settings(tmp_path, "class S(scrapy.Spider):\n    download_delay = 'x'\n", seeds=True)
+    for attr, hint in [("http_user = 'u'", "Authorization"), ("rules = ()", "follow_all"),
+                       ("sitemap_urls = ['x']", r"\[sitemaps\]")]:  # fmt: skip
+        with pytest.raises(ConfigError, match=hint):
+            spider_settings(tmp_path, f"class S(scrapy.Spider):\n    {attr}\n", seeds=True)
+    with pytest.raises(ConfigError, match="from_crawler is not supported"):
+        spider_settings(tmp_path, "class S(scrapy.Spider):\n    @classmethod\n"
+                        "    def from_crawler(cls, crawler):\n        return cls()\n",
+                        seeds=True)  # fmt: skip
+
+
+def test_spider_settings_and_closed(tmp_path: Path) -> None:
+    s = spider_settings(tmp_path, """
+class S(scrapy.Spider):
+    download_delay = 0.5
+    reasons = []
+    def closed(self, reason):
+        self.reasons.append(reason)
+""", seeds=True)  # fmt: skip
+    host = SpiderHost.load(s)
+    assert host is not None
+    spider: Any = host.spider
+    assert spider.settings.getfloat("DOWNLOAD_DELAY") == 0.5
+    assert spider.crawler.spider is spider
+    host.open()
+    host.close()
+    assert spider.reasons == ["finished"]
