@@ -8,6 +8,12 @@ module already has that name), registered in ``sys.modules`` and with its direct
 shadow the standard library's for the rest of the crawl). One file imported for the
 spider and for a pipeline is imported once.
 
+A Scrapy project is importable as ``scrapy crawl`` makes it: the project root (the nearest
+directory above the file holding a ``scrapy.cfg``, else the top of the packages the file is
+in, directories with an ``__init__.py``) is appended to ``sys.path`` too, and a file inside
+a package there is imported under its dotted name (``myproject.spiders.quotes``), so both
+``from myproject.items import QuoteItem`` and ``from ..items import QuoteItem`` work.
+
 Every failure is a :class:`~frontier_crawl.config.ConfigError` whose message starts with the
 key (``spider.source``, ``spider.class``, ``spider.pipelines[2]``) and carries the exception's
 type and text, so the crawl exits with status 2 before any request.
@@ -92,6 +98,14 @@ def _import_file(path: Path, key: str) -> ModuleType:
     for module in list(sys.modules.values()):
         if getattr(module, "__file__", None) == str(path):
             return module
+    dotted = _project_module(path)
+    if dotted is not None:
+        try:
+            return importlib.import_module(dotted)
+        except (Exception, SystemExit) as exc:
+            raise ConfigError(
+                f"{key}: cannot import {str(path)!r} (as {dotted}): {_describe(exc)}"
+            ) from None
     name = path.stem if path.stem.isidentifier() else "_source"
     if name in sys.modules:
         name = f"_frontier_crawl_user_{name}_{len(sys.modules)}"
@@ -109,6 +123,28 @@ def _import_file(path: Path, key: str) -> ModuleType:
         del sys.modules[name]
         raise ConfigError(f"{key}: cannot import {str(path)!r}: {_describe(exc)}") from None
     return module
+
+
+#: how many directories above a source file a scrapy.cfg is looked for
+PROJECT_DEPTH = 8
+
+
+def _project_module(path: Path) -> str | None:
+    """The dotted name of a file inside a project's packages (module docstring), with the
+    project root appended to ``sys.path``; None for a file to import as a file."""
+    cfg_root = next(
+        (p for p in list(path.parents)[:PROJECT_DEPTH] if (p / "scrapy.cfg").is_file()), None
+    )
+    top = path.parent  # the first directory above the packages the file is in
+    while (top / "__init__.py").is_file() and top.parent != top:
+        top = top.parent
+    root = cfg_root if cfg_root is not None else top
+    if str(root) not in sys.path:
+        sys.path.append(str(root))  # last: a file there cannot shadow an installed module
+    if top != root or top == path.parent:  # not in a package, or not in one at the root
+        return None
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts) if all(p.isidentifier() for p in parts) else None
 
 
 def spider_class(section: SpiderSection) -> type[Spider]:

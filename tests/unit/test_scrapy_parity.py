@@ -301,3 +301,45 @@ class S(scrapy.Spider):
     host.open()
     host.close()
     assert spider.reasons == ["finished"]
+
+
+# -- a Scrapy project ------------------------------------------------------------------------
+
+
+def test_startproject_layout_imports(tmp_path: Path) -> None:
+    """``scrapy startproject myproject``'s layout, crawl.toml outside it: the project's own
+    imports work, absolute and relative, and the spider's directory's files too."""
+    proj = tmp_path / "proj"
+    write(proj, "scrapy.cfg", "[settings]\ndefault = myproject.settings\n")
+    write(proj, "myproject/__init__.py", "")
+    write(proj, "myproject/settings.py", "BOT_NAME = 'myproject'\n")
+    write(proj, "myproject/items.py", HEAD + "class QuoteItem(scrapy.Item):\n"
+          "    text = scrapy.Field()\n")  # fmt: skip
+    write(proj, "myproject/pipelines.py", "class Keep:\n"
+          "    def process_item(self, item, spider):\n        return item\n")  # fmt: skip
+    write(proj, "myproject/spiders/__init__.py", "")
+    write(proj, "myproject/spiders/helpers.py", "PREFIX = 'q'\n")
+    write(proj, "myproject/spiders/quotes.py", HEAD + """
+from myproject.items import QuoteItem
+from ..items import QuoteItem as Same
+from .helpers import PREFIX
+
+class QuotesSpider(scrapy.Spider):
+    name = PREFIX
+    start_urls = ["http://a.test/"]
+    def parse(self, response):
+        assert QuoteItem is Same
+        yield QuoteItem(text=response.url)
+""")
+    (tmp_path / "crawl.toml").write_text(
+        '[spider]\nsource = "proj/myproject/spiders/quotes.py"\n'
+        'pipelines = ["myproject.pipelines:Keep"]\n'
+    )
+    from frontier_crawl.config import load
+    from tests.unit.spider_helpers import page
+
+    host = SpiderHost.load(adopt(load(tmp_path / "crawl.toml")))
+    assert host is not None and host.spider.name == "q"
+    host.open()
+    out = host.run(page())
+    assert out.problems == [] and out.items == [{"text": "http://a.test/dir/index.html"}]
