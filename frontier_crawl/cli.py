@@ -25,6 +25,9 @@ from frontier_crawl.config import ConfigError, load, redact_url, to_toml
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_CONFIG = 2
+#: the crawl ran, but every page given to a spider callback failed there (callback-error)
+#: and no item was written: the spider is broken, not the crawl (the report says so too)
+EXIT_CALLBACKS_FAILED = 3
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -208,7 +211,16 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILURE
     if argv is None:  # the process's own command line: it exits next
         _skip_final_collections()
-    return exit_status(report)
+    status = exit_status(report)
+    if status == EXIT_CALLBACKS_FAILED:
+        spider = report.get("spider")
+        pages = spider.get("pages") if isinstance(spider, dict) else "?"
+        sys.stderr.write(
+            f"frontier-crawl: every page given to the spider ({pages}) failed in "
+            "its callback (callback-error) and no item was written: see the tracebacks above "
+            "and the crawl log's callback-error lines\n"
+        )
+    return status
 
 
 def _skip_final_collections() -> None:
@@ -240,7 +252,8 @@ def _check_listen(listen: str) -> None:
 
 def exit_status(report: dict[str, object]) -> int:
     """EXIT_FAILURE for a run that ended on a failed write, a low-space stop or a failed
-    worker (resumable), else EXIT_OK."""
+    worker (resumable); EXIT_CALLBACKS_FAILED when every page given to a spider callback
+    failed there and no item was written; else EXIT_OK."""
     failed = (
         not report
         or report.get("write_error")
@@ -248,7 +261,14 @@ def exit_status(report: dict[str, object]) -> int:
         or report.get("failed_workers")
         or report.get("cluster_error")
     )
-    return EXIT_FAILURE if failed else EXIT_OK
+    if failed:
+        return EXIT_FAILURE
+    spider = report.get("spider")
+    if isinstance(spider, dict):
+        pages, broken = int(spider.get("pages") or 0), int(spider.get("failed_pages") or 0)
+        if pages and broken >= pages and not spider.get("items"):
+            return EXIT_CALLBACKS_FAILED
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -224,3 +224,5 @@ class CommitGroup:
         for outcome in problems:
             stats.record(outcome, 0, None, 0)
         stats.spider_problems += len(problems)
+        if problems and "callback-error" in problems:
+            stats.failed_callback_pages += 1

@@ -229,6 +229,8 @@ class CrawlStats:
         self.hosts = {h: t for h, t in hosts.items() if h in keep}
     items: int = 0  #: items written to the feeds (pages marked done)
     spider_problems: int = 0  #: callback-error, pipeline-error, bad-yield... lines
+    #: pages (marked done) whose callback raised: the report's spider.failed_pages
+    failed_callback_pages: int = 0
     #: items dropped by pipelines: "Name" (DropItem), "Name (returned None)" -> count
     dropped: dict[str, int] = field(default_factory=dict)
     #: per page given to a spider: seconds in its callback (with the [[extract]] rules), and
@@ -291,6 +293,10 @@ class CrawlStats:
         return {
             "items": self.items,
             "problems": self.spider_problems,
+            # pages given to callbacks, and those whose callback raised (callback-error): all
+            # of them with no item is the CLI's exit status 3 (cli.exit_status)
+            "pages": self.callback_time.n,
+            "failed_pages": self.failed_callback_pages,
             "dropped": dict(self.dropped),
             "callback": self.callback_time.summary(elapsed_s),
             "pipelines": self.pipeline_time.summary(elapsed_s),

@@ -101,3 +101,57 @@ source = "spider.py"
     assert (f"{base}/echo", b"n=2") in requests["POST"], list(requests)
     assert (f"{base}/echo", b"put body") in requests["PUT"]
     assert (f"{base}/echo", b"") in requests["GET"]
+
+
+BROKEN = '''
+import frontier_crawl as scrapy
+
+
+class Broken(scrapy.Spider):
+    start_urls = ["http://quotes.test:{port}/page/1/"]
+
+    def parse(self, response):
+        yield scrapy.Request(response.urljoin("/page/2/"), callback=self.parse_page)
+
+    def parse_page(self, response):
+        raise TypeError("a callback that cannot work")
+'''
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("broken", [True, False])
+def test_a_crawl_whose_callbacks_all_failed_says_so(tmp_path: Path, broken: bool) -> None:
+    with QuotesSite() as site:
+        port = site.port
+        source = BROKEN.format(port=port)
+        if broken:  # parse fails too: every callback failed
+            source = source.replace("        yield scrapy.Request(", "        1 / 0\n"
+                                    "        yield scrapy.Request(")  # fmt: skip
+        (tmp_path / "spider.py").write_text(source)
+        (tmp_path / "crawl.toml").write_text(f"""
+[crawl]
+output_dir = "out"
+[politeness]
+min_delay_s = 0.01
+[fetch]
+resolve = ["quotes.test:{port}:127.0.0.1"]
+allow_addresses = ["loopback"]
+[frontier]
+seen_capacity = 10000
+[output]
+progress_interval_s = 0
+[spider]
+source = "spider.py"
+""")
+        proc = subprocess.run(
+            [sys.executable, "-m", "frontier_crawl.cli", "--config", str(tmp_path / "crawl.toml")],
+            capture_output=True, text=True, timeout=80, cwd=tmp_path,
+        )  # fmt: skip
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    if broken:
+        assert proc.returncode == 3, proc.stderr[-3000:]
+        assert "every page given to the spider (1) failed" in proc.stderr
+        assert report["spider"]["pages"] == report["spider"]["failed_pages"] == 1
+    else:  # one callback worked (parse), one failed: the crawl's own status
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert (report["spider"]["pages"], report["spider"]["failed_pages"]) == (2, 1)
