@@ -343,3 +343,35 @@ class QuotesSpider(scrapy.Spider):
     host.open()
     out = host.run(page())
     assert out.problems == [] and out.items == [{"text": "http://a.test/dir/index.html"}]
+
+
+def test_envelopes_stored_before_methods_still_read() -> None:
+    import msgspec
+
+    from frontier_crawl.spider.api import (
+        ENVELOPE,
+        may_retry,
+        pack_envelope,
+        redirected,
+        request_headers,
+        request_method,
+        request_variant,
+        unpack_envelope,
+    )
+
+    old = ENVELOPE + msgspec.msgpack.encode([{"k": 1}, {"n": 2}, [["Accept", "x"]], "eb", ""])
+    assert unpack_envelope(old) == ({"k": 1}, {"n": 2}, [("Accept", "x")], "eb")
+    assert request_method(old) == ("GET", b"") and request_variant(old) == ""
+    assert request_headers(old, "http://a.test/") == (("Accept", "x"),)
+    post = pack_envelope({}, None, [("Content-Type", "t")], "", "", "POST", b"a=1")
+    other = pack_envelope({}, None, [], "", "", "POST", b"a=2")
+    assert request_variant(post) != request_variant(other) != ""
+    assert request_variant(pack_envelope({"x": 1}, None, [], "")) == ""  # a GET's key: its URL
+    assert not may_retry(post, "timeout") and may_retry(post, "connect-error")
+    assert not may_retry(post, None)  # a 5xx
+    assert may_retry(pack_envelope({"dont_retry": False}, None, [], "", "", "POST", b""), None)
+    assert not may_retry(msgspec.msgpack.encode({"dont_retry": True}), "dns-error")
+    assert may_retry(b"", "timeout")
+    assert request_method(redirected(post, 303)) == ("GET", b"")
+    assert request_headers(redirected(post, 302), "http://a.test/") == ()
+    assert request_method(redirected(post, 307)) == ("POST", b"a=1")
