@@ -18,6 +18,7 @@ from pathlib import Path
 
 from frontier_crawl import __version__
 from frontier_crawl.config import ConfigError, load, redact_url, to_toml
+from frontier_crawl.logsetup import configure as configure_logging
 
 # The rest is imported where a command needs it: this module is also the main module of every
 # worker process (multiprocessing's spawn imports it again there), which runs none of them.
@@ -91,10 +92,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``frontier-crawl`` console script."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(verbose=args.verbose)  # again with [logging] once the config is read
     from rich.console import Console
 
     out = Console(stderr=False)
@@ -136,13 +134,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from frontier_crawl.spider.adopt import adopt
 
-        settings = adopt(load(args.config))  # the spider's start_urls, allowed_domains...
+        notes: list[str] = []
+        settings = adopt(load(args.config, notes))  # the spider's start_urls, allowed_domains
+        configure_logging(settings.logging.format, settings.logging.level, args.verbose)
         check_scope(settings)  # entries that cannot match, seeds outside the scope
         if args.check:  # as the run does first: a spider or pipeline that does not load
             from frontier_crawl.spider import SpiderHost
 
             SpiderHost.load(settings)
             _check_listen(settings.control.listen)
+            from frontier_crawl.safefs import check_output_dirs, probe_output_dir
+            from frontier_crawl.workers.partition import node_root
+
+            root = node_root(settings, args.node)
+            check_output_dirs(settings, root)
+            probe_output_dir(root, keep=False)  # the run would refuse it: refuse it here
     except ConfigError as exc:
         sys.stderr.write(f"frontier-crawl: config error: {exc}\n")
         return EXIT_CONFIG
@@ -160,8 +166,10 @@ def main(argv: list[str] | None = None) -> int:
                 settings.fetch, proxy=None if proxy is None else redact_url(proxy)
             ),
         )
-        sys.stdout.write(to_toml(shown))
+        sys.stdout.write("".join(f"# note: {n}\n" for n in notes) + to_toml(shown))
         return EXIT_OK
+    for note in notes:  # a default the loader chose for this file: said before the run
+        sys.stderr.write(f"frontier-crawl: note: {note}\n")
     from frontier_crawl.cluster import ClusterError, ClusterRefused
     from frontier_crawl.frontier import StateMismatch
     from frontier_crawl.proctree import StateLocked

@@ -268,6 +268,9 @@ def _run(client: Client, settings: CrawlSettings, action: str, args: list[str], 
         host, seconds = _need(args, 2, "delay HOST SECONDS")
         body = {"host": host, "delay_s": _delay(seconds)}
         reply = client.request("POST", "/api/host-delay", body)
+        if body["delay_s"] is not None and not reply.get("origins") and "result" in reply:
+            raise CtlError(f"delay: no host named {host!r} is known to this crawl (not queued, "
+                           "fetched or waiting); nothing changed", EXIT_REFUSED)  # fmt: skip
     elif action == "concurrency":
         (value,) = _need(args, 1, "concurrency N")
         if not value.isdigit():

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.output import render_report
-from frontier_crawl.safefs import check_output_dirs
+from frontier_crawl.safefs import check_output_dirs, probe_output_dir
 from frontier_crawl.workers import (
     merge_reports,
     node_root,
@@ -167,6 +167,7 @@ def crawl(
     """Run (or resume) one crawl (node ``node`` of a cluster crawl) and print its report.
     ``config_path``: the file a reload (SIGHUP, ``ctl reload``) reads again."""
     check_output_dirs(settings, node_root(settings, node))  # before anything is read
+    probe_output_dir(node_root(settings, node))
     shown: list[Progress] = [progress_printer(console)]
     live = console.is_terminal and settings.output.progress_interval_s > 0
     if settings.workers.processes != 1 or settings.cluster.redis_url:

@@ -234,6 +234,40 @@ def check_output_dirs(settings: CrawlSettings, root: Path | None = None) -> None
         )
 
 
+def probe_output_dir(root: Path, keep: bool = True) -> None:
+    """Create ``root`` (and its parents) if missing, and create and remove a file in it: a
+    directory the crawl cannot make or write into is a ConfigError naming
+    ``crawl.output_dir`` (exit 2, before any request), not a failed write mid-run. ``keep``
+    false (``--check``): the directories this made are removed again."""
+    made: list[Path] = []
+    for parent in (root, *root.parents):
+        if parent.exists():
+            break
+        made.append(parent)
+    try:
+        for path in reversed(made):
+            path.mkdir(mode=0o755)
+        fd, name = _probe_file(root)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        raise ConfigError(
+            f"crawl.output_dir: {root} cannot be {'written' if not made else 'created'} "
+            f"({exc.strerror or exc}): choose a directory this user can create and write"
+        ) from None
+    finally:
+        if not keep:
+            for path in made:
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+
+
+def _probe_file(root: Path) -> tuple[int, str]:
+    import tempfile
+
+    return tempfile.mkstemp(prefix=".probe-", dir=root)
+
+
 # ----------------------------------------------------------------------------- diskcache
 
 

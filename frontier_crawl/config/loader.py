@@ -23,6 +23,7 @@ from frontier_crawl.config.settings import (
     CrawlSettings,
     ExtractField,
     ExtractRule,
+    RecrawlSection,
     SpiderSection,
     check_extract,
 )
@@ -174,9 +175,49 @@ def _extract_field_errors(raw: dict[str, Any]) -> None:
                 ) from None
 
 
-def parse(raw: dict[str, Any], base_dir: Path | None = None) -> CrawlSettings:
-    """Validate a TOML document already read into a dict."""
+def _clamp_recrawl_defaults(raw: dict[str, Any]) -> list[str]:
+    """``[recrawl]`` intervals the user left unset take their default clamped into the ones
+    the user wrote (``max_interval_s = 40`` alone makes the first interval 40 s, not a refused
+    86,400 s); a value the user wrote is never changed. Sets them in ``raw``; a note for each."""
+    section = raw.get("recrawl")
+    if not isinstance(section, dict):
+        return []
+    fields = {f.name: f.default for f in msgspec.structs.fields(RecrawlSection)}
+    lo, hi = section.get("min_interval_s"), section.get("max_interval_s")
+    numbers = (int, float)
+    if not all(v is None or (isinstance(v, numbers) and not isinstance(v, bool)) for v in (lo, hi)):
+        return []  # the type check names the key
+    notes: list[str] = []
+
+    def clamp(key: str, low: float | None, high: float | None) -> float:
+        default = float(fields[key])
+        value = default if low is None else max(low, default)
+        value = value if high is None else min(high, value)
+        if value != default:
+            section[key] = value
+            notes.append(f"recrawl.{key} (unset): its default {default:g} s is outside the "
+                         f"intervals set; {value:g} s is used")  # fmt: skip
+        return value
+
+    if lo is None:
+        lo = clamp("min_interval_s", None, hi)
+    if hi is None:
+        hi = clamp("max_interval_s", lo, None)
+    if "initial_interval_s" not in section:
+        clamp("initial_interval_s", lo, hi)
+    return notes
+
+
+def parse(
+    raw: dict[str, Any], base_dir: Path | None = None, notes: list[str] | None = None
+) -> CrawlSettings:
+    """Validate a TOML document already read into a dict. ``notes`` (if given) receives a
+    line for each default the loader changed to fit what the user wrote (``--check`` prints
+    them)."""
     _nul_check(raw, [])
+    adjusted = _clamp_recrawl_defaults(raw)
+    if notes is not None:
+        notes += adjusted
     try:
         _extract_field_errors(raw)
         settings = msgspec.convert(raw, CrawlSettings, strict=True)
@@ -300,8 +341,14 @@ def _resolve_spider(spider: SpiderSection, base_dir: Path | None) -> SpiderSecti
     return msgspec.structs.replace(spider, source=source, pipelines=tuple(pipelines))
 
 
-def load(path: str | Path) -> CrawlSettings:
-    """Read and validate a crawl.toml file."""
+def default_output_dir(config: Path) -> str:
+    """``crawl.output_dir`` of a file that does not set it: ``crawls/<file name without
+    .toml>`` beside the file."""
+    return f"crawls/{config.stem or 'crawl'}"
+
+
+def load(path: str | Path, notes: list[str] | None = None) -> CrawlSettings:
+    """Read and validate a crawl.toml file (``notes``: see :func:`parse`)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -311,7 +358,15 @@ def load(path: str | Path) -> CrawlSettings:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    return parse(raw, base_dir=path.resolve().parent)
+    crawl = raw.setdefault("crawl", {})
+    if isinstance(crawl, dict) and "output_dir" not in crawl:
+        # one directory per config file: two configs in one folder never become one crawl
+        crawl["output_dir"] = default_output_dir(path)
+        if notes is not None:
+            where = path.resolve().parent / crawl["output_dir"]
+            notes.append(f"crawl.output_dir is not set: this crawl writes to {where} (set it "
+                         f"in {path.name})")  # fmt: skip
+    return parse(raw, base_dir=path.resolve().parent, notes=notes)
 
 
 def _toml_value(value: Any) -> str:

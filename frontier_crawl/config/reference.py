@@ -62,6 +62,10 @@ def _number(value: float) -> str:
     return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
+#: defaults the loader derives from the file (the struct's is for settings built in code)
+_DEFAULTS = {"crawl.output_dir": "`crawls/<config file name>`"}
+
+
 def _default(value: Any) -> str:
     if value is msgspec.NODEFAULT or value is None:
         return "(unset)"
@@ -144,7 +148,8 @@ def _table(cls: type[msgspec.Struct], section: str = "", reload: bool = False) -
             kind = f"array of `[[{section}.{f.encode_name}]]` tables (below)"
             nested.append((f"{section}.{f.encode_name}", t.item_type.cls))
         doc = re.sub(r"\s+", " ", doc).replace("|", "\\|")
-        key, default = f.encode_name, _default(f.default)
+        key = f.encode_name
+        default = _DEFAULTS.get(f"{section}.{key}") or _default(f.default)
         if reload:
             group = key_group(f"{section}.{key}")
             when = {"reloadable": "yes", "fixed": "restart"}.get(group, group)

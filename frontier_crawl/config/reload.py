@@ -42,7 +42,7 @@ FIXED = frozenset({
     "cluster.unreachable_timeout_s", "output.feeds", "spider.source", "spider.class",
     "spider.pipelines", "extract", "sitemaps.enabled", "sitemaps.robots", "sitemaps.paths",
     "sitemaps.max_bytes", "sitemaps.max_urls", "sitemaps.max_index_depth", "sitemaps.text",
-    "recrawl.enabled",
+    "recrawl.enabled", "logging.format", "logging.level",
 })  # fmt: skip
 
 

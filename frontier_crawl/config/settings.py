@@ -61,7 +61,9 @@ class CrawlSection(_Section, frozen=True):
         str,
         Meta(
             description="Directory for WARC files, crawl log, report and frontier state; "
-            "relative paths are relative to the config file."
+            "relative paths are relative to the config file. Unset: crawls/<the config file's "
+            "name without .toml> beside it, named at start and by --check (a resume finds "
+            "its state there; two config files never share one by default)."
         ),
     ] = "crawl-output"
     max_depth: Annotated[
@@ -902,6 +904,28 @@ class ControlSection(_Section, frozen=True):
                 )
 
 
+class LoggingSection(_Section, frozen=True):
+    """``[logging]``: the crawler's own messages on stderr (per-URL outcomes go to the crawl
+    log, crawl.jsonl, not here)."""
+
+    format: Annotated[
+        Literal["text", "json"],
+        Meta(
+            description='text: one line a message, UTC time with its zone first; json: one '
+            "JSON object a line (time in UTC, level, logger, message, and the crawl's fields "
+            "where a message has them: host, url, outcome), for journald, Loki or jq."
+        ),
+    ] = "text"
+    level: Annotated[
+        Literal["debug", "info", "warning", "error"],
+        Meta(
+            description="The least severe messages shown: info includes the operator's "
+            "actions, the control API's address and a resume's queue; the command line's -v "
+            "is debug."
+        ),
+    ] = "info"
+
+
 class SpiderSection(_Section, frozen=True):
     source: Annotated[
         str | None,
@@ -1054,6 +1078,7 @@ class CrawlSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     spider: SpiderSection = SpiderSection()
     sitemaps: SitemapsSection = SitemapsSection()
     recrawl: RecrawlSection = RecrawlSection()
+    logging: LoggingSection = LoggingSection()
     extract: tuple[ExtractRule, ...] = ()
 
 
@@ -1070,6 +1095,7 @@ SECTIONS: dict[str, type[_Section]] = {
     "spider": SpiderSection,
     "sitemaps": SitemapsSection,
     "recrawl": RecrawlSection,
+    "logging": LoggingSection,
 }
 
 

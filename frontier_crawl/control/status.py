@@ -124,6 +124,9 @@ _REASONS: Final = {
     "retry": "its retry of a failed URL",
     "retry-after": "its Retry-After",
     "backoff": "its error backoff",
+    "dns-error": "its name does not resolve (dns-error)",
+    "connect-error": "its connections fail (connect-error)",
+    "tls-error": "its TLS handshakes fail (tls-error)",
     "robots": "its robots.txt",
     "blocked": "it is blocked",
 }
@@ -158,6 +161,17 @@ def _stall_detail(sig: Signals) -> str:
     return f"{hosts}, next request in {_secs(first.wait_s)}: {reason}"
 
 
+def _dns_detail(sig: Signals) -> str | None:
+    """The hosts held because their names do not resolve, named with the error, when they
+    are the worst held (None when they are not)."""
+    failing = [h for h in sig.worst_backoff if h.reason == "dns-error"]
+    if not failing or sig.worst_backoff[0].reason != "dns-error":
+        return None
+    names = ", ".join(h.host for h in failing[:3]) + (", ..." if len(failing) > 3 else "")
+    return (f"{_n(len(failing), 'host')} not resolving (dns-error): {names}; next try in "
+            f"{_secs(failing[0].wait_s)}")  # fmt: skip
+
+
 def _backoff_detail(sig: Signals) -> str:
     kinds = {h.reason for h in sig.worst_backoff}
     by = "Retry-After" if kinds == {"retry-after"} else "backoff"
@@ -165,6 +179,8 @@ def _backoff_detail(sig: Signals) -> str:
     if sig.worst_backoff:
         worst = sig.worst_backoff[0]
         text += f", the worst {worst.host} for {_secs(worst.wait_s)}"
+        if worst.reason not in ("backoff", "retry-after"):
+            text += f" ({worst.reason})"
     return text
 
 
@@ -220,6 +236,9 @@ def classify(sig: Signals) -> Bottleneck:
             return Bottleneck("idle", f"next URL due in {_secs(sig.next_due_s)}")
         return Bottleneck("idle", "nothing ready to fetch")
     if name == "backoff":
+        dns = _dns_detail(sig)
+        if dns is not None:
+            return Bottleneck("dns", dns)
         detail = _backoff_detail(sig)
         return Bottleneck(name, _stall_detail(sig) if stalled and not sig.worst_backoff else detail)
     if stalled:

@@ -103,6 +103,11 @@ _NO_LINKS = PageLinks((), False, "")
 _EXCEPTION_TYPE = re.compile(r"([A-Za-z_][\w.]*): ")
 
 
+def _failure_name(r: FetchResult) -> str:
+    """A failed result in one word for the status: its error kind, else its HTTP status."""
+    return r.error.value if r.error is not None else f"http {r.status}"
+
+
 def _completion(r: FetchResult) -> Completion:
     """The facts of a result the frontier decides retries and holds from."""
     error = r.error.value if r.error is not None else None
@@ -530,7 +535,7 @@ class Engine:
         held = settled.held_s
         self._times.frontier += time.perf_counter() - t0
         if settled.failed or held > 0:
-            self._observe.failed_at(ticket.origin, held)
+            self._observe.failed_at(ticket.origin, held, _failure_name(r))
         self._record(ticket, r, outcome, archived, self._held.pop(ticket.key, 0.0) + held,
                      yielded)  # fmt: skip
 
@@ -556,6 +561,8 @@ class Engine:
             frontier.robots_done(ticket, r.finished, status, r.body, r.duration_s, r.ip,
                                  retry_after=r.header("retry-after"))  # fmt: skip
         self._times.frontier += time.perf_counter() - t0
+        if r.error is not None or r.status >= 500 or r.status == 429:  # robots.txt unreachable
+            self._observe.failed_at(ticket.origin, 0.0, _failure_name(r))
         group = self._group
         group.needed = self._archive(r)[0] or group.needed
         self._record(ticket, r, Outcome.ROBOTS_TXT)
@@ -581,7 +588,7 @@ class Engine:
         t0 = time.perf_counter()
         held = self.frontier.complete(ticket, facts).held_s
         self._times.frontier += time.perf_counter() - t0
-        self._observe.failed_at(ticket.origin, held)
+        self._observe.failed_at(ticket.origin, held, facts.error or f"http {facts.status}")
         if held > 0:
             self._held[ticket.key] = self._held.get(ticket.key, 0.0) + held
 

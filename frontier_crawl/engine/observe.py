@@ -30,7 +30,7 @@ from frontier_crawl.control.status import (
 from frontier_crawl.engine.commit import CommitGroup
 from frontier_crawl.engine.seams import FetcherLike, PeersLike
 from frontier_crawl.engine.state import LoopState
-from frontier_crawl.fetch import FETCH_TIME_BUCKETS
+from frontier_crawl.fetch import FETCH_TIME_BUCKETS, ErrorKind
 from frontier_crawl.frontier import Frontier, HostSignals
 from frontier_crawl.output import WarcWriter
 
@@ -113,8 +113,8 @@ class Observer:
         self._metrics: dict[str, Any] | None = None
         self._busiest: list[dict[str, Any]] = []
         self._busiest_at = float("-inf")
-        #: origin -> [failures, seconds held] (failed fetches and the holds they caused)
-        self._failing: dict[str, list[float]] = {}
+        #: origin -> [failures, seconds held, the last failure's error kind or HTTP status]
+        self._failing: dict[str, list[Any]] = {}
         self._rates = FreshnessRates()
 
     def fresh_status(self) -> dict[str, Any]:
@@ -192,17 +192,32 @@ class Observer:
     def _worker_label(self) -> int:
         return self._peers.worker if self._peers is not None else 0
 
-    def failed_at(self, origin: str, held: float) -> None:
-        """Count a failed fetch of ``origin`` (and the hold it caused) for ``failing_hosts``."""
+    def failed_at(self, origin: str, held: float, error: str) -> None:
+        """Count a failed fetch of ``origin`` (and the hold it caused) for ``failing_hosts``;
+        ``error``: its error kind ("dns-error"...) or HTTP status ("http 503"), which names a
+        host held by DNS failures as such in the bottleneck (:meth:`_signals`)."""
         failing = self._failing
         entry = failing.get(origin)
         if entry is None:
             if len(failing) >= MAX_FAILING_HOSTS:
                 for key in sorted(failing, key=lambda k: failing[k][0])[: MAX_FAILING_HOSTS // 2]:
                     del failing[key]
-            entry = failing[origin] = [0.0, 0.0]
+            entry = failing[origin] = [0.0, 0.0, ""]
         entry[0] += 1
         entry[1] += max(0.0, held)
+        entry[2] = error
+
+    _CONNECTION_ERRORS = frozenset({ErrorKind.DNS.value, ErrorKind.CONNECT.value,
+                                    ErrorKind.TLS.value})  # fmt: skip
+
+    def _why_held(self, origin: str, reason: str) -> str:
+        """A backoff after connection failures says which ("dns-error", "connect-error",
+        "tls-error": the host's last failure), so the bottleneck names a name that does not
+        resolve as such; other holds as the frontier names them."""
+        if reason != "backoff":
+            return reason
+        entry = self._failing.get(origin)
+        return entry[2] if entry is not None and entry[2] in self._CONNECTION_ERRORS else reason
 
     def sample(self, now: float, force: bool = False) -> None:
         """Take a sample of the accumulators; publish a status if someone asked lately."""
@@ -241,7 +256,7 @@ class Observer:
         holds: tuple[HostHold, ...] = ()
         if hs.next_due is not None:
             origin_, reason, wait = hs.next_due
-            holds = (HostHold(origin_, reason, wait),)
+            holds = (HostHold(origin_, self._why_held(origin_, reason), wait),)
         elif hs.robots:
             holds = (HostHold("", "robots", 0.0),)
         elif hs.blocked and hs.blocked >= hs.total:
@@ -268,7 +283,7 @@ class Observer:
             dns_share=dns_share,
             since_request_s=now - self._run.last_request,
             holds=holds,
-            worst_backoff=tuple(HostHold(o, r, w) for o, r, w in hs.worst),
+            worst_backoff=tuple(HostHold(o, self._why_held(o, r), w) for o, r, w in hs.worst),
             revisits_due=int(fresh.get("due_now") or 0),
             next_due_s=fresh.get("next_due_s"),
         )
@@ -312,8 +327,8 @@ class Observer:
             "outcomes": dict(self._group.stats.outcomes),
             "busiest_hosts": self._busiest,
             "failing_hosts": [
-                {"host": h, "failures": int(n), "held_s": round(held, 3)}
-                for h, (n, held) in failing
+                {"host": h, "failures": int(n), "held_s": round(held, 3), "error": error}
+                for h, (n, held, error) in failing
             ],
             "cpu": {
                 "loop_busy": round(window.loop_busy, 4),

@@ -112,7 +112,7 @@ class Steering:
             self.reload_requested = False
             reply = self.reload(time.monotonic())  # logs what it applied or refused
             if "error" not in reply and not reply.get("changed"):
-                log.warning("SIGHUP: %s read again: nothing changed", self._config_path)
+                log.info("SIGHUP: %s read again: nothing changed", self._config_path)
         replies = []
         for item in pending:
             try:
@@ -139,18 +139,18 @@ class Steering:
         applied: dict[str, Any] = {"result": "applied", "command": name}
         if name == "pause":
             if not self._run.paused:
-                log.warning("paused by the operator: no new requests (in-flight ones finish)")
+                log.info("paused by the operator: no new requests (in-flight ones finish)")
             self._run.paused = True
             return {**applied, "paused": True, "in_flight": self.fetcher.in_flight}
         if name == "resume":
             if self._run.paused:
-                log.warning("resumed by the operator")
+                log.info("resumed by the operator")
             self._run.paused = False
             return {**applied, "paused": False}
         if name == "stop":
             if not self._run.stop_requested:
                 self._run.stop_requested = 1
-                log.warning("stop requested by the operator: finishing in-flight transfers "
+                log.info("stop requested by the operator: finishing in-flight transfers "
                             "(up to %.0f s), then stopping",
                             self.settings.crawl.stop_timeout_s)  # fmt: skip
             return {**applied, "in_flight": self.fetcher.in_flight}
@@ -159,7 +159,7 @@ class Steering:
             if set_concurrency is None:
                 return {"error": "this fetcher's concurrency cannot be changed"}
             set_concurrency(command.value)
-            log.warning("concurrency set to %d by the operator", command.value)
+            log.info("concurrency set to %d by the operator", command.value)
             return {**applied, "concurrency": command.value}
         if name == "reload":
             return self.reload(now)
@@ -170,22 +170,30 @@ class Steering:
         frontier = self.frontier
         if name == "seeds":
             admitted = frontier.add(command.urls, depth=0, now=now)
-            log.warning("%d of %d seed(s) added by the operator admitted", admitted,
+            log.info("%d of %d seed(s) added by the operator admitted", admitted,
                         len(command.urls))  # fmt: skip
             return {**applied, "given": len(command.urls), "admitted": admitted}
         if name == "block":
             held = frontier.block(command.host, now)
-            log.warning("host %s blocked by the operator (%d URLs held)", command.host, held)
+            log.info("host %s blocked by the operator (%d URLs held)", command.host, held,
+                     extra={"host": command.host})
             return {**applied, "host": command.host, "held": held}
         if name == "unblock":
             released = frontier.unblock(command.host, now)
-            log.warning("host %s unblocked by the operator", command.host)
+            log.info("host %s unblocked by the operator", command.host,
+                     extra={"host": command.host})
             return {**applied, "host": command.host, "released": released}
         if name == "host-delay":
+            if command.delay_s is not None and not frontier.knows_host(command.host):
+                # not stored: a typo must not read "delay 2 s" (ctl says the host is unknown;
+                # with worker processes only the owner of the host knows it)
+                return {**applied, "host": command.host, "delay_s": command.delay_s,
+                        "origins": 0}  # fmt: skip
             hosts = frontier.set_host_delay(command.host, command.delay_s, now)
-            log.warning("host %s: delay %s by the operator", command.host,
-                        "back to the config" if command.delay_s is None
-                        else f"set to {command.delay_s:g} s")  # fmt: skip
+            delay = command.delay_s
+            said = "back to the config" if delay is None else f"set to {delay:g} s"
+            log.info("host %s: delay %s by the operator", command.host, said,
+                     extra={"host": command.host})  # fmt: skip
             return {**applied, "host": command.host, "delay_s": command.delay_s, "origins": hosts}
         return {"error": f"unknown command {name!r}"}
 
@@ -210,7 +218,7 @@ class Steering:
                 new = self._reshape(new)
             self.settings = new
             self._reconfigure(new, now)
-            log.warning("config reloaded: %s", ", ".join(plan.changed))
+            log.info("config reloaded: %s", ", ".join(plan.changed))
         return {"result": "applied", "command": "reload", "changed": list(plan.changed)}
 
     def install_signals(self) -> dict[int, Any]:

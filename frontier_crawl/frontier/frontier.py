@@ -794,6 +794,11 @@ class Frontier:
         queued (0 and no change if ``name`` was not blocked)."""
         return self._control.unblock(name, now)
 
+    def knows_host(self, name: str) -> bool:
+        """Whether any host (origin) of host name ``name`` is known to this frontier: queued,
+        fetched or waiting (O(hosts), for the operator's commands)."""
+        return bool(self._control.matching(name))
+
     def set_host_delay(self, name: str, delay_s: float | None, now: float) -> int:
         """Space requests to host name ``name`` by ``delay_s`` (None: back to the configured
         delay), in place of min_delay_s and the adaptive delay but never below its robots.txt

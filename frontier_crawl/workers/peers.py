@@ -22,6 +22,7 @@ from frontier_crawl.cluster.view import summary_every
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.engine import Engine
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Mailbox
+from frontier_crawl.logsetup import configure as configure_logging
 from frontier_crawl.proctree import (
     StateLocked,
     die_with_parent,
@@ -153,6 +154,7 @@ def _worker_main(
     if progress is not None:  # snapshots only: never wait at exit for one to be read
         progress.cancel_join_thread()
     settings = msgspec.msgpack.decode(raw, type=CrawlSettings)
+    configure_logging(settings.logging.format, settings.logging.level)
     root = Path(settings.crawl.output_dir)
     remote = None
     if settings.cluster.redis_url:

@@ -95,12 +95,13 @@ def test_status_published_whole(frontier: Frontier) -> None:
 def test_failing_hosts_bounded(frontier: Frontier) -> None:
     obs, _group = observer(frontier, LoopState(state="running"))
     for i in range(MAX_FAILING_HOSTS + 10):
-        obs.failed_at(f"http://h{i}.test", 0.0)
-    obs.failed_at("http://worst.test", 2.5)
-    obs.failed_at("http://worst.test", 0.5)
+        obs.failed_at(f"http://h{i}.test", 0.0, "timeout")
+    obs.failed_at("http://worst.test", 2.5, "http 503")
+    obs.failed_at("http://worst.test", 0.5, "http 503")
     obs.sample(time.monotonic(), force=True)
     failing = obs.status()["failing_hosts"]
-    assert failing[0] == {"host": "http://worst.test", "failures": 2, "held_s": 3.0}
+    assert failing[0] == {"host": "http://worst.test", "failures": 2, "held_s": 3.0,
+                          "error": "http 503"}
     assert len(obs._failing) <= MAX_FAILING_HOSTS
 
 
