@@ -70,6 +70,14 @@ def _parser() -> argparse.ArgumentParser:
         help="only serve the demo web (until Ctrl-C), e.g. for examples/catalogue",
     )
     demo.add_argument("--port", type=int, default=8080, help="port for --serve")
+    wacz = sub.add_parser(
+        "wacz",
+        help="package a finished or stopped crawl's WARC files into output_dir/<prefix>.wacz",
+        description="Package the crawl's finished WARC files (all runs, every worker) into a "
+        "WACZ (WACZ 1.1.1) that ReplayWeb.page and pywb open. The crawl must not be running. "
+        "Needs the wacz extra: pip install 'frontier-crawl[wacz]'.",
+    )
+    wacz.add_argument("--config", dest="wacz_config", type=Path, help="the crawl's crawl.toml")
     sub.add_parser("config-reference", help="print the configuration reference (Markdown)")
     ctl = sub.add_parser(
         "ctl",
@@ -126,10 +134,13 @@ def main(argv: list[str] | None = None) -> int:
             delay_s=args.delay,
             products=args.products,
         )
+    if args.command == "wacz" and args.wacz_config is not None:
+        args.config = args.wacz_config
     if args.config is None:
         sys.stderr.write("frontier-crawl: --config crawl.toml is required (or a command: demo)\n")
         return EXIT_CONFIG
     from frontier_crawl.frontier.scope import check_scope
+    from frontier_crawl.output.wacz import available as wacz_available
 
     try:
         from frontier_crawl.spider.adopt import adopt
@@ -138,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         settings = adopt(load(args.config, notes))  # the spider's start_urls, allowed_domains
         configure_logging(settings.logging.format, settings.logging.level, args.verbose)
         check_scope(settings)  # entries that cannot match, seeds outside the scope
+        if (settings.output.wacz or args.command == "wacz") and not wacz_available():
+            raise ConfigError("output.wacz: the wacz package is not installed: pip install "
+                              "'frontier-crawl[wacz]'")  # fmt: skip
         if args.check:  # as the run does first: a spider or pipeline that does not load
             from frontier_crawl.spider import SpiderHost
 
@@ -188,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
             f"(0 .. {settings.cluster.nodes - 1}), or use the report or add-seeds command\n"
         )
         return EXIT_CONFIG
+    if args.command == "wacz":
+        from frontier_crawl.runner import write_wacz
+
+        return write_wacz(settings, out, args.node)
     try:
         if args.command == "report":
             from frontier_crawl.runner import print_cluster_report

@@ -201,7 +201,44 @@ def crawl(
     else:
         report = run()
     render_report(report, console)
+    if settings.output.wacz and report.get("complete"):
+        write_wacz(settings, console, node)
     return report
+
+
+def write_wacz(settings: CrawlSettings, console: Console, node: int | None = None) -> int:
+    """``frontier-crawl wacz`` (and ``output.wacz`` once a crawl completes): package the
+    crawl's finished WARC files into ``output_dir/<warc_prefix>.wacz``, holding the crawl's
+    state lock meanwhile (no run of the crawl may start, and none may be running). 0 when
+    written, 1 when there was nothing to package or packaging failed, 2 when the crawl runs."""
+    from frontier_crawl.output.wacz import package_wacz, wacz_path
+    from frontier_crawl.proctree import StateLock, StateLocked
+
+    root = node_root(settings, node)
+    out = wacz_path(root, settings.output.warc_prefix)
+    if not (root / "state").is_dir():
+        console.print(f"frontier-crawl wacz: {root} holds no crawl (no state/ directory)",
+                      highlight=False, soft_wrap=True)  # fmt: skip
+        return 1
+    try:
+        lock = StateLock.acquire(root / "state", wait_s=0.0)
+    except StateLocked as exc:
+        console.print(f"frontier-crawl wacz: {exc}", highlight=False, soft_wrap=True)
+        return 2
+    try:
+        console.print(f"packaging the WARC files of {root} into {out} ...", highlight=False,
+                      soft_wrap=True)
+        seeds = ", ".join(settings.crawl.seeds[:5])
+        result = package_wacz(root, out, title=f"frontier-crawl: {root.name}", description=seeds)
+    except (ValueError, RuntimeError, OSError) as exc:
+        console.print(f"frontier-crawl wacz: not written: {exc}", highlight=False, soft_wrap=True)
+        return 1
+    finally:
+        lock.release()
+    size = result.bytes / 2**20
+    console.print(f"WACZ: {result.path} ({result.warc_files} WARC file(s), {result.pages} "
+                  f"page(s), {size:.1f} MiB)", highlight=False, soft_wrap=True)  # fmt: skip
+    return 0
 
 
 def print_cluster_report(settings: CrawlSettings, console: Console) -> int:

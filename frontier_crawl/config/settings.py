@@ -724,6 +724,16 @@ class OutputSection(_Section, frozen=True):
         Meta(description="Rotate WARC files past this size."),
     ] = 1_073_741_824
     warc_prefix: Annotated[str, Meta(description="WARC file name prefix.")] = "frontier-crawl"
+    wacz: Annotated[
+        bool,
+        Meta(
+            description="When the crawl completes, package its WARC files (all runs, every "
+            "worker) into output_dir/<warc_prefix>.wacz (WACZ 1.1.1: a CDXJ index, "
+            "pages.jsonl, datapackage.json), which ReplayWeb.page and pywb open; a stopped "
+            "crawl is packaged by 'frontier-crawl wacz'. Needs the wacz extra: pip install "
+            "'frontier-crawl[wacz]'. The WACZ holds copies of the WARC files."
+        ),
+    ] = False
     warc_compressor: Annotated[
         Literal["zlib-ng", "isal"],
         Meta(
