@@ -1,5 +1,5 @@
 """Command line: ``frontier-crawl --config crawl.toml [--check] [--node N]``, ``report``,
-``add-seeds urls.txt``, ``demo``, ``config-reference``.
+``add-seeds urls.txt``, ``demo``, ``config-reference``, ``ctl``, ``completion bash|zsh``.
 
 Exit status: 0 crawl finished (or stopped gracefully by a signal), 1 runtime failure (a write
 that failed, such as a full disk; a stop for low disk space; a failed worker; Redis unreachable
@@ -30,6 +30,11 @@ EXIT_CONFIG = 2
 #: and no item was written: the spider is broken, not the crawl (the report says so too)
 EXIT_CALLBACKS_FAILED = 3
 
+# What shell completion offers for an argument (shtab's FILE and DIRECTORY, spelled out here so
+# that building the parser, which every worker process does, does not import shtab).
+_FILE = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}
+_DIRECTORY = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/", "tcsh": "d"}
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -37,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Polite, crash-safe, memory-bounded web crawler.",
     )
     p.add_argument("--version", action="version", version=f"frontier-crawl {__version__}")
-    p.add_argument("--config", type=Path, help="crawl.toml describing the crawl")
+    config = p.add_argument("--config", type=Path, help="crawl.toml describing the crawl")
+    config.complete = _FILE  # type: ignore[attr-defined]
     p.add_argument(
         "--check",
         action="store_true",
@@ -53,9 +59,11 @@ def _parser() -> argparse.ArgumentParser:
     seeds = sub.add_parser(
         "add-seeds", help="cluster crawl: route seed URLs (one a line) to their owners"
     )
-    seeds.add_argument("urls", type=Path, help="file with one URL per line ('#' comments)")
+    seeds.add_argument("urls", type=Path, help="file with one URL per line ('#' comments)"
+                       ).complete = _FILE  # type: ignore[attr-defined]  # fmt: skip
     demo = sub.add_parser("demo", help="serve a generated web on 127.0.0.1 and crawl it")
-    demo.add_argument("--output", type=Path, default=Path("demo-crawl"), help="output directory")
+    demo.add_argument("--output", type=Path, default=Path("demo-crawl"), help="output directory"
+                      ).complete = _DIRECTORY  # type: ignore[attr-defined]  # fmt: skip
     demo.add_argument("--hosts", type=int, default=4, help="number of generated hosts")
     demo.add_argument("--pages", type=int, default=2000, help="number of generated pages")
     demo.add_argument(
@@ -79,6 +87,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     wacz.add_argument("--config", dest="wacz_config", type=Path, help="the crawl's crawl.toml")
     sub.add_parser("config-reference", help="print the configuration reference (Markdown)")
+    completion = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash or zsh)",
+        description="Print a completion script for the shell, generated from this command "
+        "line's own parser. bash: 'frontier-crawl completion bash > "
+        "~/.local/share/bash-completion/completions/frontier-crawl'; zsh: 'frontier-crawl "
+        "completion zsh > ~/.zfunc/_frontier-crawl' with ~/.zfunc in $fpath.",
+    )
+    completion.add_argument("shell", choices=["bash", "zsh"], help="the shell")
     ctl = sub.add_parser(
         "ctl",
         help="steer a running crawl through its control API",
@@ -86,7 +103,8 @@ def _parser() -> argparse.ArgumentParser:
         "must be set). Exit status: 0 done, 1 the crawl refused the command, 2 bad usage or "
         "config, 3 the crawl cannot be reached (API off, not running).",
     )
-    ctl.add_argument("--config", dest="ctl_config", type=Path, help="the crawl's crawl.toml")
+    ctl.add_argument("--config", dest="ctl_config", type=Path, help="the crawl's crawl.toml"
+                     ).complete = _FILE  # type: ignore[attr-defined]  # fmt: skip
     ctl.add_argument("--json", action="store_true", help="print the reply as JSON")
     ctl.add_argument("--html", action="store_true", help="status: write report.html")
     ctl.add_argument("--node", dest="ctl_node", type=int,
@@ -108,6 +126,11 @@ def main(argv: list[str] | None = None) -> int:
         from frontier_crawl.config.reference import render_reference
 
         sys.stdout.write(render_reference())
+        return EXIT_OK
+    if args.command == "completion":
+        import shtab
+
+        sys.stdout.write(shtab.complete(_parser(), shell=args.shell))
         return EXIT_OK
     if args.command == "ctl":
         from frontier_crawl.ctl import run as run_ctl

@@ -193,7 +193,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="write each test's wall and CPU seconds (setup to teardown; CPU of the test's "
         "process and of the children it reaped) into the JSON file PATH, keeping the entries "
-        f"of tests not run; {DURATIONS.name} is such a file (see README.md, 'Running the tests')",
+        f"of tests not run; {DURATIONS.name} is such a file (see CONTRIBUTING.md)",
     )
 
 
@@ -233,7 +233,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
 
 
 #: each test's wall and CPU seconds from a whole run, read to start the longest tests first
-#: (refreshed by the README's command with ``--test-times tests/durations.json``)
+#: (refreshed by the test command (CONTRIBUTING.md) with ``--test-times tests/durations.json``)
 DURATIONS = Path(__file__).with_name("durations.json")
 #: a test not in DURATIONS is taken as this long (as the longest): a new test starts with
 #: them, where a long one (a continuous crawl of a minute or two) cannot stretch the tail

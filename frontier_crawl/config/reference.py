@@ -84,9 +84,9 @@ def render_reference() -> str:
         "name the key (exit status 2).",
         "",
         "Column *reload*: what a running crawl does with a changed value on SIGHUP or",
-        "`frontier-crawl ctl reload` (README, \"Watching and steering a crawl\"): **yes**, applied",
-        "at once; **restart**, refused while it runs (fixed at start); **identity**, refused (it",
-        "would be another crawl). A reload with any refused change applies nothing.",
+        "`frontier-crawl ctl reload` ([Live reload](configuration.md#live-reload)): **yes**,",
+        "applied at once; **restart**, refused while it runs (fixed at start); **identity**,",
+        "refused (it would be another crawl). A reload with any refused change applies nothing.",
         "",
     ]
     for section, cls in SECTIONS.items():

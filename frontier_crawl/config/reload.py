@@ -8,8 +8,8 @@ Every key is in one of three groups:
   transport and TLS setup, the HTTP cache, the WARC writer, the robots.txt cache and its
   token, per-IP grouping, the control listener, ``[sitemaps]``). A change is refused; it
   takes effect when the crawl is started again with the file.
-* **reloadable**: everything else, applied at once (see the README, "Watching and steering a
-  crawl", for what "at once" means per key).
+* **reloadable**: everything else, applied at once (see docs/configuration.md, "Live reload",
+  for what "at once" means per key).
 
 A reload with any refused change applies nothing: the running config stays, and the reply
 names every refused key.

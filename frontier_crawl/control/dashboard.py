@@ -13,8 +13,8 @@ state, outcomes, the busiest and the most failing hosts, the CPU shares, one row
 process; on a cluster node, the whole cluster (the status's ``cluster``: one row per node with
 its state, pages, pages/s, queued, bottleneck and when it was last heard of; the nodes missing,
 never joined or silent, and for how long; the totals); in a continuous crawl (the status's
-``freshness`` with ``enabled``, RECRAWL.md) a freshness panel: URLs scheduled, revisits due now,
-the next due, how late revisits start (p50, p99), changes, revisits and new pages per hour,
+``freshness`` with ``enabled``, docs/continuous.md) a freshness panel: URLs scheduled, revisits
+due now, the next due, how late revisits start (p50, p99), changes, revisits and new pages per hour,
 visits by result and the revisit-interval distribution; and it has pause and resume buttons
 (``POST /api/pause|resume``, this node's).
 

@@ -40,7 +40,7 @@ bottleneck{name}                       gauge      1 for the bottleneck named now
 paused                                 gauge      1 while an operator pause holds the crawl
 =====================================  =========  ==============================================
 
-A continuous crawl (``[recrawl] enabled``; the status's ``freshness``, RECRAWL.md) adds the
+A continuous crawl (``[recrawl] enabled``; the status's ``freshness``, docs/continuous.md) adds the
 revisit schedule's figures (none of them without recrawl):
 
 =====================================  =========  ==============================================

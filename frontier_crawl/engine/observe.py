@@ -234,7 +234,7 @@ class Observer:
             self._build_status(now, sample)
 
     def freshness(self, now: float) -> dict[str, Any]:
-        """The ``freshness`` dict of the status and the report (RECRAWL.md): the frontier's,
+        """The ``freshness`` dict of the status and the report (docs/continuous.md): the frontier's,
         with the ``per_hour`` rates; ``{"enabled": false}`` without ``[recrawl]``."""
         fresh: dict[str, Any] = dict(self.frontier.freshness(time.time()))
         if fresh.get("enabled"):

@@ -744,9 +744,9 @@ class Frontier:
         return self._recrawl is not None
 
     def freshness(self, now_wall: float) -> dict[str, object]:
-        """The schedule's figures (RECRAWL.md's ``freshness`` dict without ``per_hour``, which
-        observe computes from the visit totals); ``{"enabled": False}`` without recrawl. Counts
-        due keys up to a cap: call it every few seconds, not per tick."""
+        """The schedule's figures (the ``freshness`` dict of docs/continuous.md without
+        ``per_hour``, which observe computes from the visit totals); ``{"enabled": False}``
+        without recrawl. Counts due keys up to a cap: call it every few seconds, not per tick."""
         if self._recrawl is None:
             return {"enabled": False}
         if (txn := self._tx.txn) is not None:

@@ -640,7 +640,7 @@ class Recrawl:
     # ------------------------------------------------------------------ figures
 
     def freshness(self, txn: lmdb.Transaction[bytes], now_wall: float) -> dict[str, object]:
-        """The ``freshness`` dict (RECRAWL.md) without ``per_hour``."""
+        """The ``freshness`` dict (docs/continuous.md) without ``per_hour``."""
         scheduled = txn.stat(self._visits)["entries"]
         now_ms = int(now_wall * 1000.0)
         due_now, first = 0, None

@@ -573,7 +573,7 @@ def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
 
 
 def freshness_rows(value: object) -> list[tuple[str, str]]:
-    """The console's lines of a continuous crawl's ``freshness`` (RECRAWL.md's dict; none
+    """The console's lines of a continuous crawl's ``freshness`` (docs/continuous.md's dict; none
     when recrawl is off or the report has none)."""
     if not isinstance(value, Mapping) or not value.get("enabled"):
         return []

@@ -247,9 +247,9 @@ def _seconds(value: object) -> str:
 
 
 def _freshness(value: object) -> str:
-    """The "Freshness" section of a continuous crawl (the report's ``freshness``, RECRAWL.md):
-    the schedule's cards, visits by result, the rates per hour, the interval distribution.
-    Nothing without recrawl."""
+    """The "Freshness" section of a continuous crawl (the report's ``freshness``,
+    docs/continuous.md): the schedule's cards, visits by result, the rates per hour, the
+    interval distribution. Nothing without recrawl."""
     fresh = _mapping(value)
     if not fresh.get("enabled"):
         return ""

@@ -7,7 +7,7 @@ through :class:`~frontier_crawl.spider.host.SpiderHost` (``load``, ``check_store
 :class:`Page`, :class:`NewRequest`, :class:`Problem` and :class:`Yielded`, and
 :func:`~frontier_crawl.spider.adopt.adopt` (the spider's start URLs, ``allowed_domains`` and
 ``custom_settings`` made part of the settings, where the config is loaded). Scrapy's API:
-README "Coming from Scrapy". Imports only config and third-party libraries.
+docs/scrapy.md. Imports only config and third-party libraries.
 """
 
 from frontier_crawl.spider.api import Request, Response, Spider

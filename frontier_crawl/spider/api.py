@@ -19,7 +19,7 @@ charset the engine found, else UTF-8; undecodable bytes become U+FFFD), ``css()`
 with selectolax (lexbor) once, on its first call, and ``meta`` unpacks the request's meta on first
 use. A callback that only reads ``links`` costs no parse and no decode.
 
-Scrapy's API is there too (README "Coming from Scrapy"): ``response.css()`` gives parsel-style
+Scrapy's API is there too (docs/scrapy.md): ``response.css()`` gives parsel-style
 selectors (``::text``, ``::attr()``, ``.get()``, ``.getall()``, ``.re()``, ``.attrib``: see
 :mod:`frontier_crawl.spider.select`), ``response.xpath()`` and ``response.selector`` are
 parsel's, built on first use; ``urljoin``, ``follow``, ``follow_all``, ``json()``,

@@ -614,7 +614,7 @@ class SpiderHost:
             self._warned_dont_filter = True
             log.warning(
                 "%s: Request(dont_filter=True) is deduplicated like any request: a URL is "
-                "fetched once per crawl (README: Coming from Scrapy)",
+                "fetched once per crawl (docs: Coming from Scrapy)",
                 self._yield_site(state, it),
             )
         if (

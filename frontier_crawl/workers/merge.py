@@ -138,7 +138,7 @@ def merge_reports(reports: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def merge_freshness(parts: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """One ``freshness`` dict (RECRAWL.md) from the workers': counts and rates added, the
+    """One ``freshness`` dict (docs/continuous.md) from the workers': counts and rates added, the
     interval histograms added bucket by bucket, the soonest next due time, and the workers'
     worst overdue figures (a quantile of the union is not kept: the worst worker's is shown)."""
     if not parts or not all(p.get("enabled") for p in parts):

@@ -43,7 +43,7 @@ def site_server() -> Iterator[tuple[Site, DemoServer]]:
 
 
 def read_feeds(tmp_path: Path) -> list[dict[str, Any]]:
-    """Every node's feeds read together (one file per worker: see README)."""
+    """Every node's feeds read together (one file per worker: see docs/spiders.md)."""
     items = []
     for path in sorted(tmp_path.glob("out-*/worker-*/items.jsonl")):
         with path.open(encoding="utf-8") as fh:

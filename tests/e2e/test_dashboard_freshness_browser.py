@@ -1,7 +1,7 @@
 """The dashboard's freshness panel in a real headless Chromium (as test_dashboard_browser.py
 drives it), against a real ControlServer on 127.0.0.1 whose ``/api/status`` is the status JSON
-with a continuous crawl's ``freshness`` (RECRAWL.md's dict), then without it: the panel shows
-the figures, is hidden when ``enabled`` is false, and the page's CSP stays unbroken."""
+with a continuous crawl's ``freshness`` (docs/continuous.md's dict), then without it: the panel
+shows the figures, is hidden when ``enabled`` is false, and the page's CSP stays unbroken."""
 
 from __future__ import annotations
 

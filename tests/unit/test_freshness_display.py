@@ -1,4 +1,4 @@
-"""A continuous crawl's ``freshness`` (RECRAWL.md's dict, as ``/api/status`` and report.json
+"""A continuous crawl's ``freshness`` (docs/continuous.md's dict, as ``/api/status`` and report.json
 carry it) shown by the Prometheus metrics, the console report and report.html; nothing of it
 without recrawl."""
 
@@ -17,7 +17,7 @@ from frontier_crawl.ctl import summary
 from frontier_crawl.output import render_report, render_report_html, write_status_html
 from frontier_crawl.output.report import interval_label
 
-#: the dict's shape exactly (RECRAWL.md), with figures a crawl could have
+#: the dict's shape exactly (docs/continuous.md), with figures a crawl could have
 FRESHNESS: dict[str, Any] = {
     "enabled": True,
     "scheduled": 12345, "due_now": 12, "due_now_capped": False,
