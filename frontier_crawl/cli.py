@@ -1,12 +1,13 @@
 """Command line: ``frontier-crawl --config crawl.toml [--check] [--node N]``, ``report``,
-``add-seeds urls.txt``, ``demo``, ``config-reference``, ``ctl``, ``completion bash|zsh``.
+``add-seeds urls.txt``, ``demo``, ``wacz``, ``config-reference``, ``ctl``, ``completion bash|zsh``.
 
 Exit status: 0 crawl finished (or stopped gracefully by a signal), 1 runtime failure (a write
 that failed, such as a full disk; a stop for low disk space; a failed worker; Redis unreachable
 for ``cluster.unreachable_timeout_s``), 2 bad configuration or usage (reported before any
 network traffic; ``output_dir`` in use by another live crawl; in a cluster also a ``--node``
-out of range or already running, or a crawl identity that differs from the cluster's). After a
-1 the same command resumes the crawl once the cause is gone.
+out of range or already running, or a crawl identity that differs from the cluster's), 3 a
+spider crawl whose every callback failed with no item written. After a 1 the same command
+resumes the crawl once the cause is gone.
 """
 
 from __future__ import annotations
