@@ -246,10 +246,10 @@ def print_cluster_report(settings: CrawlSettings, console: Console) -> int:
 
 def add_seeds(settings: CrawlSettings, path: Path, console: Console) -> int:
     """``add-seeds``: each URL (canonical, crawlable) to the partition that owns its host, in
-    one Redis transaction; a running cluster crawls them at once, an ended one when its nodes
-    are started again. Depth 0, as seeds; the owner applies the scope and the seen-set."""
+    batches of at most ``cluster.max_batch_bytes``, one Redis transaction each; a running
+    cluster crawls them at once, an ended one when its nodes are started again. Depth 0, as seeds; the owner applies the scope and the seen-set."""
     from frontier_crawl.cluster import Keys, add_batches
-    from frontier_crawl.frontier.mailbox import encode_links
+    from frontier_crawl.frontier.mailbox import encode_batches
     from frontier_crawl.frontier.urls import canonicalize, origin
 
     try:
@@ -270,7 +270,8 @@ def add_seeds(settings: CrawlSettings, path: Path, console: Console) -> int:
             continue
         owner = partition_of(origin(url), total, settings.workers.partition_by)
         by_partition.setdefault(owner, []).append((url, 0, None, 0, "", b"", 0))
-    batches = {p: [encode_links(links)] for p, links in by_partition.items()}
+    cap = settings.cluster.max_batch_bytes
+    batches = {p: encode_batches(links, cap) for p, links in by_partition.items()}
     link = redis_of(settings)
     try:
         n = add_batches(link, Keys(settings.cluster.key_prefix), batches) if batches else 0

@@ -623,24 +623,26 @@ def holder_ended(holder: Mapping[str, Any]) -> bool | None:
 
 
 def add_batches(link: Redis, keys: Keys, batches: Mapping[int, Sequence[bytes]]) -> int:
-    """Add batches to their partitions' streams in one MULTI (``add-seeds``), counted as sent;
-    clears ``done``, so that an ended cluster crawls them when its nodes run again (and
-    running nodes do at once). Returns the number of batches."""
+    """Add batches to their partitions' streams (``add-seeds``), each in a MULTI of its own
+    (so that no write is larger than a batch: Redis refuses one larger than the room it has
+    left), counted as sent; clears ``done``, so that an ended cluster crawls them when its
+    nodes run again (and running nodes do at once). Returns the number of batches. Run
+    again after a failure, a batch added twice is admitted once (its id)."""
     from frontier_crawl.cluster.sender import batch_id
 
-    def add(client: redis.Redis) -> int:
+    def add(client: redis.Redis, partition: int, batch: bytes) -> None:
         with client.pipeline(transaction=True) as pipe:
-            n = 0
-            for partition, items in batches.items():
-                for batch in items:
-                    pipe.xadd(keys.stream(partition), {b"i": batch_id(batch), b"b": batch})
-                    n += 1
-            pipe.hincrby(keys.counts, "sent", n)
+            pipe.xadd(keys.stream(partition), {b"i": batch_id(batch), b"b": batch})
+            pipe.hincrby(keys.counts, "sent", 1)
             pipe.delete(keys.done)
             pipe.execute()
-        return n
 
-    return link.call("adding seeds", add)
+    n = 0
+    for partition, items in batches.items():
+        for batch in items:
+            link.call("adding seeds", partial(add, partition=partition, batch=batch))
+            n += 1
+    return n
 
 
 def cluster_reports(link: Redis, keys: Keys) -> dict[int, dict[str, Any]]:

@@ -865,6 +865,15 @@ class ClusterSection(_Section, frozen=True):
             "10 s pause), before it stops with exit status 1 (resumable)."
         ),
     ] = 300.0
+    max_batch_bytes: Annotated[
+        Annotated[int, Meta(ge=4096, le=512 * 1024 * 1024)],
+        Meta(
+            description="A link batch for another worker or node is at most this many bytes "
+            "(and 10,000 links): the links one commit finds for one partition are split into "
+            "as many batches as needed, each sent and acknowledged on its own. Keep it well "
+            "below Redis's maxmemory: a write larger than the room left is refused."
+        ),
+    ] = 1_048_576
 
     def __post_init__(self) -> None:
         if self.redis_url:
