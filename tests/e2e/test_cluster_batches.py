@@ -23,7 +23,7 @@ from frontier_crawl.frontier.mailbox import owner_of
 from frontier_crawl.frontier.urls import origin
 from tests.conftest import render_toml
 from tests.e2e.test_cluster import Node, assert_no_secret
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, crawl_prefix
 
 LINKS_PER_PAGE = 1200
 PAGES = 2  #: near's pages besides "/", each with LINKS_PER_PAGE denied links
@@ -166,10 +166,7 @@ def test_a_commit_of_links_larger_than_maxmemory(
     denied = {u for u, o in _outcomes(tmp_path / "out-1").items() if o == "robots-denied"}
     want = {site.url(site.far, _long(i)) for i in range(PAGES * LINKS_PER_PAGE)}
     assert want <= denied, f"{len(want - denied)} links lost"
-    sent = int(client.hget(_counts_key(client), "sent") or 0)
+    sent = int(client.hget(f"{crawl_prefix(client)}:counts", "sent") or 0)
     assert sent >= 2 * PAGES, sent  # each page's links: more than one batch
     print(f"{PAGES * LINKS_PER_PAGE} long links in {sent} batches through a {MAXMEMORY} B Redis")
 
-
-def _counts_key(client: object) -> str:
-    return "frontier-crawl:counts"
