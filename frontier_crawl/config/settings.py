@@ -862,7 +862,8 @@ class ClusterSection(_Section, frozen=True):
         Meta(
             description="How long a node retries (with backoff, logged) while Redis is "
             "unreachable, at start or mid-crawl, or full (maxmemory: refusing writes with no "
-            "10 s pause), before it stops with exit status 1 (resumable)."
+            "10 s pause), before it stops with exit status 1 (resumable); meanwhile its status "
+            "names Redis (redis-unreachable, redis-full). The report command waits 3 s."
         ),
     ] = 300.0
     max_batch_bytes: Annotated[
