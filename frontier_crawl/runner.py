@@ -250,17 +250,23 @@ def print_cluster_report(settings: CrawlSettings, console: Console) -> int:
     runs (some node alive: the figures are live); else 1 (no node runs and the crawl is not
     over: the figures are those of the nodes' last runs)."""
     from frontier_crawl.cluster import (
-        Keys,
+        REPORT_WAIT_S,
+        Redis,
         cluster_reports,
         cluster_status,
+        crawl_keys,
         missing_phrase,
         read_view,
     )
 
-    link = redis_of(settings)
-    keys = Keys(settings.cluster.key_prefix)
+    # a short wait, not a node's cluster.unreachable_timeout_s: someone waits for the answer
+    link = Redis(
+        settings.cluster.redis_url, REPORT_WAIT_S,
+        give_up=f"the report command waits {REPORT_WAIT_S:g} s for Redis",
+    )  # fmt: skip
     processes = worker_count(settings)
     try:
+        keys = crawl_keys(link, settings.cluster.key_prefix)
         reports = cluster_reports(link, keys)
         status = cluster_status(link, keys, processes * settings.cluster.nodes)
         view = read_view(link, keys, settings.cluster.nodes, processes)
@@ -284,11 +290,14 @@ def print_cluster_report(settings: CrawlSettings, console: Console) -> int:
 
 def add_seeds(settings: CrawlSettings, path: Path, console: Console) -> int:
     """``add-seeds``: each URL (canonical, crawlable) to the partition that owns its host, in
-    one Redis transaction; a running cluster crawls them at once, an ended one when its nodes
-    are started again. Depth 0, as seeds; the owner applies the scope and the seen-set."""
-    from frontier_crawl.cluster import Keys, add_batches
-    from frontier_crawl.frontier.mailbox import encode_links
+    batches of at most ``cluster.max_batch_bytes``, one Redis transaction each; a running
+    cluster crawls them at once, an ended one when its nodes are started again (before any
+    node started: the crawl's identity is stored, as the first node does). Depth 0, as seeds;
+    the owner applies the scope and the seen-set."""
+    from frontier_crawl.cluster import add_batches, crawl_keys
+    from frontier_crawl.frontier.mailbox import encode_batches
     from frontier_crawl.frontier.urls import canonicalize, origin
+    from frontier_crawl.workers.partition import CLUSTER_UPGRADABLE, cluster_identity
 
     try:
         lines = path.read_text().splitlines()
@@ -308,10 +317,14 @@ def add_seeds(settings: CrawlSettings, path: Path, console: Console) -> int:
             continue
         owner = partition_of(origin(url), total, settings.workers.partition_by)
         by_partition.setdefault(owner, []).append((url, 0, None, 0, "", b"", 0))
-    batches = {p: [encode_links(links)] for p, links in by_partition.items()}
+    cap = settings.cluster.max_batch_bytes
+    batches = {p: encode_batches(links, cap) for p, links in by_partition.items()}
     link = redis_of(settings)
     try:
-        n = add_batches(link, Keys(settings.cluster.key_prefix), batches) if batches else 0
+        keys = crawl_keys(
+            link, settings.cluster.key_prefix, cluster_identity(settings), CLUSTER_UPGRADABLE
+        )
+        n = add_batches(link, keys, batches) if batches else 0
     finally:
         link.close()
     urls = sum(len(v) for v in by_partition.values())

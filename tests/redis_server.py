@@ -139,3 +139,14 @@ class RedisServer:
                 os.kill(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=10)
         self.proc = None
+
+
+def crawl_prefix(client: redis.Redis, base: str = "frontier-crawl") -> str:
+    """The prefix of the keys of the crawl Redis names under ``base`` (``cluster/crawlid.py``:
+    ``<key_prefix>:<crawl id>``)."""
+    import json
+
+    raw = client.get(f"{base}:identity")
+    assert raw is not None, f"no crawl under {base}"
+    crawl = json.loads(raw).get("crawl")
+    return f"{base}:{crawl}" if crawl else base

@@ -7,6 +7,7 @@ nodes' live summaries and the cluster's view built from them).
 """
 
 from frontier_crawl.cluster.client import (
+    REPORT_WAIT_S,
     ClusterError,
     ClusterRefused,
     ClusterUnavailable,
@@ -14,6 +15,7 @@ from frontier_crawl.cluster.client import (
     Redis,
     redact,
 )
+from frontier_crawl.cluster.crawlid import crawl_keys
 from frontier_crawl.cluster.node import (
     ClusterNode,
     add_batches,
@@ -32,6 +34,7 @@ from frontier_crawl.cluster.view import (
 )
 
 __all__ = [
+    "REPORT_WAIT_S",
     "ClusterError",
     "ClusterNode",
     "ClusterRefused",
@@ -45,6 +48,7 @@ __all__ = [
     "build_view",
     "cluster_reports",
     "cluster_status",
+    "crawl_keys",
     "make_summary",
     "missing_phrase",
     "partitions_of",

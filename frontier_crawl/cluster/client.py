@@ -43,6 +43,8 @@ BACKOFF_MAX_S = 5.0
 FULL_CLEAR_S = 2 * BACKOFF_MAX_S
 SOCKET_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 3.0
+#: how long the ``report`` command waits for an unreachable Redis (someone waits for it)
+REPORT_WAIT_S = 3.0
 GROUP = "owner"
 """The one consumer group of every partition stream; its one consumer is the owner node."""
 CONSUMER = "owner"
@@ -95,11 +97,17 @@ def redact(url: str) -> str:
 
 
 class Keys:
-    """The Redis keys of one crawl, all under ``cluster.key_prefix``."""
+    """The Redis keys of one crawl: ``<key_prefix>:identity`` names the crawl that owns the
+    prefix (its crawl id, ``crawlid.py``), and every other key is under
+    ``<key_prefix>:<crawl id>``, so that no key of another crawl is ever read (a crawl started
+    by a version without crawl ids has the id "": its keys are right under the prefix)."""
 
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
-        self.identity = f"{prefix}:identity"
+    def __init__(self, base: str, crawl: str = "") -> None:
+        self.base = base  #: ``cluster.key_prefix``
+        self.crawl = crawl
+        self.identity = f"{base}:identity"
+        self.prefix = prefix = f"{base}:{crawl}" if crawl else base
+        self.joined = f"{prefix}:joined"  #: set: the nodes that have joined this crawl
         self.counts = f"{prefix}:counts"  #: hash: sent (batches added, over all runs)
         self.probe = f"{prefix}:probe"  #: termination probe number (node.py)
         self.status = f"{prefix}:status"  #: hash: node -> its answer to the probe
@@ -116,10 +124,20 @@ class Keys:
 class Redis:
     """A redis-py client for ``url`` whose calls retry as the module docstring says."""
 
-    def __init__(self, url: str, unreachable_timeout_s: float) -> None:
+    def __init__(
+        self, url: str, unreachable_timeout_s: float, *, give_up: str = ""
+    ) -> None:
+        """``give_up``: what the message says when Redis stays unreachable (by default, that
+        ``cluster.unreachable_timeout_s`` has passed)."""
         self.url = url
         self.where = redact(url)
         self.unreachable_timeout_s = unreachable_timeout_s
+        self._give_up = give_up or (
+            f"gave up after cluster.unreachable_timeout_s = {unreachable_timeout_s:g} s"
+        )
+        #: the current outage (thread-safe reads: the control API's status names it):
+        #: (monotonic start, what was being done, the error), None while Redis answers
+        self.outage: tuple[float, str, str] | None = None
         self._full_since = 0.0  #: the first refusal for memory of the current fault
         self._last_full = 0.0  #: the last one
         self._room_said = True  #: "room again" logged for the current fault (none yet)
@@ -175,13 +193,13 @@ class Redis:
             except retried as exc:
                 now = time.monotonic()
                 first_failure = first_failure or now
+                if str(exc) != FULL:
+                    self.outage = (first_failure, what, scrub(str(exc), self.url)[:200])
                 if now >= deadline:
                     raise ClusterUnavailable(
                         f"Redis at {self.where} unreachable for {now - first_failure:.0f} s "
-                        f"({what}: {scrub(str(exc), self.url)}); gave up after "
-                        "cluster.unreachable_timeout_s = "
-                        f"{self.unreachable_timeout_s:g} s. Start Redis (or fix the URL) and "
-                        "run the same command to resume."
+                        f"({what}: {scrub(str(exc), self.url)}); {self._give_up}. Start "
+                        "Redis (or fix the URL) and run the same command to resume."
                     ) from None
                 log.warning(
                     "Redis at %s unreachable (%s: %s): retrying in %.1f s",
@@ -192,6 +210,7 @@ class Redis:
                 time.sleep(min(delay, max(0.0, deadline - now)))
                 delay = min(delay * 2, BACKOFF_MAX_S)
                 continue
+            self.outage = None
             if self._last_full and not self._room_said and (when_full is not None or first_failure):
                 self._room_said = True  # (a write taken: once a fault, however it flickers)
                 log.warning(
@@ -227,6 +246,20 @@ class Redis:
                 "more memory (maxmemory; a node that is down leaves its batches there: start "
                 "it) and run the same command to resume."
             )
+
+    def unreachable(self, now: float) -> str:
+        """The status's sentence while Redis does not answer ("" while it does): which
+        Redis (password hidden), for how long, the error, when the node gives up."""
+        outage = self.outage
+        if outage is None:
+            return ""
+        since, what, error = outage
+        lasted = now - since
+        left = max(0.0, self.unreachable_timeout_s - lasted)
+        return (
+            f"Redis at {self.where} unreachable for {lasted:.0f} s ({what}: {error}); "
+            f"retrying, giving up in {left:.0f} s (cluster.unreachable_timeout_s)"
+        )
 
     def full_for(self, now: float) -> float | None:
         """How long Redis has been refusing writes for lack of memory (None: it is not)."""

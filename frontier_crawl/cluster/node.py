@@ -29,8 +29,10 @@ zombie not yet reaped by its parent, or its PID reused: a node killed with -9 an
 again at once, as systemd's ``Restart=`` does), it takes the membership over at once; if it
 names a live process of this machine, it is refused (exit 2); if it cannot tell (another
 machine, no /proc) it waits for the key to lapse, saying so on one line, and is refused only if
-the holder renews it meanwhile (it is alive). ``<prefix>:identity`` holds the first node's
-crawl identity; a node whose identity differs is refused, naming the keys.
+the holder renews it meanwhile (it is alive). ``<key_prefix>:identity`` holds the crawl's
+configuration and id; a node whose configuration differs, or whose state belongs to another
+crawl, is refused, naming the keys (``crawlid.py``). ``<prefix>`` above is
+``<key_prefix>:<crawl id>``: no key of another crawl is ever read.
 
 End of the crawl (:meth:`ClusterNode.begin` / :meth:`ClusterNode.answer`): a probe in
 rounds. Each round has a number in ``<prefix>:probe``. A node whose workers look quiet
@@ -73,6 +75,7 @@ from frontier_crawl.cluster.client import (
     Keys,
     Redis,
 )
+from frontier_crawl.cluster.crawlid import adopt, mark_joined
 from frontier_crawl.cluster.view import publish_summary, read_view, summary_every
 from frontier_crawl.proctree import pid_exists, proc_stat
 
@@ -118,10 +121,6 @@ return 0
 
 def partitions_of(node: int, processes: int) -> range:
     return range(node * processes, (node + 1) * processes)
-
-
-def differing_keys(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> list[str]:
-    return sorted(k for k in {*ours, *theirs} if ours.get(k) != theirs.get(k))
 
 
 class Ledger:
@@ -228,40 +227,35 @@ class ClusterNode:
     def join(
         self, identity: Mapping[str, Any], upgradable: Mapping[str, Collection[Any]] | None = None
     ) -> None:
-        """Check the crawl identity, take this node's membership, create the streams' groups.
+        """Find this node's crawl (``crawlid.py``: the configuration checked, a crawl of
+        another run refused), take this node's membership, create the streams' groups.
 
         ``upgradable``: keys whose value in the cluster may be one of these older ones (the
         frontier's layout versions a node upgrades its own state from, so that a cluster crawl
         started by an older version goes on after every node is upgraded)."""
-        ours = json.loads(json.dumps(identity))  # as it reads back
-        raw = self.redis.call(
-            "storing the crawl identity",
-            lambda c: self._identity(c, json.dumps(ours)),
-        )
-        theirs = json.loads(raw) if raw else ours
-        older = upgradable or {}
-        changed = [k for k in differing_keys(ours, theirs) if theirs.get(k) not in older.get(k, ())]
-        if changed:
-            detail = "; ".join(
-                f"{k}: {theirs.get(k)!r} in the cluster, {ours.get(k)!r} here" for k in changed
-            )
-            raise ClusterRefused(
-                f"this node's crawl identity differs from the cluster's ({detail}). Every node "
-                "must use the same configuration (these keys), or choose another "
-                "cluster.key_prefix for a new crawl."
-            )
+        self.keys = keys = adopt(
+            self.redis, self.keys.base, identity, upgradable, node=self.node,
+            root=self._ledger_path.parent, has_state=self._ledger_path.exists(),
+            running=self._member_running,
+        )  # fmt: skip
+        self._cursor = {keys.stream(p): b"0" for p in self.partitions}
         self._take_membership()
+        mark_joined(self.redis, keys, self.node)
         for partition in range(self.total):
             self.redis.call("creating the stream groups", partial(self._group, partition=partition))
         self._ledger = Ledger(self._ledger_path, self._map_size)
         self._joined = True
-        log.info("node %d joined the cluster at %s", self.node, self.redis.where)
+        log.info(
+            "node %d joined the cluster at %s (crawl %s)",
+            self.node, self.redis.where, keys.crawl or "without an id",
+        )  # fmt: skip
 
-    def _identity(self, client: redis.Redis, ours: str) -> bytes | None:
-        if client.get(self.keys.identity) is None:  # (a write only when needed: Redis may be full)
-            client.set(self.keys.identity, ours, nx=True)  # the first node's stays
-        raw: Any = client.get(self.keys.identity)
-        return bytes(raw) if raw is not None else None
+    def _member_running(self, keys: Keys) -> bool:
+        """Whether a process that has not provably ended holds this node's membership."""
+        raw: Any = self.redis.call("joining", lambda c: c.get(keys.member(self.node)))
+        if raw is None:
+            return False
+        return holder_ended(_holder_of(bytes(raw))) is not True
 
     def _group(self, client: redis.Redis, partition: int) -> None:
         import redis
@@ -623,24 +617,26 @@ def holder_ended(holder: Mapping[str, Any]) -> bool | None:
 
 
 def add_batches(link: Redis, keys: Keys, batches: Mapping[int, Sequence[bytes]]) -> int:
-    """Add batches to their partitions' streams in one MULTI (``add-seeds``), counted as sent;
-    clears ``done``, so that an ended cluster crawls them when its nodes run again (and
-    running nodes do at once). Returns the number of batches."""
+    """Add batches to their partitions' streams (``add-seeds``), each in a MULTI of its own
+    (so that no write is larger than a batch: Redis refuses one larger than the room it has
+    left), counted as sent; clears ``done``, so that an ended cluster crawls them when its
+    nodes run again (and running nodes do at once). Returns the number of batches. Run
+    again after a failure, a batch added twice is admitted once (its id)."""
     from frontier_crawl.cluster.sender import batch_id
 
-    def add(client: redis.Redis) -> int:
+    def add(client: redis.Redis, partition: int, batch: bytes) -> None:
         with client.pipeline(transaction=True) as pipe:
-            n = 0
-            for partition, items in batches.items():
-                for batch in items:
-                    pipe.xadd(keys.stream(partition), {b"i": batch_id(batch), b"b": batch})
-                    n += 1
-            pipe.hincrby(keys.counts, "sent", n)
+            pipe.xadd(keys.stream(partition), {b"i": batch_id(batch), b"b": batch})
+            pipe.hincrby(keys.counts, "sent", 1)
             pipe.delete(keys.done)
             pipe.execute()
-        return n
 
-    return link.call("adding seeds", add)
+    n = 0
+    for partition, items in batches.items():
+        for batch in items:
+            link.call("adding seeds", partial(add, partition=partition, batch=batch))
+            n += 1
+    return n
 
 
 def cluster_reports(link: Redis, keys: Keys) -> dict[int, dict[str, Any]]:

@@ -18,7 +18,7 @@ _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 #: What the crawl itself writes in an output_dir (a node's root, or a worker's directory):
 #: ``engine.Layout`` (warc/, state/, crawl.jsonl, report.json, report.html), ``workers/``
-#: (workers.json, cluster.lmdb, worker-<i>/), ``control/server.py`` (control.addr,
+#: (workers.json, cluster.lmdb, cluster.json, worker-<i>/), ``control/server.py`` (control.addr,
 #: control.token). A feed may not be one of them, nor their temporary or set-aside copies
 #: (``<name>.tmp``, ``.<name>.<random>.tmp``, ``<name>.damaged-<time>``, ``<name>-lock``).
 #: tests/e2e/test_feed_paths.py lists what a crawl leaves in its output_dir against this.
@@ -30,6 +30,7 @@ CRAWL_FILES = (
     "report.html",
     "workers.json",
     "cluster.lmdb",
+    "cluster.json",
     "control.addr",
     "control.token",
 )

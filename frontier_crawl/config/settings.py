@@ -874,9 +874,19 @@ class ClusterSection(_Section, frozen=True):
         Meta(
             description="How long a node retries (with backoff, logged) while Redis is "
             "unreachable, at start or mid-crawl, or full (maxmemory: refusing writes with no "
-            "10 s pause), before it stops with exit status 1 (resumable)."
+            "10 s pause), before it stops with exit status 1 (resumable); meanwhile its status "
+            "names Redis (redis-unreachable, redis-full). The report command waits 3 s."
         ),
     ] = 300.0
+    max_batch_bytes: Annotated[
+        Annotated[int, Meta(ge=4096, le=512 * 1024 * 1024)],
+        Meta(
+            description="A link batch for another worker or node is at most this many bytes "
+            "(and 10,000 links): the links one commit finds for one partition are split into "
+            "as many batches as needed, each sent and acknowledged on its own. Keep it well "
+            "below Redis's maxmemory: a write larger than the room left is refused."
+        ),
+    ] = 1_048_576
 
     def __post_init__(self) -> None:
         if self.redis_url:

@@ -9,7 +9,9 @@ the checks is the order of precedence:
    ``POST /api/stop``, low disk space with ``low_space_action = "stop"``); ``redis-full``
    while Redis refuses this worker's link batches for other nodes for lack of memory
    (``maxmemory``: the sentence says how many wait and when the node gives up); ``paused``
-   while an operator pause or low disk space holds new requests.
+   while an operator pause or low disk space holds new requests. (A cluster node's
+   coordinator names ``redis-unreachable`` over all of them while Redis does not answer it:
+   which Redis, since when, the error, when the node gives up.)
 2. ``cpu`` when the loop is busy (not waiting in poll) most of the time: the sentence names the
    largest shares (parse, callbacks, WARC, frontier, fetch, other).
 3. ``fetch`` when every fetch slot is in use (``dns`` instead when name lookups take most of the
@@ -35,11 +37,11 @@ from typing import Any, Final, Literal
 
 BottleneckName = Literal[
     "politeness", "fetch", "cpu", "backoff", "robots", "dns", "draining", "paused", "idle",
-    "redis-full",
+    "redis-full", "redis-unreachable",
 ]  # fmt: skip
 BOTTLENECKS: Final[tuple[BottleneckName, ...]] = (
     "politeness", "fetch", "cpu", "backoff", "robots", "dns", "draining", "paused", "idle",
-    "redis-full",
+    "redis-full", "redis-unreachable",
 )  # fmt: skip
 
 CrawlState = Literal["starting", "running", "paused", "stopping", "finished"]

@@ -269,7 +269,10 @@ class Engine:
         #: a worker's outbox and inbox (none outside worker mode)
         self._exchange: PeerExchange | None = None
         if peers is not None:
-            self._exchange = PeerExchange(peers, self.frontier, self._group, self._run)
+            self._exchange = PeerExchange(
+                peers, self.frontier, self._group, self._run,
+                settings.cluster.max_batch_bytes,
+            )  # fmt: skip
         self._space = SpaceGuard(parts.space, self._run, settings.output)
         self._write_error = ""  #: the failed write that ended the run, if one did
         self._run.last_request = time.monotonic()

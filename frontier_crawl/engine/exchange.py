@@ -20,7 +20,7 @@ from frontier_crawl.engine.commit import CommitGroup
 from frontier_crawl.engine.seams import PeersLike
 from frontier_crawl.engine.state import LoopState
 from frontier_crawl.frontier import Frontier
-from frontier_crawl.frontier.mailbox import Link
+from frontier_crawl.frontier.mailbox import Link, decode_links, encode_batches
 
 #: a batch the transport cannot take now (a full Redis) is tried again this much later; it
 #: waits in the durable outbox meanwhile, and the crawl of this worker's own hosts goes on
@@ -31,9 +31,15 @@ class PeerExchange:
     """One worker's outbox and inbox, committed with its group commit."""
 
     def __init__(
-        self, peers: PeersLike, frontier: Frontier, group: CommitGroup, run: LoopState
+        self,
+        peers: PeersLike,
+        frontier: Frontier,
+        group: CommitGroup,
+        run: LoopState,
+        max_batch_bytes: int,
     ) -> None:
         self.peers = peers
+        self._max_bytes = max_batch_bytes
         self._frontier = frontier
         self._group = group
         self._run = run
@@ -94,7 +100,7 @@ class PeerExchange:
             self._forget = []
         if self._outbox:
             for dest, links in self._outbox.items():
-                self._frontier.queue_outgoing(dest, links)
+                self._frontier.queue_outgoing(dest, links, self._max_bytes)
             self._outbox.clear()
             self._undelivered = True
 
@@ -114,6 +120,8 @@ class PeerExchange:
             listed = frontier.outgoing(256 + len(self._forget) + len(self._forgetting))
             gone = {*self._forget, *self._forgetting}  # delivered, their deletion not committed
             pending = [entry for entry in listed if entry[0] not in gone]
+            if self._split_large(pending):
+                continue  # listed again: the pieces instead of the batch
             sent = []
             for key, dest, batch in pending:
                 if not self.peers.send(dest, batch):
@@ -130,3 +138,17 @@ class PeerExchange:
                 break
         self._undelivered = False
         self._run.held_up = 0
+
+    def _split_large(self, pending: list[tuple[bytes, int, bytes]]) -> bool:
+        """Split outbox batches larger than ``cluster.max_batch_bytes`` (left by an earlier
+        version, which did not cap them, or under a larger cap) before they are sent: Redis
+        refuses a write larger than the room it has left, whatever it holds. True if any."""
+        split = False
+        for key, dest, batch in pending:
+            if len(batch) <= self._max_bytes:
+                continue
+            pieces = encode_batches(decode_links(batch), self._max_bytes)
+            if len(pieces) > 1:  # (one link larger than the cap: sent as it is)
+                self._frontier.split_outgoing(key, dest, pieces)
+                split = True
+        return split

@@ -69,7 +69,7 @@ from frontier_crawl.frontier.identity import LAYOUT_VERSION as LAYOUT_VERSION  #
 from frontier_crawl.frontier.identity import (
     check_identity,
 )
-from frontier_crawl.frontier.mailbox import Link, decode_links, encode_links
+from frontier_crawl.frontier.mailbox import Link, decode_links, encode_batches
 from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions, no_variant
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for
 from frontier_crawl.frontier.recrawl import RecrawlPolicy
@@ -410,15 +410,18 @@ class Frontier:
                              callback=callback, meta=meta, priority=priority)  # fmt: skip
         return len(batches), sum(key.startswith(run_id) for key, _ in batches)
 
-    def queue_outgoing(self, dest: int, links: list[Link]) -> None:
-        """Keep a batch for another worker in this frontier's outbox, in the current transaction.
+    def queue_outgoing(self, dest: int, links: list[Link], max_bytes: int) -> None:
+        """Keep links for another worker in this frontier's outbox, in the current transaction:
+        one batch, or several of at most ``max_bytes`` each (``mailbox.encode_batches``), each
+        delivered (and, across nodes, acknowledged) on its own.
 
         Delivery (:meth:`outgoing` / :meth:`delivered`) happens after the commit, never inside
         a transaction of ours: holding our writer lock while waiting for a peer's (which may be
         waiting for ours) would deadlock. A kill between commit and delivery only delays it.
         """
         with self._write() as txn:
-            txn.put(dest.to_bytes(2, "big") + os.urandom(14), encode_links(links), db=self._outbox)
+            for batch in encode_batches(links, max_bytes):
+                txn.put(dest.to_bytes(2, "big") + os.urandom(14), batch, db=self._outbox)
 
     def outgoing(self, limit: int = 256) -> list[tuple[bytes, int, bytes]]:
         """Committed batches not yet delivered: (key, destination worker, encoded links)."""
@@ -429,6 +432,14 @@ class Frontier:
                 if len(out) >= limit:
                     break
         return out
+
+    def split_outgoing(self, key: bytes, dest: int, batches: Sequence[bytes]) -> None:
+        """Replace one outbox batch by ``batches`` (its links, split), in one transaction:
+        the links are in the outbox before and after, never twice and never lost."""
+        with self._write() as txn:
+            txn.delete(key, db=self._outbox)
+            for batch in batches:
+                txn.put(dest.to_bytes(2, "big") + os.urandom(14), batch, db=self._outbox)
 
     def delivered(self, keys: Iterable[bytes]) -> None:
         """Forget outbox batches now committed into their destinations' inboxes."""

@@ -62,6 +62,9 @@ PlainLink = tuple[str, int, str | None, int]  #: url, depth, referrer, hops
 #: admitted batches are deleted from the inbox at most this often (and at close), in one
 #: transaction for them all (:meth:`Inbox.ack`)
 ACK_EVERY_S = 1.0
+#: links in one batch at most (besides ``cluster.max_batch_bytes``): what one ingest admits
+MAX_BATCH_LINKS = 10_000
+_ARRAY_HEADER_MAX = 5  #: bytes of a msgpack array's header, at most
 
 
 class _WireLink(msgspec.Struct, array_like=True, frozen=True, gc=False):
@@ -94,6 +97,33 @@ def encode_links(links: Sequence[Link | PlainLink]) -> bytes:
     return _encoder.encode(
         [link if len(link) > 4 and (link[4] or link[5] or link[6]) else link[:4] for link in links]
     )
+
+
+def encode_batches(links: Sequence[Link | PlainLink], max_bytes: int) -> list[bytes]:
+    """``links`` as batches of at most ``max_bytes`` encoded bytes and :data:`MAX_BATCH_LINKS`
+    links each, in order (a single link larger than ``max_bytes``: a batch of its own). One
+    batch, encoded once, when they fit; else each link is measured on its own. No links: no
+    batch."""
+    if not links:
+        return []
+    if len(links) <= MAX_BATCH_LINKS:
+        whole = encode_links(links)
+        if len(whole) <= max_bytes:
+            return [whole]
+    out: list[bytes] = []
+    group: list[Link | PlainLink] = []
+    size = _ARRAY_HEADER_MAX
+    for link in links:
+        # a link alone is a one-item array: its 1-byte header is not part of the batch's
+        n = len(encode_links((link,))) - 1
+        if group and (size + n > max_bytes or len(group) >= MAX_BATCH_LINKS):
+            out.append(encode_links(group))
+            group, size = [], _ARRAY_HEADER_MAX
+        group.append(link)
+        size += n
+    if group:
+        out.append(encode_links(group))
+    return out
 
 
 def decode_links(data: bytes) -> list[Link]:

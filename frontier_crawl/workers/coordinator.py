@@ -466,6 +466,7 @@ class Coordinator:
             view = merged["cluster"] = self.cluster_view()
             if view["waiting"] and merged["bottleneck"].get("name") == "idle":
                 merged["bottleneck"] = {"name": "idle", "detail": view["waiting"]}
+            self._name_redis(merged, bool(snaps))
         with self._history_lock:
             history, now = self._history, time.time()
             if snaps and (not history or now - history[-1][0] >= HISTORY_EVERY_S):
@@ -474,6 +475,19 @@ class Coordinator:
                     history.popleft()
             merged["history"] = [list(point) for point in history]
         return merged
+
+    def _name_redis(self, merged: dict[str, Any], answered: bool) -> None:
+        """While Redis does not answer this node (its coordinator retrying), the status's
+        bottleneck says so, whatever the workers say (nothing moves between nodes, the crawl
+        cannot end); workers that did not answer wait for it too (their link batches)."""
+        assert self._cluster is not None
+        down = self._cluster.redis.unreachable(time.monotonic())
+        if not down:
+            return
+        if not answered:  # (not "starting": the crawl ran; its workers wait for Redis)
+            merged["state"] = "stopping" if self._orders[0] or self._stop.value else "running"
+            down += "; the workers wait for it too (no worker status meanwhile)"
+        merged["bottleneck"] = {"name": "redis-unreachable", "detail": down}
 
     def metrics(self) -> bytes:
         """Prometheus text of every worker (label ``worker``)."""

@@ -18,6 +18,7 @@ from frontier_crawl.cluster import (
     Keys,
     RemoteSender,
 )
+from frontier_crawl.cluster.crawlid import read_crawl_file
 from frontier_crawl.cluster.view import summary_every
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.engine import Engine
@@ -158,7 +159,9 @@ def _worker_main(
     root = Path(settings.crawl.output_dir)
     remote = None
     if settings.cluster.redis_url:
-        remote = RemoteSender(redis_of(settings), Keys(settings.cluster.key_prefix))
+        # the crawl's keys: its id, kept by the coordinator when it joined (before any worker)
+        crawl = read_crawl_file(root) or ""
+        remote = RemoteSender(redis_of(settings), Keys(settings.cluster.key_prefix, crawl))
     peers = Peers(
         index, local, total, root, settings.frontier.lmdb_map_size_bytes, status, stop, run_id,
         remote, settings.workers.partition_by, orders,

@@ -25,7 +25,7 @@ from frontier_crawl.demo.site import Site, SiteSpec
 from frontier_crawl.frontier.mailbox import decode_links, owner_of
 from frontier_crawl.frontier.urls import origin
 from tests.conftest import crawl_config, served_pages, warc_response_uris
-from tests.redis_server import PASSWORD, RedisServer, reserved_port
+from tests.redis_server import PASSWORD, RedisServer, crawl_prefix, reserved_port
 from tests.waiting import wait_until
 
 #: min_delay_s 1.0 -> 0.02 (as conftest.crawl_config: hundreds of pages per host would take
@@ -182,13 +182,14 @@ def test_three_nodes_crawl_exactly_once(
     assert_no_secret(tmp_path)
     # Redis holds nothing of the crawl but counters once it is over: every batch acknowledged
     client = redis_server.client()
-    sent = int(client.hget("frontier-crawl:counts", "sent") or 0)
+    sent = int(client.hget(f"{crawl_prefix(client)}:counts", "sent") or 0)
     assert sent > 0
-    assert all(client.xlen(f"frontier-crawl:p:{p}") == 0 for p in range(NODES))
+    assert all(client.xlen(f"{crawl_prefix(client)}:p:{p}") == 0 for p in range(NODES))
     # the cluster's report, from any node: the sum of the nodes' reports
     proc = subprocess.run(node_cmd(cfg, "report"), capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    reports = {int(k): json.loads(v) for k, v in client.hgetall("frontier-crawl:reports").items()}
+    published = client.hgetall(f"{crawl_prefix(client)}:reports")
+    reports = {int(k): json.loads(v) for k, v in published.items()}
     assert sorted(reports) == list(range(NODES))
     total = sum(r["fetched"] for r in reports.values())
     assert total == len(site.expected_pages(server.port))
@@ -215,7 +216,7 @@ def test_before_every_node_joined_and_refusals(
     wait_until(
         "node 0's hosts crawled and links for node 1 waiting in Redis",
         lambda: set(served_pages(server, since, wait_s=0.0)) == mine
-        and client.xlen("frontier-crawl:p:1") > 0,
+        and client.xlen(f"{crawl_prefix(client)}:p:1") > 0,
         40, alive=first.proc,
         detail=lambda: f"{len(served_pages(server, since))} of {len(mine)}; "
         + first.output()[-2000:],
@@ -224,9 +225,9 @@ def test_before_every_node_joined_and_refusals(
     assert first.proc is not None and first.proc.poll() is None
     assert set(served_pages(server, since)) == mine  # nothing of node 1's hosts
     # Redis memory is what waits: measured per pending link
-    entries = client.xrange("frontier-crawl:p:1")
+    entries = client.xrange(f"{crawl_prefix(client)}:p:1")
     links = sum(len(decode_links(fields[b"b"])) for _id, fields in entries)
-    memory = client.memory_usage("frontier-crawl:p:1", samples=0)
+    memory = client.memory_usage(f"{crawl_prefix(client)}:p:1", samples=0)
     assert memory is not None and links > 0
     print(f"{len(entries)} batches, {links} links wait for node 1: {memory} bytes in Redis, "
           f"{memory / links:.0f} bytes per pending link")  # fmt: skip
@@ -257,10 +258,10 @@ def test_before_every_node_joined_and_refusals(
     # a batch sent twice (a sender killed between XADD and its outbox delete resends it) is
     # admitted once, by its id; entries that are not batches are dropped and counted
     _, fields = entries[0]
-    client.xadd("frontier-crawl:p:1", fields)
-    client.xadd("frontier-crawl:p:1", {b"i": b"x" * 16, b"b": b"not msgpack \xff"})
-    client.xadd("frontier-crawl:p:1", {b"junk": b"1"})
-    client.hincrby("frontier-crawl:counts", "sent", 3)
+    client.xadd(f"{crawl_prefix(client)}:p:1", fields)
+    client.xadd(f"{crawl_prefix(client)}:p:1", {b"i": b"x" * 16, b"b": b"not msgpack \xff"})
+    client.xadd(f"{crawl_prefix(client)}:p:1", {b"junk": b"1"})
+    client.hincrby(f"{crawl_prefix(client)}:counts", "sent", 3)
     second = Node(cfg, 1).start()
     assert [first.wait(60), second.wait(60)] == [0, 0], second.output()[-2000:]
     check_crawl(site, server, since, tmp_path, 2, refetch_bound=0)
@@ -479,7 +480,7 @@ def test_sigterm_stops_one_node_gracefully(
     report = json.loads((tmp_path / "out-0" / "report.json").read_text())
     assert report["stopped_by_signal"] is True and report["complete"] is False
     assert nodes[1].proc is not None and nodes[1].proc.poll() is None
-    published = redis_server.client().hget("frontier-crawl:reports", "0")
+    published = redis_server.client().hget(f"{crawl_prefix(redis_server.client())}:reports", "0")
     assert published is not None and json.loads(published)["stopped_by_signal"] is True
     nodes[0].start()
     assert [n.wait(90) for n in nodes] == [0, 0], nodes[0].output()[-2000:]

@@ -35,7 +35,7 @@ from tests.e2e.test_cluster import (
     node_cmd,
     site_server,
 )
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, crawl_prefix
 from tests.waiting import wait_until
 
 __all__ = ["site_server"]  # the module-scoped fixture, shared with test_cluster.py
@@ -137,7 +137,9 @@ def _held(client: object, holder: dict[str, object], ttl_ms: int) -> None:
     import redis
 
     assert isinstance(client, redis.Redis)
-    client.set("t:member:1", json.dumps({"token": "old", **holder}), px=ttl_ms)
+    # the crawl the node joins (crawl id c0), and a membership of it held by ``holder``
+    client.set("t:identity", json.dumps({"identity": 1, "crawl": "c0"}), nx=True)
+    client.set("t:c0:member:1", json.dumps({"token": "old", **holder}), px=ttl_ms)
 
 
 @pytest.mark.timeout(30)
@@ -172,7 +174,7 @@ def test_a_membership_renewed_while_waiting_is_refused(
 
     def heartbeat() -> None:  # as node.py's heartbeat: every third of the TTL
         while not stop.wait(1.0):
-            client.pexpire("t:member:1", 3000)
+            client.pexpire("t:c0:member:1", 3000)
 
     beat = threading.Thread(target=heartbeat, daemon=True)
     beat.start()
@@ -206,7 +208,7 @@ def test_a_membership_of_this_machine_live_or_pid_reused(
     node = _node(tmp_path / "b", redis_server.url)
     node.join({"identity": 1})
     assert time.monotonic() - started < 2.0  # neither waited for the 10 s TTL
-    assert json.loads(client.get("t:member:1") or b"{}")["token"] != "old"
+    assert json.loads(client.get("t:c0:member:1") or b"{}")["token"] != "old"
     node.leave()
 
 
@@ -231,6 +233,8 @@ def test_a_cluster_started_by_an_older_layout_goes_on_after_the_upgrade(
         with pytest.raises(ClusterRefused, match="layout_version"):  # no upgrade path given
             _node(tmp_path / "b", redis_server.url).join({"layout_version": LAYOUT_VERSION,
                                                          "seeds": ["a"]})  # fmt: skip
+        # a node of that crawl (its state: the ledger; no crawl id, as that version kept)
+        (tmp_path / "c" / "ledger").mkdir(parents=True)
         node = _node(tmp_path / "c", redis_server.url)
         node.join({"layout_version": LAYOUT_VERSION, "seeds": ["a"]}, CLUSTER_UPGRADABLE)
         node.leave()
@@ -257,8 +261,8 @@ def test_the_owner_drains_a_full_redis(tmp_path: Path, redis_server: RedisServer
     try:
         # (the first call reads this node's pending entries: none)
         assert sum(node.pump(lambda _p, batch: got.append(batch)) for _ in range(2)) == 3
-        assert client.xlen("t:p:0") == 0
-        assert client.xpending("t:p:0", "owner")["pending"] == 0
+        assert client.xlen(node.keys.stream(0)) == 0
+        assert client.xpending(node.keys.stream(0), "owner")["pending"] == 0
     finally:
         client.config_set("maxmemory", 0)
         node.leave()
@@ -283,12 +287,12 @@ def test_a_read_whose_reply_was_lost_is_read_again(
         add_batches(node.redis, node.keys, {0: [b"lost reply"]})
         client = redis_server.client()
         # what Redis did for the owner's read whose reply was lost
-        assert client.xreadgroup("owner", "owner", {"t:p:0": ">"})
+        assert client.xreadgroup("owner", "owner", {node.keys.stream(0): ">"})
         wait_until("the entry read again and delivered",
                    lambda: node.pump(lambda _p, batch: got.append(batch)) or got, 10,
                    every_s=0.05)  # fmt: skip
-        assert client.xlen("t:p:0") == 0
-        assert client.xpending("t:p:0", "owner")["pending"] == 0
+        assert client.xlen(node.keys.stream(0)) == 0
+        assert client.xpending(node.keys.stream(0), "owner")["pending"] == 0
     finally:
         node.leave()
     assert got == [b"lost reply"]
@@ -401,7 +405,7 @@ def test_redis_full_once_every_node_is_quiet(
         assert "Traceback" not in text, text[-3000:]
         gave_up = gave_up_lines(text)
         assert len(gave_up) == 1 and "is out of memory" in gave_up[0], text[-2000:]
-    assert client.get("frontier-crawl:done") is None
+    assert client.get(f"{crawl_prefix(client)}:done") is None
     client.config_set("maxmemory", 0)
     nodes = [Node(cfg, n).start() for n in range(2)]
     assert [node.wait(60) for node in nodes] == [0, 0], [n.output()[-2000:] for n in nodes]

@@ -26,7 +26,7 @@ from frontier_crawl.demo.site import Site, SiteSpec
 from tests.conftest import served_pages
 from tests.control_client import Api, wait_until
 from tests.e2e.test_cluster import Node, assert_no_secret, cluster_config, node_cmd, spread
-from tests.redis_server import PASSWORD, RedisServer
+from tests.redis_server import PASSWORD, RedisServer, crawl_prefix
 
 NODES = 3
 
@@ -121,10 +121,10 @@ def test_three_nodes_seen_as_one_during_and_after(
     assert done.returncode == 0, done.stdout + done.stderr
     client = redis_server.client()
     for n in range(NODES):
-        summary = json.loads(client.hget(f"frontier-crawl:live:{n}", "s") or b"{}")
+        summary = json.loads(client.hget(f"{crawl_prefix(client)}:live:{n}", "s") or b"{}")
         assert summary["state"] == "finished" and summary["pages"] == reports[n]["fetched"]
-        assert 0 < client.pttl(f"frontier-crawl:live:{n}") <= 86_400_000
-        assert len(client.hget(f"frontier-crawl:live:{n}", "s") or b"") <= 1024
+        assert 0 < client.pttl(f"{crawl_prefix(client)}:live:{n}") <= 86_400_000
+        assert len(client.hget(f"{crawl_prefix(client)}:live:{n}", "s") or b"") <= 1024
     total = sum(r["fetched"] for r in reports)
     assert total == len(site.expected_pages(server.port))
     assert f"pages {total:,}" in done.stdout and "cluster (ended)" in done.stdout, done.stdout
@@ -200,7 +200,8 @@ def test_a_node_never_joined_and_one_killed_are_named_with_how_long(
     first.proc.send_signal(signal.SIGTERM)
     assert first.wait(60) == 0, first.output()[-2000:]
     client = redis_server.client()
-    assert json.loads(client.hget("frontier-crawl:live:0", "s") or b"{}")["state"] == "stopped"
+    live = client.hget(f"{crawl_prefix(client)}:live:0", "s")
+    assert json.loads(live or b"{}")["state"] == "stopped"
     after = report_cmd(cfg)  # no node runs, the crawl is not over: the last figures, exit 1
     assert after.returncode == 1, after.stdout + after.stderr
     assert "node 0 (stopped" in after.stdout, after.stdout

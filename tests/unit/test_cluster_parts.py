@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from frontier_crawl.cluster import batch_id, partitions_of, redact
-from frontier_crawl.cluster.node import differing_keys
+from frontier_crawl.cluster.crawlid import differing_keys
 
 GOOD = """
 [crawl]

@@ -15,7 +15,7 @@ from frontier_crawl.engine.exchange import DELIVER_RETRY_S, PeerExchange
 from frontier_crawl.engine.space import SpaceGuard
 from frontier_crawl.engine.state import LoopState
 from frontier_crawl.frontier import Frontier
-from frontier_crawl.frontier.mailbox import INBOX_ENV, Link, decode_links
+from frontier_crawl.frontier.mailbox import INBOX_ENV, Link, decode_links, encode_links
 from frontier_crawl.output import CrawlStats
 from frontier_crawl.output.space import SpaceMonitor
 from tests.waiting import wait_until
@@ -70,7 +70,7 @@ def test_foreign_links_delivered_after_their_commit(tmp_path: Path) -> None:
         repairs=[], interval_s=0.05, times=LoopTimes(), waited=lambda: 0.0,
         started=time.monotonic(),
     )  # fmt: skip
-    exchange.append(PeerExchange(peers, frontier, group, run))
+    exchange.append(PeerExchange(peers, frontier, group, run, 1 << 20))
     try:
         group.open(time.monotonic())
         frontier.add([f"{A}/1", f"{B}/1"], depth=0, now=time.monotonic())
@@ -101,7 +101,9 @@ def test_foreign_links_delivered_after_their_commit(tmp_path: Path) -> None:
         frontier.close(checkpoint=False)
 
 
-def _two_workers(tmp_path: Path) -> tuple[TwoPeers, Frontier, CommitGroup, PeerExchange]:
+def _two_workers(
+    tmp_path: Path, max_batch_bytes: int = 1 << 20
+) -> tuple[TwoPeers, Frontier, CommitGroup, PeerExchange]:
     s = parse({"crawl": {"seeds": [f"{A}/"], "output_dir": str(tmp_path)},
                "scope": {"allow_domains": ["a.test", "b.test"]}})  # fmt: skip
     peers = TwoPeers()
@@ -115,8 +117,41 @@ def _two_workers(tmp_path: Path) -> tuple[TwoPeers, Frontier, CommitGroup, PeerE
         repairs=[], interval_s=0.05, times=LoopTimes(), waited=lambda: 0.0,
         started=time.monotonic(),
     )  # fmt: skip
-    exchange.append(PeerExchange(peers, frontier, group, LoopState()))
+    exchange.append(PeerExchange(peers, frontier, group, LoopState(), max_batch_bytes))
     return peers, frontier, group, exchange[0]
+
+
+def test_one_commits_links_are_split_into_capped_batches(tmp_path: Path) -> None:
+    """cluster.max_batch_bytes: the links one group commit finds for one peer leave in
+    several batches of at most the cap, each sent on its own, all of them, once."""
+    peers, frontier, group, _exchange = _two_workers(tmp_path, max_batch_bytes=4096)
+    urls = [f"{B}/{i:04d}/" + "x" * 100 for i in range(300)]
+    try:
+        group.open(time.monotonic())
+        frontier.add(urls, depth=0, now=time.monotonic())
+        group.commit()
+        assert len(peers.sent) > 5
+        assert sorted(link[0] for _dest, links in peers.sent for link in links) == urls
+        assert all(len(encode_links(links)) <= 4096 for _dest, links in peers.sent)
+    finally:
+        frontier.close(checkpoint=False)
+
+
+def test_an_outbox_batch_over_the_cap_is_split_before_it_is_sent(tmp_path: Path) -> None:
+    """A batch left in the outbox by an earlier version (no cap: Redis refused it for memory
+    at every restart) is split in the outbox, in one transaction, then sent in pieces."""
+    urls = [f"{B}/{i:04d}/" + "x" * 100 for i in range(300)]
+    links: list[Link] = [(u, 1, f"{A}/", 0, "", b"", 0) for u in urls]
+    peers, frontier, group, _exchange = _two_workers(tmp_path, max_batch_bytes=4096)
+    try:
+        frontier.queue_outgoing(1, links, 1 << 30)  # as the earlier version did: one batch
+        assert len(frontier.outgoing()) == 1
+        group.commit()  # (nothing open: the after-commit delivery alone)
+        assert len(peers.sent) > 5
+        assert sorted(link for _dest, batch in peers.sent for link in batch) == links
+        assert all(len(encode_links(batch)) <= 4096 for _dest, batch in peers.sent)
+    finally:
+        frontier.close(checkpoint=False)
 
 
 def test_a_delivery_costs_the_sender_no_commit_of_its_own(tmp_path: Path) -> None:

@@ -11,13 +11,24 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.config.settings import CrawlSection, FrontierSection, PolitenessSection
-from frontier_crawl.frontier import Frontier
-from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Link, owner_of
+from frontier_crawl.frontier import Frontier, mailbox
+from frontier_crawl.frontier.mailbox import (
+    INBOX_ENV,
+    Inbox,
+    Link,
+    decode_links,
+    encode_batches,
+    encode_links,
+    owner_of,
+)
 
 RUN = b"run-0001"
 MAP = 1 << 24
@@ -172,3 +183,29 @@ def test_owner_of_is_stable_and_spread() -> None:
     assert set(owners) == {0, 1, 2, 3}
     assert min(owners.count(w) for w in range(4)) > 150
     assert owner_of("http://x.test", 1) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.text(min_size=1, max_size=300), st.integers(0, 30)), max_size=80),
+    st.integers(16, 3000),
+    st.integers(1, 9),
+)
+def test_encode_batches_keeps_every_link_under_the_caps(
+    raw: list[tuple[str, int]], max_bytes: int, max_links: int
+) -> None:
+    """Every link once, in order; each batch at most ``max_bytes`` (a link larger than that:
+    alone) and MAX_BATCH_LINKS links; one batch, encoded once, when they all fit."""
+    links: list[Link] = [(u, d, None, 0, "", b"", 0) for u, d in raw]
+    with mock.patch.object(mailbox, "MAX_BATCH_LINKS", max_links):
+        batches = encode_batches(links, max_bytes)
+    assert [link for b in batches for link in decode_links(b)] == [
+        (u, d, None, 0, "", b"", 0) for u, d in raw
+    ]
+    for b in batches:
+        n = len(decode_links(b))
+        assert 1 <= n <= max_links
+        assert len(b) <= max_bytes or n == 1
+    whole = encode_links(links)
+    if links and len(whole) <= max_bytes and len(links) <= max_links:
+        assert batches == [whole]
