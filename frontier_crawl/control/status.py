@@ -56,7 +56,8 @@ STALL_S: Final = 10.0
 
 #: the status JSON's top-level keys (``workers`` entries have all of them but ``history``)
 STATUS_KEYS: Final[tuple[str, ...]] = (
-    "state", "bottleneck", "elapsed_s", "pages", "pages_per_s", "queued", "queued_memory",
+    "state", "bottleneck", "elapsed_s", "pages", "pages_per_s", "revisits", "revisits_per_s",
+    "this_run", "queued", "queued_memory",
     "queued_disk", "in_flight", "concurrency", "hosts", "outcomes", "busiest_hosts",
     "failing_hosts", "cpu", "history", "paused", "blocked_hosts", "host_delays", "workers",
     "freshness",
@@ -280,6 +281,7 @@ class Sample:
     dns: float  #: name-lookup seconds of the transfers ended
     transfer: float  #: seconds of the transfers ended
     admitted: int
+    revisits: int = 0
 
 
 @dataclass(slots=True, frozen=True)
@@ -292,15 +294,17 @@ class Window:
     dns_share: float
     pages_per_s: float
     admitted_per_s: float
+    revisits_per_s: float = 0.0
 
 
 class Recorder:
-    """The last samples (a ring of :data:`RATE_WINDOW_S`) and the pages history (the last
-    :data:`HISTORY_S`): a few hundred small records, whatever the crawl's size."""
+    """The last samples (a ring of :data:`RATE_WINDOW_S`) and the history of pages and
+    revisits (``[unix s, pages, revisits]`` over the last :data:`HISTORY_S`): a few hundred
+    small records, whatever the crawl's size."""
 
     def __init__(self) -> None:
         self._recent: deque[Sample] = deque()
-        self.history: deque[tuple[float, int]] = deque()
+        self.history: deque[tuple[float, int, int]] = deque()
 
     def add(self, sample: Sample) -> None:
         recent = self._recent
@@ -309,7 +313,7 @@ class Recorder:
             recent.popleft()
         history = self.history
         if not history or sample.wall - history[-1][0] >= HISTORY_EVERY_S:
-            history.append((round(sample.wall, 3), sample.pages))
+            history.append((round(sample.wall, 3), sample.pages, sample.revisits))
             while sample.wall - history[0][0] > HISTORY_S:
                 history.popleft()
 
@@ -318,7 +322,7 @@ class Recorder:
         about :data:`RATE_WINDOW_S` (less early in the crawl)."""
         recent = self._recent
         if not recent:
-            return Window(0.0, 0.0, dict.fromkeys(SHARES, 0.0), 0.0, 0.0, 0.0)
+            return Window(0.0, 0.0, dict.fromkeys(SHARES, 0.0), 0.0, 0.0, 0.0, 0.0)
         first = recent[0]
         busy_from = next((s for s in recent if now.t - s.t <= BUSY_WINDOW_S), first)
         if busy_from.t >= now.t:
@@ -343,6 +347,7 @@ class Recorder:
             dns_share=min(1.0, dns_share),
             pages_per_s=(now.pages - first.pages) / rate_dt if rate_dt > 0 else 0.0,
             admitted_per_s=(now.admitted - first.admitted) / rate_dt if rate_dt > 0 else 0.0,
+            revisits_per_s=(now.revisits - first.revisits) / rate_dt if rate_dt > 0 else 0.0,
         )
 
 
@@ -351,7 +356,9 @@ def empty_status(state: CrawlState = "starting") -> dict[str, Any]:
     return {
         "state": state,
         "bottleneck": {"name": "idle", "detail": "the crawl is starting"},
-        "elapsed_s": 0.0, "pages": 0, "pages_per_s": 0.0, "queued": 0, "queued_memory": 0,
+        "elapsed_s": 0.0, "pages": 0, "pages_per_s": 0.0, "revisits": 0, "revisits_per_s": 0.0,
+        "this_run": {"pages": 0, "revisits": 0, "elapsed_s": 0.0, "pages_per_s": 0.0},
+        "queued": 0, "queued_memory": 0,
         "queued_disk": 0, "in_flight": 0, "concurrency": 0,
         "hosts": dict.fromkeys(HOST_STATES, 0), "outcomes": {}, "busiest_hosts": [],
         "failing_hosts": [],
