@@ -681,6 +681,8 @@ def test_report_for_a_known_sequence() -> None:
         "bytes": 1750,
         "elapsed_s": 4.0,
         "pages_per_s": 0.5,
+        "revisits": 0,
+        "this_run": {"pages": 2, "revisits": 0, "elapsed_s": 4.0, "pages_per_s": 0.5},
         "bloom": BLOOM,
         "host_held_s": 0.0,
         "held_by": [],
