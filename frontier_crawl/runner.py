@@ -20,6 +20,7 @@ from rich.text import Text
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.figures import count_text, duration_text, per_second, rate_text, this_run_text
 from frontier_crawl.output import render_report
+from frontier_crawl.output.report import how_it_ended
 from frontier_crawl.safefs import check_output_dirs
 from frontier_crawl.workers import (
     merge_reports,
@@ -205,36 +206,8 @@ def final_progress(report: dict[str, Any]) -> dict[str, Any]:
         "hosts": int(frontier.get("hosts", 0)),
         "elapsed_s": float(report.get("elapsed_s", 0.0)),
         "this_run": report.get("this_run"),
-        "ended": ending(report),
+        "ended": how_it_ended(report),
     }
-
-
-def ending(report: dict[str, Any]) -> str:
-    """How the run ended, in one line: complete, or stopped (why, what is queued, how to go
-    on)."""
-    frontier, fresh = _section(report, "frontier"), _section(report, "freshness")
-    queued = int(frontier.get("queued", 0))
-    scheduled = int(fresh.get("scheduled") or 0)
-    if report.get("complete"):
-        return "complete: every URL found was crawled"
-    if report.get("write_error"):
-        why = f"a write failed ({report['write_error']}): fix the cause (free space, the disk)"
-    elif report.get("stopped_for_low_space"):
-        why = "free space fell below output.min_free_bytes"
-    elif report.get("failed_workers"):
-        why = f"worker process(es) failed: {', '.join(map(str, report['failed_workers']))}"
-    elif report.get("cluster_error"):
-        why = f"the cluster failed: {report['cluster_error']}"
-    elif report.get("stopped_by_signal"):
-        why = "on request (a signal such as Ctrl-C, or ctl stop)"
-    elif report.get("missing_nodes") or report.get("nodes_missing"):
-        why = "nodes have not reported"
-    else:
-        why = "before the end"
-    left = f"{count_text(queued)} URLs queued"
-    if fresh.get("enabled"):
-        left += f", {count_text(scheduled)} on the revisit schedule (a continuous crawl)"
-    return f"stopped {why}; {left}; run the same command to resume"
 
 
 def where_lines(report: dict[str, Any]) -> list[str]:
@@ -256,7 +229,7 @@ def where_lines(report: dict[str, Any]) -> list[str]:
 
 def print_ending(report: dict[str, Any], console: Console) -> None:
     """The last lines of every run: how it ended and where its outputs are."""
-    console.print(Text(ending(report), style="bold"), soft_wrap=True)
+    console.print(Text(how_it_ended(report), style="bold"), soft_wrap=True)
     for line in where_lines(report):
         console.print(line, highlight=False, soft_wrap=True, markup=False)
 

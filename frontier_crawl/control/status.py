@@ -19,7 +19,9 @@ the checks is the order of precedence:
    (held by Retry-After or errors; the worst ones are named), ``robots`` (robots.txt in flight).
    Hosts blocked by the operator count as ``paused`` if nothing else is left.
    A continuous crawl (``[recrawl]``) says "revisits due: N URLs" when revisits wait on
-   politeness, and "next URL due in N s" (``idle``) when nothing is due and nothing queued.
+   politeness, and ``schedule`` when nothing is queued: "next URL due in N s" (waiting for
+   its revisit schedule; ``idle`` means finished) or, with revisits due, that they are being
+   read from the schedule into their hosts' queues.
 5. When no request has gone out for :data:`STALL_S` and none is in flight, the sentence says why
    and when the next one is due ("1 host left, next request in 600 s: its Crawl-delay").
 
@@ -35,11 +37,11 @@ from typing import Any, Final, Literal
 
 BottleneckName = Literal[
     "politeness", "fetch", "cpu", "backoff", "robots", "dns", "draining", "paused", "idle",
-    "redis-full",
+    "redis-full", "schedule",
 ]  # fmt: skip
 BOTTLENECKS: Final[tuple[BottleneckName, ...]] = (
     "politeness", "fetch", "cpu", "backoff", "robots", "dns", "draining", "paused", "idle",
-    "redis-full",
+    "redis-full", "schedule",
 )  # fmt: skip
 
 CrawlState = Literal["starting", "running", "paused", "stopping", "finished"]
@@ -138,6 +140,11 @@ def _secs(s: float) -> str:
     return f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
 
 
+def _next_due(seconds: float) -> str:
+    return (f"next URL due in {_secs(seconds)} (a continuous crawl waiting for its next "
+            "revisit)")  # fmt: skip
+
+
 def _cpu_detail(sig: Signals) -> str:
     shares = sorted(((v, k) for k, v in sig.shares.items() if v > 0), reverse=True)
     parts = ", ".join(f"{k} {v:.0%}" for v, k in shares[:3])
@@ -184,9 +191,11 @@ def classify(sig: Signals) -> Bottleneck:
         return Bottleneck("paused", f"{why}, {_n(sig.in_flight, 'transfer')} finishing")
     if sig.hosts_total == 0 and sig.in_flight == 0 and sig.queued == 0:
         if sig.revisits_due:  # a continuous crawl: due, not yet loaded into their hosts
-            return Bottleneck("idle", f"revisits due: {_n(sig.revisits_due, 'URL')}, loading")
+            return Bottleneck("schedule", f"revisits due: {_n(sig.revisits_due, 'URL')}, "
+                                          "being read from the schedule into their hosts' "
+                                          "queues")  # fmt: skip
         if sig.next_due_s is not None:  # a continuous crawl between visits
-            return Bottleneck("idle", f"next URL due in {_secs(sig.next_due_s)}")
+            return Bottleneck("schedule", _next_due(sig.next_due_s))
         return Bottleneck("idle", "nothing queued and nothing in flight")
     if sig.loop_busy >= CPU_BUSY:
         return Bottleneck("cpu", _cpu_detail(sig))
@@ -218,7 +227,7 @@ def classify(sig: Signals) -> Bottleneck:
                 f"{sig.concurrency} slots free, {_n(sig.hosts_ready, 'host')} ready",
             )
         if sig.next_due_s is not None and not sig.revisits_due:
-            return Bottleneck("idle", f"next URL due in {_secs(sig.next_due_s)}")
+            return Bottleneck("schedule", _next_due(sig.next_due_s))
         return Bottleneck("idle", "nothing ready to fetch")
     if name == "backoff":
         detail = _backoff_detail(sig)

@@ -615,6 +615,38 @@ def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
     return rows
 
 
+def how_it_ended(report: Mapping[str, Any]) -> str:
+    """How the run ended, in one line: complete, or stopped (why, what is queued, how to go
+    on)."""
+    frontier, fresh = _mapping(report.get("frontier")), _mapping(report.get("freshness"))
+    queued = int(frontier.get("queued", 0))
+    scheduled = int(fresh.get("scheduled") or 0)
+    if report.get("complete"):
+        return "complete: every URL found was crawled"
+    if report.get("write_error"):
+        why = f"a write failed ({report['write_error']}): fix the cause (free space, the disk)"
+    elif report.get("stopped_for_low_space"):
+        why = "free space fell below output.min_free_bytes"
+    elif report.get("failed_workers"):
+        why = f"worker process(es) failed: {', '.join(map(str, report['failed_workers']))}"
+    elif report.get("cluster_error"):
+        why = f"the cluster failed: {report['cluster_error']}"
+    elif report.get("stopped_by_signal"):
+        why = "on request (a signal such as Ctrl-C, or ctl stop)"
+    elif report.get("missing_nodes") or report.get("nodes_missing"):
+        why = "nodes have not reported"
+    else:
+        why = "before the end"
+    left = f"{count_text(queued)} URLs queued"
+    if fresh.get("enabled"):
+        left += f", {count_text(scheduled)} on the revisit schedule (a continuous crawl)"
+    return f"stopped {why}; {left}; run the same command to resume"
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _resumed(report: Mapping[str, object]) -> bool:
     """The crawl had earlier runs (this run's figures differ from the whole crawl's)."""
     run, elapsed = report.get("this_run"), report.get("elapsed_s")
