@@ -301,7 +301,44 @@ def crawl(
     return report
 
 
-def print_cluster_report(settings: CrawlSettings, console: Console) -> int:
+def print_report(settings: CrawlSettings, console: Console) -> int:
+    """``report`` (one machine, one process or several): the report of the crawl's last run
+    printed again from ``output_dir/report.json``, its ``report.html`` written again, and
+    how it ended and where its outputs are. 1 when there is no report yet (the crawl never
+    finished a run: a running crawl's figures are ``ctl status``'s)."""
+    import json
+
+    from frontier_crawl.output import write_report_html
+
+    root = Path(settings.crawl.output_dir)
+    path = root / "report.json"
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        console.print(f"no report in {root} yet: the crawl has not ended a run there (a running "
+                      "crawl's figures: frontier-crawl ctl status)", highlight=False,
+                      markup=False, soft_wrap=True)  # fmt: skip
+        return 1
+    except (OSError, ValueError) as exc:
+        console.print(f"cannot read {path}: {exc}", highlight=False, markup=False)
+        return 1
+    if not isinstance(report, dict):
+        console.print(f"{path} does not hold a report", highlight=False, markup=False)
+        return 1
+    render_report(report, console)
+    try:
+        write_report_html(root / "report.html", report)
+    except OSError as exc:
+        console.print(f"cannot write {root / 'report.html'}: {exc}", highlight=False,
+                      markup=False)  # fmt: skip
+        return 1
+    print_ending(report, console)
+    return 0
+
+
+def print_cluster_report(
+    settings: CrawlSettings, console: Console, node: int | None = None
+) -> int:
     """``report``: the sum of the reports the nodes published to Redis (at the end of each
     run), and the cluster now: every node's live summary and the totals, the nodes that do not
     report (never joined, silent, stopped) and for how long (``cluster/view.py``).
@@ -339,7 +376,29 @@ def print_cluster_report(settings: CrawlSettings, console: Console) -> int:
     report["nodes_not_reporting"] = [missing_phrase(m) for m in view["missing"]]
     report["running"] = running
     render_report(report, console)
+    html = _cluster_report_html(settings, node)
+    if html is not None:
+        from frontier_crawl.output import write_report_html
+
+        try:
+            write_report_html(html, report)
+            console.print(f"report:      {html}", highlight=False, markup=False, soft_wrap=True)
+        except OSError as exc:
+            console.print(f"cannot write {html}: {exc}", highlight=False, markup=False)
     return 0 if running or (not missing and status["ended"]) else 1
+
+
+def _cluster_report_html(settings: CrawlSettings, node: int | None) -> Path | None:
+    """Where ``report`` writes the cluster's report.html: ``cluster-report.html`` in this
+    machine's output directory (``--node`` names it when ``output_dir`` has ``{node}``)
+    beside the node's own report.html; None when no directory is known or none exists."""
+    out = settings.crawl.output_dir
+    if "{node}" in out:
+        if node is None:
+            return None
+        out = out.replace("{node}", str(node))
+    root = Path(out)
+    return root / "cluster-report.html" if root.is_dir() else None
 
 
 def add_seeds(settings: CrawlSettings, path: Path, console: Console) -> int:
