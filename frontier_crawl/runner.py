@@ -250,9 +250,11 @@ def crawl(
     console: Console,
     config_path: Path | None = None,
     node: int | None = None,
+    ending: bool = True,
 ) -> dict[str, Any]:
     """Run (or resume) one crawl (node ``node`` of a cluster crawl) and print its report.
-    ``config_path``: the file a reload (SIGHUP, ``ctl reload``) reads again."""
+    ``config_path``: the file a reload (SIGHUP, ``ctl reload``) reads again; ``ending``: end
+    with how it ended and where its outputs are (the demo says it after its own lines)."""
     check_output_dirs(settings, node_root(settings, node))  # before anything is read
     shown: list[Progress] = [progress_printer(console)]
     live = console.is_terminal and settings.output.progress_interval_s > 0
@@ -297,7 +299,8 @@ def crawl(
     else:
         report = run()
     render_report(report, console)
-    print_ending(report, console)
+    if ending:
+        print_ending(report, console)
     return report
 
 
