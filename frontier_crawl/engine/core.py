@@ -414,6 +414,8 @@ class Engine:
             elif idle:
                 return
             wait = self._wait_s(now)
+            if group.unsettled and not group.is_open:  # pages waiting for the archive are
+                group.open(now)  # counted at a commit even when nothing else comes (paused)
             if (
                 group.is_open
                 and not submitted  # then at the next tick's start (see above)
