@@ -179,13 +179,8 @@ def test_figures_agree_over_three_stops_and_resumes(
     for run in range(3):
         term = Terminal(cmd, tmp_path)
         try:
-            wait_until("the dashboard's address at the start",
-                       lambda: re.search(r"dashboard: http://127\.0\.0\.1:\d+/", term.text()),
-                       30, alive=term.proc, detail=term.text)  # fmt: skip
-            before = reports[-1]["fetched"] if reports else 0
-            api = Api(out)
-            wait_until("pages this run", lambda: api.status()["pages"] >= before + 15, 60,
-                       alive=term.proc, detail=term.text)  # fmt: skip
+            goal = (reports[-1]["fetched"] if reports else 0) + 15
+            _started_and_crawled(term, out, goal)
             # the files the run writes now: every one must be in the report, whichever run
             warcs_seen.update(p.name for p in (out / "warc").iterdir() if ".open" not in p.name)
             assert term.interrupt() == 0, term.text()[-3000:]
@@ -202,14 +197,13 @@ def test_figures_agree_over_three_stops_and_resumes(
         listed = {Path(p).name for p in report["warc_files"]}
         assert warcs_seen <= listed, (warcs_seen - listed, listed)
         assert report["runs"] == run + 1
-        assert report["this_run"]["pages"] == report["fetched"] - before
+        assert report["this_run"]["pages"] == report["fetched"] - (goal - 15)
     assert reports[-1]["elapsed_s"] > reports[-1]["this_run"]["elapsed_s"] + 1
 
     # the fourth run: every screen read while it crawls, then while it is paused
     term = Terminal(cmd, tmp_path)
     try:
         api = Api(out)
-        before = reports[-1]["fetched"]
         wait_until("a steady rate this run", lambda: api.status()["this_run"]["elapsed_s"] >= 6,
                    60, alive=term.proc, detail=term.text)  # fmt: skip
         status = api.status()
@@ -284,6 +278,16 @@ def test_figures_agree_over_three_stops_and_resumes(
     assert bloom and "rescued" in bloom[0], again.stdout  # the value on its label's line
     assert re.search(rf"fetched\s+{pages:,} pages", again.stdout), again.stdout
     assert "run the same command to resume" in again.stdout.strip().splitlines()[-5]
+
+
+def _started_and_crawled(term: Terminal, out: Path, goal: int) -> None:
+    """The run said where its dashboard is, then crawled up to ``goal`` pages (all runs)."""
+    wait_until("the dashboard's address at the start",
+               lambda: re.search(r"dashboard: http://127\.0\.0\.1:\d+/", term.text()),
+               30, alive=term.proc, detail=term.text)  # fmt: skip
+    status = Api(out).status
+    wait_until("pages this run", lambda: status()["pages"] >= goal, 60, alive=term.proc,
+               detail=term.text)  # fmt: skip
 
 
 def _logged_pages(out: Path) -> int:
