@@ -56,7 +56,11 @@ def _parser() -> argparse.ArgumentParser:
         "--node", type=int, help="cluster crawl: this machine's node number, 0 .. cluster.nodes-1"
     )
     sub = p.add_subparsers(dest="command")
-    sub.add_parser("report", help="cluster crawl: the whole cluster's report, from any node")
+    report = sub.add_parser(
+        "report",
+        help="print a crawl's report again (and write its report.html again) from its output "
+        "directory; in a cluster, the whole cluster's, live while it runs",
+    )
     seeds = sub.add_parser(
         "add-seeds", help="cluster crawl: route seed URLs (one a line) to their owners"
     )
@@ -86,7 +90,6 @@ def _parser() -> argparse.ArgumentParser:
         "WACZ (WACZ 1.1.1) that ReplayWeb.page and pywb open. The crawl must not be running. "
         "Needs the wacz extra: pip install 'frontier-crawl[wacz]'.",
     )
-    wacz.add_argument("--config", dest="wacz_config", type=Path, help="the crawl's crawl.toml")
     sub.add_parser("config-reference", help="print the configuration reference (Markdown)")
     completion = sub.add_parser(
         "completion",
@@ -104,15 +107,17 @@ def _parser() -> argparse.ArgumentParser:
         "must be set). Exit status: 0 done, 1 the crawl refused the command, 2 bad usage or "
         "config, 3 the crawl cannot be reached (API off, not running).",
     )
-    ctl.add_argument("--config", dest="ctl_config", type=Path, help="the crawl's crawl.toml"
-                     ).complete = _FILE  # type: ignore[attr-defined]  # fmt: skip
     ctl.add_argument("--json", action="store_true", help="print the reply as JSON")
     ctl.add_argument("--html", action="store_true", help="status: write report.html")
-    ctl.add_argument("--node", dest="ctl_node", type=int,
-                     help="cluster crawl: the node of this machine (its output_dir)")  # fmt: skip
     ctl.add_argument("action", help="status|pause|resume|stop|add-seeds FILE|block HOST|"
                      "unblock HOST|delay HOST SECONDS|concurrency N|reload|dashboard")  # fmt: skip
     ctl.add_argument("args", nargs="*", help="the action's arguments")
+    # --config and --node are accepted after the command as well as before it (either place)
+    for command in (report, seeds, ctl, wacz):
+        command.add_argument("--config", type=Path, default=argparse.SUPPRESS,
+                             help="the crawl's crawl.toml").complete = _FILE  # type: ignore[attr-defined]  # fmt: skip
+        command.add_argument("--node", type=int, default=argparse.SUPPRESS,
+                             help="cluster crawl: the node of this machine (its output_dir)")
     return p
 
 
@@ -136,13 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "ctl":
         from frontier_crawl.ctl import run as run_ctl
 
-        config = args.ctl_config or args.config
-        if config is None:
+        if args.config is None:
             sys.stderr.write("frontier-crawl ctl: --config crawl.toml is required\n")
             return EXIT_CONFIG
-        node = args.ctl_node if args.ctl_node is not None else args.node
         return run_ctl(
-            config, args.action, args.args, as_json=args.json, html=args.html, node=node
+            args.config, args.action, args.args, as_json=args.json, html=args.html, node=args.node
         )
     if args.command == "demo":
         from frontier_crawl.demo import run_demo, serve_demo
@@ -158,8 +161,6 @@ def main(argv: list[str] | None = None) -> int:
             delay_s=args.delay,
             products=args.products,
         )
-    if args.command == "wacz" and args.wacz_config is not None:
-        args.config = args.wacz_config
     if args.config is None:
         sys.stderr.write("frontier-crawl: --config crawl.toml is required (or a command: demo)\n")
         return EXIT_CONFIG
@@ -213,7 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     from frontier_crawl.proctree import StateLocked
     from frontier_crawl.runner import crawl
 
-    if args.command in ("report", "add-seeds") or args.node is not None:
+    if args.command == "report" and not settings.cluster.redis_url:
+        from frontier_crawl.runner import print_report
+
+        return print_report(settings, out)
+    if args.command == "add-seeds" or args.node is not None:
         if not settings.cluster.redis_url:
             sys.stderr.write(
                 f"frontier-crawl: {'--node' if args.command is None else args.command} needs a "
@@ -234,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             from frontier_crawl.runner import print_cluster_report
 
-            return print_cluster_report(settings, out)
+            return print_cluster_report(settings, out, args.node)
         if args.command == "add-seeds":
             from frontier_crawl.runner import add_seeds
 

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 from frontier_crawl.config import ConfigError, CrawlSettings, load
 from frontier_crawl.control.server import ADDR_FILE, TOKEN_FILE
+from frontier_crawl.figures import count_text, duration_text, rate_text, this_run_text
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -144,13 +145,24 @@ def summary(status: dict[str, Any]) -> str:
     lines = [
         f"state      {status.get('state')}" + ("  (paused)" if status.get("paused") else ""),
         f"bottleneck {b.get('name')}" + (f": {b['detail']}" if b.get("detail") else ""),
-        f"pages      {status.get('pages', 0):,} ({status.get('pages_per_s', 0.0):.1f}/s), "
-        f"elapsed {status.get('elapsed_s', 0.0):.0f} s",
+        f"pages      {count_text(status.get('pages', 0))} "
+        f"({rate_text(status.get('pages_per_s', 0.0))}/s, last 10 s), elapsed "
+        f"{duration_text(status.get('elapsed_s', 0.0))} (all runs)",
         f"queued     {status.get('queued', 0):,} (memory {status.get('queued_memory', 0):,}, "
         f"disk {status.get('queued_disk', 0):,}); in flight {status.get('in_flight', 0)} of "
         f"{status.get('concurrency', 0)}",
-        "hosts      " + ", ".join(f"{k} {v:,}" for k, v in hosts.items()),
+        "hosts      with URLs queued or in flight: "
+        + ", ".join(f"{k} {v:,}" for k, v in hosts.items()),
     ]
+    fresh = status.get("freshness")
+    if isinstance(fresh, dict) and fresh.get("enabled"):
+        lines.insert(3, f"revisits   {count_text(status.get('revisits', 0))} "
+                        f"({rate_text(status.get('revisits_per_s', 0.0))}/s, last 10 s)")
+    run = status.get("this_run")
+    if isinstance(run, dict) and float(status.get("elapsed_s", 0.0)) - float(
+        run.get("elapsed_s", 0.0)
+    ) >= 0.5:
+        lines.insert(3, f"           {this_run_text(run)}")
     outcomes = status.get("outcomes") or {}
     if outcomes:
         lines.append("outcomes   " + ", ".join(f"{k} {v:,}" for k, v in outcomes.items()))
@@ -159,7 +171,6 @@ def summary(status: dict[str, Any]) -> str:
     if status.get("host_delays"):
         lines.append("delays     " + ", ".join(f"{h} {d:g} s"
                                                for h, d in status["host_delays"].items()))
-    fresh = status.get("freshness")
     if isinstance(fresh, dict) and fresh.get("enabled"):  # a continuous crawl
         from frontier_crawl.output.report import freshness_rows
 

@@ -18,7 +18,9 @@ from rich.console import Console
 from rich.text import Text
 
 from frontier_crawl.config import CrawlSettings
+from frontier_crawl.figures import count_text, duration_text, per_second, rate_text, this_run_text
 from frontier_crawl.output import render_report
+from frontier_crawl.output.report import how_it_ended
 from frontier_crawl.safefs import check_output_dirs, probe_output_dir
 from frontier_crawl.workers import (
     merge_reports,
@@ -52,13 +54,37 @@ def _bottleneck(p: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def _revisits_part(p: dict[str, Any]) -> str:
+    """A continuous crawl's revisits (all runs) and their rate now."""
+    if not p.get("continuous"):
+        return ""
+    return (f" revisits {count_text(p.get('revisits', 0))} "
+            f"({rate_text(p.get('revisits_per_s', 0.0))}/s)")  # fmt: skip
+
+
+def _this_run(p: dict[str, Any]) -> str:
+    """This run's figures, when the crawl had earlier runs (else they are the same)."""
+    run = p.get("this_run")
+    if not isinstance(run, dict):
+        return ""
+    if float(p.get("elapsed_s", 0.0)) - float(run.get("elapsed_s", 0.0)) < 0.5:
+        return ""
+    return this_run_text(run)
+
+
 def progress_printer(console: Console) -> Progress:
-    """A progress callback printing one line per call."""
+    """A progress callback printing one line per call: the figures every screen shows
+    (``figures.py``: pages and elapsed time over every run, pages per second over the last
+    ten seconds), this run's apart after a resume."""
 
     def show(p: dict[str, Any]) -> None:
+        run = _this_run(p)
         line = Text.from_markup(
-            f"[dim]{p['elapsed_s']:6.1f}s[/] pages {p['pages']:,} ({p['pages_per_s']:.0f}/s) "
-            f"queued {p['queued']:,} in flight {p['in_flight']} hosts {p['hosts']:,}"
+            f"[dim]{duration_text(p['elapsed_s']):>9}[/] pages {count_text(p['pages'])} "
+            f"({rate_text(p['pages_per_s'])}/s, last 10 s)" + _revisits_part(p)
+            + f" queued {count_text(p['queued'])} in flight {p['in_flight']} hosts "
+            f"{count_text(p.get('hosts', 0))}"
+            + (f" ({run})" if run else "")
             + _spider_part(p)
             + ("  [yellow]PAUSED: low disk space[/]" if _space_unsaid(p) else "")
         )
@@ -100,14 +126,25 @@ def progress_panel(p: dict[str, Any]) -> Panel:
         grid.add_column(justify="right", style="bold")
         grid.add_column(style="dim")
     hosts = p.get("hosts", 0)
+    rate_label = str(p.get("rate_label", "pages/s (last 10 s)"))
     grid.add_row(
-        f"{p['pages']:,}", "pages", f"{p['pages_per_s']:,.1f}", "pages/s",
-        f"{p['queued']:,}", "queued", f"{p['in_flight']:,}", "in flight",
+        count_text(p["pages"]), "pages", rate_text(p["pages_per_s"]), rate_label,
+        count_text(p["queued"]), "queued", count_text(p["in_flight"]), "in flight",
     )  # fmt: skip
     extra = Text()
-    if isinstance(hosts, int):
-        grid.add_row(f"{hosts:,}", "hosts", f"{p['elapsed_s']:,.0f} s", "elapsed", "", "", "", "")
+    second = [count_text(hosts), "hosts", duration_text(p["elapsed_s"]), "elapsed (all runs)"]
+    if p.get("continuous"):
+        second += [count_text(p.get("revisits", 0)), "revisits",
+                   rate_text(p.get("revisits_per_s", 0.0)), "revisits/s"]  # fmt: skip
+    grid.add_row(*second, *[""] * (8 - len(second)))
+    run = _this_run(p)
+    if run:
+        extra.append(run, style="dim")
+    if p.get("ended"):
+        extra.append(("\n" if extra else "") + str(p["ended"]), style="bold")
     named = _bottleneck(p)
+    if named is not None and extra:
+        extra.append("\n")
     if named is not None:
         extra.append("bottleneck ", style="dim")
         extra.append(named[0], style="bold cyan")
@@ -147,6 +184,56 @@ def live_progress(console: Console) -> Iterator[Progress]:
                 handler.setStream(stream)
 
 
+def _section(report: dict[str, Any], key: str) -> dict[str, Any]:
+    value = report.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def final_progress(report: dict[str, Any]) -> dict[str, Any]:
+    """The panel's last frame, from the report (so it never shows figures older than the
+    report's): the whole crawl's pages per second, nothing in flight."""
+    frontier, fresh = _section(report, "frontier"), _section(report, "freshness")
+    return {
+        "pages": int(report.get("fetched", 0)),
+        "pages_per_s": float(report.get("pages_per_s", 0.0)),
+        "rate_label": "pages/s (whole crawl)",
+        "revisits": int(report.get("revisits", 0)),
+        "revisits_per_s": per_second(int(report.get("revisits", 0)),
+                                     float(report.get("elapsed_s", 0.0))),
+        "continuous": bool(fresh.get("enabled")),
+        "queued": int(frontier.get("queued", 0)),
+        "in_flight": 0,
+        "hosts": int(frontier.get("hosts", 0)),
+        "elapsed_s": float(report.get("elapsed_s", 0.0)),
+        "this_run": report.get("this_run"),
+        "ended": how_it_ended(report),
+    }
+
+
+def where_lines(report: dict[str, Any]) -> list[str]:
+    """Where the run's outputs are: the reports, the WARC files, the crawl log(s)."""
+    root = Path(str(report.get("output_dir", ".")))
+    lines = [f"report:      {root / 'report.html'}", f"             {root / 'report.json'}"]
+    warcs = [Path(str(w)) for w in report.get("warc_files") or []]
+    if warcs:
+        dirs = sorted({str(w.parent) for w in warcs})
+        lines.append(f"WARC files:  {len(warcs):,} in {', '.join(dirs)}")
+    else:
+        lines.append("WARC files:  none")
+    logs = [str(p) for p in report.get("crawl_logs") or []]
+    if logs:
+        lines.append(f"crawl log:   {logs[0]}" + (f" (and {len(logs) - 1} more, one per worker)"
+                                                   if len(logs) > 1 else ""))
+    return lines
+
+
+def print_ending(report: dict[str, Any], console: Console) -> None:
+    """The last lines of every run: how it ended and where its outputs are."""
+    console.print(Text(how_it_ended(report), style="bold"), soft_wrap=True)
+    for line in where_lines(report):
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
+
+
 def _log_streams_to(stream: TextIO) -> list[tuple[logging.StreamHandler[TextIO], TextIO]]:
     """Point the root logger's stderr handlers at ``stream``; (handler, old stream) pairs."""
     moved: list[tuple[logging.StreamHandler[TextIO], TextIO]] = []
@@ -163,18 +250,28 @@ def crawl(
     console: Console,
     config_path: Path | None = None,
     node: int | None = None,
+    ending: bool = True,
 ) -> dict[str, Any]:
     """Run (or resume) one crawl (node ``node`` of a cluster crawl) and print its report.
-    ``config_path``: the file a reload (SIGHUP, ``ctl reload``) reads again."""
+    ``config_path``: the file a reload (SIGHUP, ``ctl reload``) reads again; ``ending``: end
+    with how it ended and where its outputs are (the demo says it after its own lines)."""
     check_output_dirs(settings, node_root(settings, node))  # before anything is read
     probe_output_dir(node_root(settings, node))
     shown: list[Progress] = [progress_printer(console)]
     live = console.is_terminal and settings.output.progress_interval_s > 0
+
+    def listening(address: str) -> None:
+        where = f"--config {config_path}" if config_path is not None else "--config crawl.toml"
+        if node is not None:
+            where += f" --node {node}"
+        console.print(f"dashboard: http://{address}/ (with its token: frontier-crawl ctl "
+                      f"{where} dashboard)", highlight=False, soft_wrap=True, markup=False)
     if settings.workers.processes != 1 or settings.cluster.redis_url:
         from frontier_crawl.workers import Coordinator
 
         coordinator = Coordinator(
-            settings, node, config_path=config_path, on_progress=lambda p: shown[0](p)
+            settings, node, config_path=config_path, on_progress=lambda p: shown[0](p),
+            on_listening=listening,
         )
         where = (
             f" as node {node} of {settings.cluster.nodes}" if coordinator.node is not None else ""
@@ -188,7 +285,8 @@ def crawl(
     else:
         from frontier_crawl.engine import Engine
 
-        engine = Engine(settings, on_progress=lambda p: shown[0](p), config_path=config_path)
+        engine = Engine(settings, on_progress=lambda p: shown[0](p), config_path=config_path,
+                        on_listening=listening)
         console.print(
             f"crawling {len(settings.crawl.seeds)} seed(s) into "
             f"[bold]{settings.crawl.output_dir}[/]",
@@ -198,11 +296,14 @@ def crawl(
     if live:
         with live_progress(console) as shown[0]:
             report = run()
+            shown[0](final_progress(report))  # the last frame: the report's figures
     else:
         report = run()
     render_report(report, console)
     if settings.output.wacz and report.get("complete"):
         write_wacz(settings, console, node)
+    if ending:
+        print_ending(report, console)
     return report
 
 
@@ -241,7 +342,44 @@ def write_wacz(settings: CrawlSettings, console: Console, node: int | None = Non
     return 0
 
 
-def print_cluster_report(settings: CrawlSettings, console: Console) -> int:
+def print_report(settings: CrawlSettings, console: Console) -> int:
+    """``report`` (one machine, one process or several): the report of the crawl's last run
+    printed again from ``output_dir/report.json``, its ``report.html`` written again, and
+    how it ended and where its outputs are. 1 when there is no report yet (the crawl never
+    finished a run: a running crawl's figures are ``ctl status``'s)."""
+    import json
+
+    from frontier_crawl.output import write_report_html
+
+    root = Path(settings.crawl.output_dir)
+    path = root / "report.json"
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        console.print(f"no report in {root} yet: the crawl has not ended a run there (a running "
+                      "crawl's figures: frontier-crawl ctl status)", highlight=False,
+                      markup=False, soft_wrap=True)  # fmt: skip
+        return 1
+    except (OSError, ValueError) as exc:
+        console.print(f"cannot read {path}: {exc}", highlight=False, markup=False)
+        return 1
+    if not isinstance(report, dict):
+        console.print(f"{path} does not hold a report", highlight=False, markup=False)
+        return 1
+    render_report(report, console)
+    try:
+        write_report_html(root / "report.html", report)
+    except OSError as exc:
+        console.print(f"cannot write {root / 'report.html'}: {exc}", highlight=False,
+                      markup=False)  # fmt: skip
+        return 1
+    print_ending(report, console)
+    return 0
+
+
+def print_cluster_report(
+    settings: CrawlSettings, console: Console, node: int | None = None
+) -> int:
     """``report``: the sum of the reports the nodes published to Redis (at the end of each
     run), and the cluster now: every node's live summary and the totals, the nodes that do not
     report (never joined, silent, stopped) and for how long (``cluster/view.py``).
@@ -285,7 +423,29 @@ def print_cluster_report(settings: CrawlSettings, console: Console) -> int:
     report["nodes_not_reporting"] = [missing_phrase(m) for m in view["missing"]]
     report["running"] = running
     render_report(report, console)
+    html = _cluster_report_html(settings, node)
+    if html is not None:
+        from frontier_crawl.output import write_report_html
+
+        try:
+            write_report_html(html, report)
+            console.print(f"report:      {html}", highlight=False, markup=False, soft_wrap=True)
+        except OSError as exc:
+            console.print(f"cannot write {html}: {exc}", highlight=False, markup=False)
     return 0 if running or (not missing and status["ended"]) else 1
+
+
+def _cluster_report_html(settings: CrawlSettings, node: int | None) -> Path | None:
+    """Where ``report`` writes the cluster's report.html: ``cluster-report.html`` in this
+    machine's output directory (``--node`` names it when ``output_dir`` has ``{node}``)
+    beside the node's own report.html; None when no directory is known or none exists."""
+    out = settings.crawl.output_dir
+    if "{node}" in out:
+        if node is None:
+            return None
+        out = out.replace("{node}", str(node))
+    root = Path(out)
+    return root / "cluster-report.html" if root.is_dir() else None
 
 
 def add_seeds(settings: CrawlSettings, path: Path, console: Console) -> int:

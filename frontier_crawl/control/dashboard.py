@@ -92,6 +92,8 @@ button.primary { background: var(--acc); border-color: var(--acc); color: #06101
 #chart .gl { stroke: var(--line); }
 #chart .ln { fill: none; stroke: var(--acc); stroke-width: 2; }
 #chart .ar { fill: var(--acc); opacity: .15; }
+#chart .ln2 { fill: none; stroke: var(--vio); stroke-width: 2; }
+#chart-legend { text-transform: none; letter-spacing: 0; color: var(--vio); margin-left: 10px; }
 table { border-collapse: collapse; width: 100%; }
 td, th { padding: 4px 6px; border-bottom: 1px solid var(--line); text-align: left; }
 th { color: var(--mute); font-weight: 600; font-size: 12px; }
@@ -130,9 +132,13 @@ tr.missing td { color: var(--warn); }
     <div class="k" id="queued-split">queued URLs</div></div>
   <div class="card panel"><div class="v" id="in-flight">-</div>
     <div class="k" id="concurrency">in flight</div></div>
-  <div class="card panel"><div class="v" id="hosts-total">-</div><div class="k">hosts</div></div>
+  <div class="card panel"><div class="v" id="hosts-total">-</div>
+    <div class="k">hosts with URLs queued or in flight</div></div>
+  <div class="card panel" id="revisits-card" hidden><div class="v" id="revisits">-</div>
+    <div class="k" id="revisits-rate">revisits (all runs)</div></div>
 </div>
-<div class="panel gap"><h2>Pages per second (10 s window), last 10 min</h2>
+<div class="panel gap"><h2>Pages per second (10 s window), last 10 min<span id="chart-legend">
+  </span></h2>
   <svg id="chart" viewBox="0 0 1000 220" preserveAspectRatio="none" role="img"
        aria-label="pages per second over the last ten minutes"></svg></div>
 <div class="panel gap" id="freshness-panel" hidden><h2>Freshness (continuous crawl)</h2>
@@ -252,19 +258,24 @@ function svg(tag, attrs, text) {
 function ago(s) {
   return s <= 0 ? "now" : s < 120 ? "-" + Math.round(s) + " s" : "-" + Math.round(s / 60) + " min";
 }
-function drawChart(history) {
-  // pages/s over a sliding window of SMOOTH_S (samples come about every 2 s), on an axis as
-  // long as the history (one minute at least, ten at most)
+function drawChart(history, continuous) {
+  // pages/s (and a continuous crawl's revisits/s: the points' third figure) over a sliding
+  // window of SMOOTH_S (samples come about every 2 s), on an axis as long as the history (one
+  // minute at least, ten at most)
   const SMOOTH_S = 10;
   const chart = $("chart");
   const W = 1000, H = 220, L = 48, B = 22, T = 8;
-  const pts = [];
+  const pts = [], rev = [];
   let j = 0;
   for (let i = 1; i < history.length; i++) {
     while (j < i - 1 && history[i][0] - history[j + 1][0] >= SMOOTH_S) j++;
     const [t0, p0] = history[j], [t1, p1] = history[i];
-    if (t1 > t0) pts.push([t1, Math.max(0, (p1 - p0) / (t1 - t0))]);
+    if (t1 > t0) {
+      pts.push([t1, Math.max(0, (p1 - p0) / (t1 - t0))]);
+      rev.push([t1, Math.max(0, ((history[i][2] || 0) - (history[j][2] || 0)) / (t1 - t0))]);
+    }
   }
+  $("chart-legend").textContent = continuous ? "\u2014 revisits / s" : "";
   const nodes = [];
   const now = history.length ? history[history.length - 1][0] : Date.now() / 1000;
   const first = history.length ? history[0][0] : now;
@@ -272,6 +283,7 @@ function drawChart(history) {
   const start = now - span;
   let top = 1;
   for (const [, r] of pts) top = Math.max(top, r);
+  if (continuous) for (const [, r] of rev) top = Math.max(top, r);
   const mag = Math.pow(10, Math.floor(Math.log10(top)));
   top = [1, 2, 5, 10].map((m) => m * mag).find((v) => v >= top * 0.999999);
   const x = (t) => L + (t - start) / span * (W - L - 30);
@@ -292,6 +304,11 @@ function drawChart(history) {
     nodes.push(svg("polygon", {class: "ar", points: a + "," + y(0) + " " + line + " " +
                                                    b + "," + y(0)}));
     nodes.push(svg("polyline", {class: "ln", points: line}));
+    if (continuous) {
+      const second = rev.filter(([t]) => t >= start)
+        .map(([t, r]) => x(t).toFixed(1) + "," + y(r).toFixed(1)).join(" ");
+      nodes.push(svg("polyline", {class: "ln2", points: second}));
+    }
   }
   chart.replaceChildren(...nodes);
 }
@@ -459,19 +476,26 @@ function drawFreshness(f) {
 }
 
 let last = null;
-// [unix s, pages] seen by this page, for a status without history (worker processes' merge)
+// [unix s, pages, revisits] seen by this page, for a status without history
 const seen = [];
 function draw(s) {
   last = s;
   const now = Date.now() / 1000;
   if (typeof s.pages === "number" && (!seen.length || now - seen[seen.length - 1][0] >= 1)) {
-    seen.push([now, s.pages]);
+    seen.push([now, s.pages, s.revisits || 0]);
     while (seen.length && now - seen[0][0] > 600) seen.shift();
   }
   const state = $("state");
   state.textContent = s.state;
   state.className = "badge " + s.state;
-  $("elapsed").textContent = secs(s.elapsed_s) + " elapsed";
+  const run = s.this_run || {};
+  $("elapsed").textContent = secs(s.elapsed_s) + " elapsed (all runs)" +
+    (typeof run.elapsed_s === "number" && s.elapsed_s - run.elapsed_s >= 0.5
+      ? "; this run: " + num(run.pages) + " pages in " + secs(run.elapsed_s) : "");
+  const continuous = !!(s.freshness && s.freshness.enabled);
+  $("revisits-card").hidden = !continuous;
+  $("revisits").textContent = num(s.revisits);
+  $("revisits-rate").textContent = "revisits, all runs (" + rate(s.revisits_per_s) + " / s now)";
   const b = s.bottleneck || {};
   $("bottleneck").dataset.name = b.name || "";
   $("bottleneck-name").textContent = b.name || "";
@@ -484,7 +508,7 @@ function draw(s) {
                                   num(s.queued_disk) + " on disk";
   $("in-flight").textContent = num(s.in_flight);
   $("concurrency").textContent = "in flight of " + num(s.concurrency) + " slots";
-  drawChart(s.history && s.history.length > 1 ? s.history : seen);
+  drawChart(s.history && s.history.length > 1 ? s.history : seen, continuous);
   drawHosts(s.hosts || {});
   drawOutcomes(s.outcomes);
   drawCpu(s.cpu || {});

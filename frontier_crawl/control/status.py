@@ -21,7 +21,9 @@ the checks is the order of precedence:
    (held by Retry-After or errors; the worst ones are named), ``robots`` (robots.txt in flight).
    Hosts blocked by the operator count as ``paused`` if nothing else is left.
    A continuous crawl (``[recrawl]``) says "revisits due: N URLs" when revisits wait on
-   politeness, and "next URL due in N s" (``idle``) when nothing is due and nothing queued.
+   politeness, and ``schedule`` when nothing is queued: "next URL due in N s" (waiting for
+   its revisit schedule; ``idle`` means finished) or, with revisits due, that they are being
+   read from the schedule into their hosts' queues.
 5. When no request has gone out for :data:`STALL_S` and none is in flight, the sentence says why
    and when the next one is due ("1 host left, next request in 600 s: its Crawl-delay").
 
@@ -37,11 +39,11 @@ from typing import Any, Final, Literal
 
 BottleneckName = Literal[
     "politeness", "fetch", "cpu", "backoff", "robots", "dns", "draining", "paused", "idle",
-    "redis-full", "redis-unreachable",
+    "redis-full", "redis-unreachable", "schedule",
 ]  # fmt: skip
 BOTTLENECKS: Final[tuple[BottleneckName, ...]] = (
     "politeness", "fetch", "cpu", "backoff", "robots", "dns", "draining", "paused", "idle",
-    "redis-full", "redis-unreachable",
+    "redis-full", "redis-unreachable", "schedule",
 )  # fmt: skip
 
 CrawlState = Literal["starting", "running", "paused", "stopping", "finished"]
@@ -58,7 +60,8 @@ STALL_S: Final = 10.0
 
 #: the status JSON's top-level keys (``workers`` entries have all of them but ``history``)
 STATUS_KEYS: Final[tuple[str, ...]] = (
-    "state", "bottleneck", "elapsed_s", "pages", "pages_per_s", "queued", "queued_memory",
+    "state", "bottleneck", "elapsed_s", "pages", "pages_per_s", "revisits", "revisits_per_s",
+    "this_run", "queued", "queued_memory",
     "queued_disk", "in_flight", "concurrency", "hosts", "outcomes", "busiest_hosts",
     "failing_hosts", "cpu", "history", "paused", "blocked_hosts", "host_delays", "workers",
     "freshness",
@@ -142,6 +145,11 @@ def _secs(s: float) -> str:
     return f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
 
 
+def _next_due(seconds: float) -> str:
+    return (f"next URL due in {_secs(seconds)} (a continuous crawl waiting for its next "
+            "revisit)")  # fmt: skip
+
+
 def _cpu_detail(sig: Signals) -> str:
     shares = sorted(((v, k) for k, v in sig.shares.items() if v > 0), reverse=True)
     parts = ", ".join(f"{k} {v:.0%}" for v, k in shares[:3])
@@ -201,9 +209,11 @@ def classify(sig: Signals) -> Bottleneck:
         return Bottleneck("paused", f"{why}, {_n(sig.in_flight, 'transfer')} finishing")
     if sig.hosts_total == 0 and sig.in_flight == 0 and sig.queued == 0:
         if sig.revisits_due:  # a continuous crawl: due, not yet loaded into their hosts
-            return Bottleneck("idle", f"revisits due: {_n(sig.revisits_due, 'URL')}, loading")
+            return Bottleneck("schedule", f"revisits due: {_n(sig.revisits_due, 'URL')}, "
+                                          "being read from the schedule into their hosts' "
+                                          "queues")  # fmt: skip
         if sig.next_due_s is not None:  # a continuous crawl between visits
-            return Bottleneck("idle", f"next URL due in {_secs(sig.next_due_s)}")
+            return Bottleneck("schedule", _next_due(sig.next_due_s))
         return Bottleneck("idle", "nothing queued and nothing in flight")
     if sig.loop_busy >= CPU_BUSY:
         return Bottleneck("cpu", _cpu_detail(sig))
@@ -235,7 +245,7 @@ def classify(sig: Signals) -> Bottleneck:
                 f"{sig.concurrency} slots free, {_n(sig.hosts_ready, 'host')} ready",
             )
         if sig.next_due_s is not None and not sig.revisits_due:
-            return Bottleneck("idle", f"next URL due in {_secs(sig.next_due_s)}")
+            return Bottleneck("schedule", _next_due(sig.next_due_s))
         return Bottleneck("idle", "nothing ready to fetch")
     if name == "backoff":
         dns = _dns_detail(sig)
@@ -301,6 +311,7 @@ class Sample:
     dns: float  #: name-lookup seconds of the transfers ended
     transfer: float  #: seconds of the transfers ended
     admitted: int
+    revisits: int = 0
 
 
 @dataclass(slots=True, frozen=True)
@@ -313,15 +324,17 @@ class Window:
     dns_share: float
     pages_per_s: float
     admitted_per_s: float
+    revisits_per_s: float = 0.0
 
 
 class Recorder:
-    """The last samples (a ring of :data:`RATE_WINDOW_S`) and the pages history (the last
-    :data:`HISTORY_S`): a few hundred small records, whatever the crawl's size."""
+    """The last samples (a ring of :data:`RATE_WINDOW_S`) and the history of pages and
+    revisits (``[unix s, pages, revisits]`` over the last :data:`HISTORY_S`): a few hundred
+    small records, whatever the crawl's size."""
 
     def __init__(self) -> None:
         self._recent: deque[Sample] = deque()
-        self.history: deque[tuple[float, int]] = deque()
+        self.history: deque[tuple[float, int, int]] = deque()
 
     def add(self, sample: Sample) -> None:
         recent = self._recent
@@ -330,7 +343,7 @@ class Recorder:
             recent.popleft()
         history = self.history
         if not history or sample.wall - history[-1][0] >= HISTORY_EVERY_S:
-            history.append((round(sample.wall, 3), sample.pages))
+            history.append((round(sample.wall, 3), sample.pages, sample.revisits))
             while sample.wall - history[0][0] > HISTORY_S:
                 history.popleft()
 
@@ -339,7 +352,7 @@ class Recorder:
         about :data:`RATE_WINDOW_S` (less early in the crawl)."""
         recent = self._recent
         if not recent:
-            return Window(0.0, 0.0, dict.fromkeys(SHARES, 0.0), 0.0, 0.0, 0.0)
+            return Window(0.0, 0.0, dict.fromkeys(SHARES, 0.0), 0.0, 0.0, 0.0, 0.0)
         first = recent[0]
         busy_from = next((s for s in recent if now.t - s.t <= BUSY_WINDOW_S), first)
         if busy_from.t >= now.t:
@@ -364,6 +377,7 @@ class Recorder:
             dns_share=min(1.0, dns_share),
             pages_per_s=(now.pages - first.pages) / rate_dt if rate_dt > 0 else 0.0,
             admitted_per_s=(now.admitted - first.admitted) / rate_dt if rate_dt > 0 else 0.0,
+            revisits_per_s=(now.revisits - first.revisits) / rate_dt if rate_dt > 0 else 0.0,
         )
 
 
@@ -372,7 +386,9 @@ def empty_status(state: CrawlState = "starting") -> dict[str, Any]:
     return {
         "state": state,
         "bottleneck": {"name": "idle", "detail": "the crawl is starting"},
-        "elapsed_s": 0.0, "pages": 0, "pages_per_s": 0.0, "queued": 0, "queued_memory": 0,
+        "elapsed_s": 0.0, "pages": 0, "pages_per_s": 0.0, "revisits": 0, "revisits_per_s": 0.0,
+        "this_run": {"pages": 0, "revisits": 0, "elapsed_s": 0.0, "pages_per_s": 0.0},
+        "queued": 0, "queued_memory": 0,
         "queued_disk": 0, "in_flight": 0, "concurrency": 0,
         "hosts": dict.fromkeys(HOST_STATES, 0), "outcomes": {}, "busiest_hosts": [],
         "failing_hosts": [],

@@ -101,7 +101,7 @@ def run_demo(output: Path, *, hosts: int, pages: int, delay_s: float, products: 
     from frontier_crawl.config import load
     from frontier_crawl.demo.server import DemoServer, politeness_violations
     from frontier_crawl.demo.site import Site, SiteSpec
-    from frontier_crawl.runner import crawl
+    from frontier_crawl.runner import crawl, print_ending
 
     console = Console()
     if not _prepare(output, console):
@@ -113,9 +113,10 @@ def run_demo(output: Path, *, hosts: int, pages: int, delay_s: float, products: 
         config.write_text(demo_config(site.seeds(port), site.resolve_entries(port), delay_s))
         console.print(
             f"demo web: {len(site.hosts)} hosts ({', '.join(site.hosts)}) on 127.0.0.1:{port}, "
-            f"{len(site.expected_pages(port))} reachable pages"
+            f"{len(site.expected_pages(port))} reachable pages",
+            soft_wrap=True,
         )
-        report = crawl(load(config), console, config_path=config)
+        report = crawl(load(config), console, config_path=config, ending=False)
         served = server.log()
     expected = site.expected_pages(port)
     fetched = {f"http://{e.host}:{port}{e.path}" for e in served if e.status == 200}
@@ -123,11 +124,9 @@ def run_demo(output: Path, *, hosts: int, pages: int, delay_s: float, products: 
     console.print(
         f"\nserver log: {len(served)} requests; expected pages fetched "
         f"{len(expected & fetched)}/{len(expected)}; "
-        f"politeness violations: {len(violations)}"
+        f"politeness violations: {len(violations)}",
+        soft_wrap=True,
     )
-    root = Path(report["output_dir"])
-    console.print(
-        f"WARC files: {root / 'warc'}\ncrawl log:  {root / 'crawl.jsonl'}\n"
-        f"report:     {root / 'report.json'}\nconfig:     {config}"
-    )
+    console.print(f"config:      {config}", highlight=False, markup=False, soft_wrap=True)
+    print_ending(report, console)  # the last lines: how it ended, where its outputs are
     return 0 if expected <= fetched and not violations else 1

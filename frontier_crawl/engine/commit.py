@@ -31,6 +31,7 @@ import msgspec
 
 from frontier_crawl.control.status import LoopTimes
 from frontier_crawl.engine.build import STATS_BLOB, SavedStats
+from frontier_crawl.figures import Figures
 from frontier_crawl.frontier import Frontier
 from frontier_crawl.output import CrawlStats
 from frontier_crawl.output.feeds import Feed
@@ -38,8 +39,8 @@ from frontier_crawl.output.protocol import Output, blob_name
 
 _ENCODER = msgspec.msgpack.Encoder()
 
-#: a page's CrawlStats.record arguments: outcome, status, error, bytes
-Counted = tuple[str, int, str | None, int]
+#: a page's CrawlStats.record arguments: outcome, status, error, bytes, a revisit
+Counted = tuple[str, int, str | None, int, bool]
 
 
 @dataclass(slots=True, frozen=True)
@@ -90,6 +91,8 @@ class CommitGroup:
         self._times = times
         self._waited = waited
         self.started = started
+        #: the counters when this run began (its own figures: ``figures``)
+        self.run_base = (stats.pages, stats.revisits)
         self._folded: dict[str, float] = {}  #: the loop times last added to the stats
         self._txn: ExitStack | None = None  #: the open frontier transaction
         self.commit_at = 0.0  #: when the open group is due
@@ -163,6 +166,7 @@ class CommitGroup:
             if point is not None:  # in this commit: start-up cuts the output back to it
                 self.frontier.save_blob(blob_name(output.name), point)
         self.fold_loop_times()
+        self.stats.ran_until(time.time())  # the run's span in the pages-over-time series
         elapsed = self.elapsed_before + time.monotonic() - self.started
         saved = SavedStats(self.stats, elapsed, self.repairs)
         self.frontier.save_blob(STATS_BLOB, _ENCODER.encode(saved))
@@ -180,6 +184,14 @@ class CommitGroup:
         folded = self._folded
         self.stats.add_loop_time({k: v - folded.get(k, 0.0) for k, v in now.items()})
         self._folded = now
+
+    def figures(self, now: float) -> Figures:
+        """The crawl's headline figures at ``now`` (monotonic; ``figures.py``): every run's,
+        and this run's apart."""
+        stats, (pages0, revisits0) = self.stats, self.run_base
+        run_s = now - self.started
+        return Figures(stats.pages, stats.revisits, self.elapsed_before + run_s,
+                       stats.pages - pages0, stats.revisits - revisits0, run_s)  # fmt: skip
 
     def page(
         self,

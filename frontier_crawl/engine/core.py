@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 import threading
 import time
@@ -46,6 +47,7 @@ from frontier_crawl.engine.space import SpaceGuard
 from frontier_crawl.engine.state import LoopState, quiet
 from frontier_crawl.engine.steer import Steering
 from frontier_crawl.fetch import ErrorKind, FetchRequest, FetchResult
+from frontier_crawl.figures import Figures
 from frontier_crawl.frontier import Completion, LastCapture, Ticket, changed
 from frontier_crawl.frontier.mailbox import Link
 from frontier_crawl.frontier.robots import MAX_ROBOTS_BYTES
@@ -97,6 +99,8 @@ PEER_WAIT_S = 0.02
 #: what a start request is admitted with besides its URL (``start_requests``, grouped)
 _REQUEST_KEY = attrgetter("callback", "meta", "priority")
 _URL = attrgetter("url")
+#: a finished WARC file's name (not one still ``.open``, nor one set aside as damaged)
+_WARC_NAME = re.compile(r"\.warc(\.\w+)?$")
 #: a failed transfer's (no) links, for its errback
 _NO_LINKS = PageLinks((), False, "")
 #: the exception type at the start of a Problem's message ("KeyError: 'from'")
@@ -160,14 +164,17 @@ class Engine:
         reshape: Callable[[CrawlSettings], CrawlSettings] | None = None,
         loaded: CrawlSettings | None = None,
         wall_clock: Callable[[], float] = time.time,
+        on_listening: Callable[[str], None] | None = None,
     ) -> None:
         """``config_path``: the crawl.toml a reload (SIGHUP, the control API) reads again;
         ``reshape`` turns what it loads into this process's settings (a worker's), ``loaded``
         being the file's settings before that (what a reload is compared with). ``commands``:
         operator commands from elsewhere (a worker's coordinator); without it, the engine
         serves its own control API when ``[control] listen`` is set. ``wall_clock``: what
-        the frontier dates its robots.txt cache by (a test runs it ahead)."""
+        the frontier dates its robots.txt cache by (a test runs it ahead). ``on_listening``:
+        told the control API's ``host:port`` once it listens (the console says where)."""
         self._wall_clock = wall_clock
+        self._on_listening = on_listening
         self.settings = settings
         #: a continuous crawl: the visit facts are gathered (digest, validators, record ids)
         self._recrawl = settings.recrawl.enabled
@@ -302,7 +309,10 @@ class Engine:
         self._run.state = "running"
         try:
             steer.start_control()
+            if self._on_listening is not None and steer.control_address:
+                self._on_listening(steer.control_address)
             steer.wake_on_commands()
+            self._observe.begin(time.monotonic())  # the run's first freshness figures
             if self._spider is not None:  # queued requests naming callbacks it has not:
                 self._spider.check_stored(  # ConfigError (exit 2) before anything is sent
                     self.frontier.load_blob(CALLBACKS_BLOB), self.frontier.queued_callbacks
@@ -424,6 +434,8 @@ class Engine:
             elif idle:
                 return
             wait = self._wait_s(now)
+            if group.unsettled and not group.is_open:  # pages waiting for the archive are
+                group.open(now)  # counted at a commit even when nothing else comes (paused)
             if (
                 group.is_open
                 and not submitted  # then at the next tick's start (see above)
@@ -795,7 +807,7 @@ class Engine:
             stats.record_host(ticket.origin, r.duration_s, failed)
         error = r.error.value if r.error is not None else None
         nbytes = len(r.body) if r.not_modified is None else 0  # a 304 brought no payload
-        counted = (outcome.value, r.status, error, nbytes)
+        counted = (outcome.value, r.status, error, nbytes, ticket.last is not None)
         items = yielded.items if yielded is not None else None
         problems = (
             tuple(p.outcome for p in yielded.problems)
@@ -894,11 +906,25 @@ class Engine:
         waited: float = getattr(self.fetcher, "waited_s", 0.0)  # a null fetcher never waits
         return waited
 
+    def _warc_files(self) -> list[str]:
+        """Every WARC file of the crawl, every run's (the writer names its files so that
+        their names sort in the order they were written), complete or still marked open."""
+        if self._warc is None:
+            return []
+        names = {str(p) for p in self._warc.paths}
+        try:
+            with os.scandir(self.layout.warc_dir) as entries:
+                names.update(e.path for e in entries if _WARC_NAME.search(e.name) and e.is_file())
+        except OSError:
+            pass
+        return sorted(names)
+
     def _finish(self) -> dict[str, Any]:
         """Final commit, close the outputs, write the report. After a failed write, nothing
         more is committed (the in-memory state may be ahead of LMDB): the report shows the
         committed counters, and the outputs and frontier are released as they are."""
         now = time.monotonic()
+        figures: Figures | None = self._group.figures(now)
         elapsed = self._group.elapsed_before + now - self._started
         self._space.close(now)
         self.fetcher.close()  # abandoned transfers stay queued in LMDB: fetched on resume
@@ -923,7 +949,8 @@ class Engine:
         if failed:
             # what LMDB holds: exact on resume
             self._group.stats, elapsed, _repairs = load_stats(self.frontier)
-        report = self._group.stats.report(elapsed, self.frontier.seen_stats())
+            figures = None
+        report = self._group.stats.report(elapsed, self.frontier.seen_stats(), figures)
         report["frontier"] = self.frontier.stats()
         report["complete"] = (  # (a continuous crawl never is: its revisits come due)
             self.frontier.pending == 0 and not self._run.halt and not failed
@@ -935,7 +962,8 @@ class Engine:
         report["disk_space_paused_s"] = round(self._space.paused_s, 3)
         report["warnings"] = config_warnings(self.settings) + self._group.repairs
         report["output_dir"] = str(self.layout.root)
-        report["warc_files"] = [str(p) for p in self._warc.paths] if self._warc else []
+        report["warc_files"] = self._warc_files()
+        report["crawl_logs"] = [str(self.layout.crawl_log)]
         report["freshness"] = self._observe.freshness(time.monotonic())
         self._run.state = "finished"
         with quiet():  # the last status: finished, with the final counters

@@ -139,28 +139,34 @@ class Observer:
         return render_metrics([self.metrics()])
 
     def progress(self) -> dict[str, Any]:
-        """A snapshot for progress displays (``bottleneck``: the status's, as one line)."""
-        elapsed = time.monotonic() - self._group.started
-        pages = self._group.stats.pages
-        bottleneck = self.status()["bottleneck"]
+        """A snapshot for progress displays: the status's figures (``figures.py``: pages,
+        revisits, elapsed over every run, the rate over the last ten seconds, this run's
+        apart), its bottleneck as one line."""
+        status = self.status()
+        bottleneck = status["bottleneck"]
         return {
-            "elapsed_s": elapsed,
-            "pages": pages,
-            "pages_per_s": pages / elapsed if elapsed > 0 else 0.0,
-            "in_flight": self.fetcher.in_flight,
+            **self.frontier.stats(),
+            "elapsed_s": status["elapsed_s"],
+            "pages": status["pages"],
+            "revisits": status["revisits"],
+            "pages_per_s": status["pages_per_s"],
+            "revisits_per_s": status["revisits_per_s"],
+            "this_run": status["this_run"],
+            "continuous": bool(status["freshness"].get("enabled")),
+            "in_flight": status["in_flight"],
+            "queued": status["queued"],
             "paused_for_space": self._run.low_space is not None,
             "bottleneck": f"{bottleneck['name']}: {bottleneck['detail']}",
-            **self.frontier.stats(),
-            **self._spider_progress(elapsed),
+            **self._spider_progress(float(status["elapsed_s"])),
         }
 
-    def _spider_progress(self, elapsed: float) -> dict[str, Any]:
+    def _spider_progress(self, total: float) -> dict[str, Any]:
         """With a spider: items so far, and time per page in callbacks and pipelines (median
-        and p99 in ms over the whole crawl) and their share of the crawl's time."""
+        and p99 in ms over the whole crawl) and their share of the crawl's time (``total``:
+        every run's seconds)."""
         if not self._with_spider:
             return {}
         cb, pl = self._group.stats.callback_time, self._group.stats.pipeline_time
-        total = self._group.elapsed_before + elapsed
         return {
             "items": self._group.stats.items,
             "callback_ms": (cb.quantile(0.5) * 1e3, cb.quantile(0.99) * 1e3),
@@ -224,7 +230,8 @@ class Observer:
         self.next_sample = now + SAMPLE_EVERY_S
         t, f = self._times, self.fetcher
         sample = Sample(
-            t=now, wall=time.time(), pages=self._group.stats.pages, waited=self._waited(),
+            t=now, wall=time.time(), pages=self._group.stats.pages,
+            revisits=self._group.stats.revisits, waited=self._waited(),
             parse=t.parse, callbacks=t.callbacks, warc=t.warc, frontier=t.frontier,
             fetch=t.fetch, dns=getattr(f, "dns_s", 0.0), transfer=getattr(f, "transfer_s", 0.0),
             admitted=self.frontier.admitted,
@@ -232,6 +239,12 @@ class Observer:
         self._recorder.add(sample)
         if force or now - self._status_wanted < STATUS_WANTED_S:
             self._build_status(now, sample)
+
+    def begin(self, now: float) -> None:
+        """The run begins: the freshness rates count from here (not from the first status
+        someone asks for)."""
+        if self.frontier.continuous:
+            self.freshness(now)
 
     def freshness(self, now: float) -> dict[str, Any]:
         """The ``freshness`` dict of the status and the report (docs/continuous.md): the frontier's,
@@ -305,12 +318,16 @@ class Observer:
             self._busiest_at = now + max(BUSIEST_EVERY_S, spent / BUSIEST_SHARE)
         failing = sorted(self._failing.items(), key=lambda kv: kv[1][0], reverse=True)[:10]
         queued, hot = frontier.queued, frontier.hot_total
+        figures = self._group.figures(now)
         status: dict[str, Any] = {
             "state": sig.state,
             "bottleneck": classify(sig).as_dict(),
-            "elapsed_s": round(self._group.elapsed_before + now - self._group.started, 3),
-            "pages": sample.pages,
+            "elapsed_s": round(figures.elapsed_s, 3),
+            "pages": figures.pages,
             "pages_per_s": round(window.pages_per_s, 3),
+            "revisits": figures.revisits,
+            "revisits_per_s": round(window.revisits_per_s, 3),
+            "this_run": figures.this_run(),
             "queued": queued,
             "queued_memory": min(hot, queued),
             "queued_disk": max(0, queued - hot),

@@ -88,6 +88,11 @@ class Steering:
         )
         self.commands = self._control.queue
 
+    @property
+    def control_address(self) -> str | None:
+        """``host:port`` the control API listens on (None: it is off, or not this process's)."""
+        return self._control.address if self._control is not None else None
+
     def wake_on_commands(self) -> None:
         wake_on = getattr(self.fetcher, "wake_on", None)
         if wake_on is not None and self.commands is not None:  # a command ends a wait in poll

@@ -17,6 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from frontier_crawl.figures import (
+    Figures,
+    count_text,
+    duration_text,
+    rate_text,
+    this_run_text,
+)
 from frontier_crawl.output.fsync import write_atomic
 from frontier_crawl.output.outcomes import Outcome
 
@@ -142,6 +149,9 @@ class CrawlStats:
     #: outcome unchanged: a 2xx revisit with the last capture's payload (not in ``pages``, as
     #: a 304 is not: ``pages`` counts new and changed content)
     unchanged: int = 0
+    #: final results of revisits (a continuous crawl's visits of a URL fetched before, any
+    #: outcome: figures.py); a changed page counts in ``pages`` too
+    revisits: int = 0
     bytes: int = 0
     status_classes: dict[str, int] = field(default_factory=_zero_classes)
     errors_by_kind: dict[str, int] = field(default_factory=dict)
@@ -149,12 +159,14 @@ class CrawlStats:
     #: URL -> seconds it held its host beyond the politeness delay (the longest HOLDS_KEPT)
     holds: dict[str, float] = field(default_factory=dict)
     held_s: float = 0.0  #: all such holds, summed
-    #: pages fetched over the crawl's whole life (every run): ``[bucket start (unix s), pages]``
-    #: in time order, each bucket ``rate_bucket_s`` wide (bounded: see ``record_page_at``)
+    #: pages fetched over the crawl's whole life (every run): ``[bucket start (unix s), pages,
+    #: revisits]`` in time order, each bucket ``rate_bucket_s`` wide (bounded: see
+    #: ``record_page_at``; a bucket saved before revisits were counted has two elements)
     rate_buckets: list[list[float]] = field(default_factory=list)
     rate_bucket_s: float = RATE_BUCKET_S
-    #: ``[start, last page]`` (unix s) of each run, so a bucket's rate divides by the time the
-    #: crawl was running in it, not its width (the oldest merge past MAX_RUNS)
+    #: ``[start, end]`` (unix s) of each run (its end moved on at each commit and at its end:
+    #: ``ran_until``), so a bucket's rate divides by the time the crawl was running in it, not
+    #: its width (the oldest merge past MAX_RUNS)
     runs: list[list[float]] = field(default_factory=list)
     hosts: dict[str, HostTally] = field(default_factory=dict)  #: bounded: HOSTS_KEPT
     #: the loop's seconds over every run, by phase: ``run`` (wall time), ``waiting`` (blocked
@@ -176,22 +188,32 @@ class CrawlStats:
             first, second = self.runs[0], self.runs.pop(1)
             first[1] = second[1]
 
-    def record_page_at(self, when: float) -> None:
-        """One page fetched at unix time ``when`` (its bucket of the pages-over-time series).
+    def ran_until(self, now: float) -> None:
+        """The current run was running at unix time ``now`` (its span in the series)."""
+        if not self.runs:
+            self.runs.append([now, now])
+        run = self.runs[-1]
+        run[1] = max(run[1], now)
+
+    def record_page_at(self, when: float, page: int = 1, revisit: int = 0) -> None:
+        """A page fetched (``page``) or a revisit (``revisit``) at unix time ``when`` (its
+        bucket of the pages-over-time series).
 
         At most MAX_RATE_BUCKETS buckets: past that, the width doubles and neighbours merge,
         so a crawl of any length keeps its whole life at a coarser grain."""
-        if not self.runs:
-            self.runs.append([when, when])
-        run = self.runs[-1]
-        run[1] = max(run[1], when)
+        self.ran_until(when)
         width = self.rate_bucket_s
         start = when - when % width
         buckets = self.rate_buckets
         if buckets and buckets[-1][0] >= start:  # this bucket (or the clock went back)
-            buckets[-1][1] += 1
+            last = buckets[-1]
+            last[1] += page
+            if revisit:
+                if len(last) < 3:
+                    last.append(0)
+                last[2] += revisit
             return
-        buckets.append([start, 1])
+        buckets.append([start, page, revisit])
         if len(buckets) > MAX_RATE_BUCKETS:
             self._coarsen()
 
@@ -200,13 +222,16 @@ class CrawlStats:
         self.rate_bucket_s, self.rate_buckets = _rebucket(self.rate_buckets, self.rate_bucket_s * 2)
 
     def pages_over_time(self) -> list[list[float]]:
-        """``[bucket start, pages, seconds the crawl ran in it]`` per bucket (for the report)."""
+        """``[bucket start, pages, seconds the crawl ran in it, revisits]`` per bucket (for the
+        report)."""
         width, runs = self.rate_bucket_s, self.runs
         out: list[list[float]] = []
-        for start, pages in self.rate_buckets:
+        for bucket in self.rate_buckets:
+            start, pages = bucket[0], bucket[1]
+            revisits = bucket[2] if len(bucket) > 2 else 0
             end = start + width
             ran = sum(max(0.0, min(end, b) - max(start, a)) for a, b in runs)
-            out.append([int(start), int(pages), round(ran, 3)])
+            out.append([int(start), int(pages), round(ran, 3), int(revisits)])
         return out
 
     def record_host(self, host: str, fetch_s: float, failed: bool) -> None:
@@ -246,9 +271,14 @@ class CrawlStats:
         if len(holds) > HOLDS_KEPT:
             del holds[min(holds, key=holds.__getitem__)]
 
-    def record(self, outcome: str, status: int, error: str | None, nbytes: int) -> None:
-        """Count one crawl-log entry."""
+    def record(
+        self, outcome: str, status: int, error: str | None, nbytes: int, revisit: bool = False
+    ) -> None:
+        """Count one crawl-log entry (``revisit``: of a URL fetched before)."""
         self.bytes += nbytes
+        if revisit and outcome != Outcome.ROBOTS_TXT:
+            self.revisits += 1
+            self.record_page_at(time.time(), page=0, revisit=1)
         key = str(outcome)
         self.outcomes[key] = self.outcomes.get(key, 0) + 1
         if error is not None:
@@ -318,12 +348,18 @@ class CrawlStats:
         pl.total_s += pipeline_s
         pl.counts[bisect_left(_EDGES, pipeline_s)] += 1
 
-    def report(self, elapsed_s: float, bloom: Mapping[str, float | int]) -> dict[str, object]:
-        """The final report as a JSON-able dict; ``bloom`` is passed through."""
+    def report(
+        self, elapsed_s: float, bloom: Mapping[str, float | int], figures: Figures | None = None
+    ) -> dict[str, object]:
+        """The final report as a JSON-able dict; ``bloom`` is passed through. ``figures``: the
+        headline figures (``figures.py``; without them, those of these counters as one run)."""
+        if figures is None:
+            figures = Figures(self.pages, self.revisits, elapsed_s, self.pages, self.revisits,
+                              elapsed_s)  # fmt: skip
         spider = {"spider": self.spider_report(elapsed_s)} if self.callback_time.n else {}
         return {
             **spider,
-            "fetched": self.pages,
+            **figures.as_dict(),
             "status_classes": dict(self.status_classes),
             "not_found_404": self.not_found,
             "timeouts": self.timeouts,
@@ -340,8 +376,6 @@ class CrawlStats:
             "http_errors": self.http_errors,
             "robots_txt_fetches": self.robots_txt,
             "bytes": self.bytes,
-            "elapsed_s": round(elapsed_s, 3),
-            "pages_per_s": round(self.pages / elapsed_s, 3) if elapsed_s > 0 else 0.0,
             "bloom": dict(bloom),
             "host_held_s": round(self.held_s, 3),
             "held_by": [
@@ -374,14 +408,16 @@ class CrawlStats:
 
 
 def _rebucket(buckets: list[list[float]], width: float) -> tuple[float, list[list[float]]]:
-    """``[start, pages]`` buckets (in time order) regrouped ``width`` wide."""
+    """``[start, pages, revisits]`` buckets (in time order) regrouped ``width`` wide."""
     merged: list[list[float]] = []
-    for start, pages in buckets:
-        start = start - start % width
+    for bucket in buckets:
+        start, pages = bucket[0] - bucket[0] % width, bucket[1]
+        revisits = bucket[2] if len(bucket) > 2 else 0
         if merged and merged[-1][0] == start:
             merged[-1][1] += pages
+            merged[-1][2] += revisits
         else:
-            merged.append([start, pages])
+            merged.append([start, pages, revisits])
     return width, merged
 
 
@@ -393,13 +429,15 @@ def merge_rate_buckets(series: list[tuple[float, object]]) -> tuple[float, list[
         merged: dict[int, list[float]] = {}
         for _, points in series:
             for point in points if isinstance(points, list) else ():
-                if isinstance(point, list | tuple) and len(point) == 3:
+                if isinstance(point, list | tuple) and len(point) in (3, 4):
                     start = int(point[0] - point[0] % width)
-                    slot = merged.setdefault(start, [0.0, 0.0])
+                    slot = merged.setdefault(start, [0.0, 0.0, 0.0])
                     slot[0] += point[1]
                     slot[1] = max(slot[1], point[2])
+                    slot[2] += point[3] if len(point) == 4 else 0
         if len(merged) <= MAX_RATE_BUCKETS:
-            return width, [[t, int(n), ran] for t, (n, ran) in sorted(merged.items())]
+            return width, [[t, int(n), ran, int(rv)]
+                           for t, (n, ran, rv) in sorted(merged.items())]  # fmt: skip
         width *= 2
 
 
@@ -435,22 +473,29 @@ def write_report(path: Path, report: Mapping[str, object]) -> None:
 
 
 def render_report(report: Mapping[str, object], console: Console) -> None:
-    """Print the report as a compact two-column table (and a cluster's live view: the
-    ``report`` command's ``live``, one row per node). rich is imported here, where a report
-    is printed: the worker processes, which never print one, do without it."""
-    from rich import box
-    from rich.table import Table
+    """Print the report as label / value lines (and a cluster's live view: the ``report``
+    command's ``live``, one row per node). Each value follows its label column, never wrapped
+    by us: on a terminal the terminal wraps a long one, in a pipe or a file (journald, tee)
+    a line is a line. rich is imported here, where a report is printed: the worker
+    processes, which never print one, do without it."""
+    from rich.text import Text
 
     live = report.get("live")
+    rows = [*_rows(report), *_cluster_rows(report)]
     title = "crawl report"
-    if report.get("running"):
-        title = "crawl report (the reports the nodes published at the end of their runs)"
-    table = Table(title=title, box=box.SIMPLE, show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column(justify="right")
-    for label, value in [*_rows(report), *_cluster_rows(report)]:
-        table.add_row(label, value)
-    console.print(table)
+    if report.get("running"):  # the cluster's live totals first: it is still crawling
+        title = "crawl report (the cluster is running: its live totals first)"
+        now = [r for r in rows if r[0] == "cluster now"]
+        rows = now + [("fetched (reports published)" if label == "fetched" else label, value)
+                      for label, value in rows if label != "cluster now"]  # fmt: skip
+    console.print(Text(title, style="bold"), soft_wrap=True)
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        for i, part in enumerate(str(value).split("\n")):
+            line = Text("  ")
+            line.append(f"{label if i == 0 else '':<{width}}", style="bold")
+            line.append("  " + part)
+            console.print(line, soft_wrap=True, highlight=False)
     if isinstance(live, Mapping) and live.get("nodes"):
         console.print(_live_table(live))
 
@@ -529,8 +574,12 @@ def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
     get = report.get
     nbytes = get("bytes", 0)
     rows = [
-        ("fetched", f"{get('fetched', 0)}  ({get('pages_per_s', 0)}/s, {get('elapsed_s', 0)} s)"),
+        ("fetched", f"{count_text(get('fetched', 0))} pages ({rate_text(get('pages_per_s', 0))}"
+                    f"/s over {duration_text(get('elapsed_s', 0))}, all runs)"),
         ("bytes", decimal(nbytes) if isinstance(nbytes, int) else str(nbytes)),
+        *([("revisits", count_text(get("revisits", 0)))] if get("revisits") else []),
+        *([("this run", this_run_text(get("this_run")).removeprefix("this run: "))]
+          if _resumed(report) else []),
         ("status", _pairs(get("status_classes"))),
         ("404 / http errors", f"{get('not_found_404', 0)} / {get('http_errors', 0)}"),
         ("redirects (too many)", f"{get('redirects', 0)} ({get('too_many_redirects', 0)})"),
@@ -570,6 +619,46 @@ def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
     if isinstance(warnings, list) and warnings:
         rows.append(("warnings", "\n".join(str(w) for w in warnings)))
     return rows
+
+
+def how_it_ended(report: Mapping[str, Any]) -> str:
+    """How the run ended, in one line: complete, or stopped (why, what is queued, how to go
+    on)."""
+    frontier, fresh = _mapping(report.get("frontier")), _mapping(report.get("freshness"))
+    queued = int(frontier.get("queued", 0))
+    scheduled = int(fresh.get("scheduled") or 0)
+    if report.get("complete"):
+        return "complete: every URL found was crawled"
+    if report.get("write_error"):
+        why = f"a write failed ({report['write_error']}): fix the cause (free space, the disk)"
+    elif report.get("stopped_for_low_space"):
+        why = "free space fell below output.min_free_bytes"
+    elif report.get("failed_workers"):
+        why = f"worker process(es) failed: {', '.join(map(str, report['failed_workers']))}"
+    elif report.get("cluster_error"):
+        why = f"the cluster failed: {report['cluster_error']}"
+    elif report.get("stopped_by_signal"):
+        why = "on request (a signal such as Ctrl-C, or ctl stop)"
+    elif report.get("missing_nodes") or report.get("nodes_missing"):
+        why = "nodes have not reported"
+    else:
+        why = "before the end"
+    left = f"{count_text(queued)} URLs queued"
+    if fresh.get("enabled"):
+        left += f", {count_text(scheduled)} on the revisit schedule (a continuous crawl)"
+    return f"stopped {why}; {left}; run the same command to resume"
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _resumed(report: Mapping[str, object]) -> bool:
+    """The crawl had earlier runs (this run's figures differ from the whole crawl's)."""
+    run, elapsed = report.get("this_run"), report.get("elapsed_s")
+    if not isinstance(run, Mapping) or not isinstance(elapsed, int | float):
+        return False
+    return float(elapsed) - float(run.get("elapsed_s", 0.0)) >= 0.5
 
 
 def freshness_rows(value: object) -> list[tuple[str, str]]:

@@ -17,8 +17,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from frontier_crawl.figures import count_text, duration_text, rate_text, this_run_text
 from frontier_crawl.output.fsync import write_atomic
-from frontier_crawl.output.report import interval_label
+from frontier_crawl.output.report import how_it_ended, interval_label
 
 #: the chart's drawing area, in SVG user units (it scales to the page width)
 _W, _H, _PAD_L, _PAD_B, _PAD_T = 900, 240, 56, 28, 12
@@ -97,13 +98,14 @@ def status_report(status: Mapping[str, object], output_dir: str) -> dict[str, ob
         and elapsed > 0 else 0.0
     buckets: dict[int, list[float]] = {}
     history = get("history")
-    samples = [h for h in history if isinstance(h, list | tuple) and len(h) == 2] \
+    samples = [h for h in history if isinstance(h, list | tuple) and len(h) in (2, 3)] \
         if isinstance(history, list) else []
-    for (t0, p0), (t1, p1) in itertools.pairwise(samples):
-        start = int(t1 - t1 % STATUS_BUCKET_S)
-        slot = buckets.setdefault(start, [0.0, 0.0])
-        slot[0] += max(0, p1 - p0)
-        slot[1] += max(0.0, t1 - t0)
+    for a, b in itertools.pairwise(samples):
+        start = int(b[0] - b[0] % STATUS_BUCKET_S)
+        slot = buckets.setdefault(start, [0.0, 0.0, 0.0])
+        slot[0] += max(0, b[1] - a[1])
+        slot[1] += max(0.0, b[0] - a[0])
+        slot[2] += max(0, (b[2] if len(b) > 2 else 0) - (a[2] if len(a) > 2 else 0))
     return {
         "title": "frontier-crawl status",
         "chart_title": "Pages per second, last 10 minutes (live status)",
@@ -122,8 +124,10 @@ def status_report(status: Mapping[str, object], output_dir: str) -> dict[str, ob
         "outcomes": get("outcomes", {}),
         "cpu": get("cpu", {}),
         "rate_bucket_s": STATUS_BUCKET_S,
-        "pages_over_time": [[t, int(n), min(ran, STATUS_BUCKET_S)]
-                            for t, (n, ran) in sorted(buckets.items())],
+        "pages_over_time": [[t, int(n), min(ran, STATUS_BUCKET_S), int(rv)]
+                            for t, (n, ran, rv) in sorted(buckets.items())],
+        "revisits": get("revisits", 0),
+        "this_run": get("this_run"),
         "busiest_hosts": get("busiest_hosts", []),
         "failing_hosts": get("failing_hosts", []),
         "blocked_hosts": get("blocked_hosts", []),
@@ -137,20 +141,21 @@ def render_report_html(report: Mapping[str, object]) -> str:
     """The page for ``report`` (a ``report.json`` dict; missing keys show as absent)."""
     get = report.get
     complete = get("complete")
-    state = str(get("state")) if get("state") else (
-        "complete" if complete
-        else "stopped by the operator (signal or ctl stop)" if get("stopped_by_signal")
-        else "stopped: write failed" if get("write_error")
-        else "stopped for low disk space" if get("stopped_for_low_space")
-        else "incomplete"
-    )  # fmt: skip
+    state = str(get("state")) if get("state") else how_it_ended(report)
     cards = [
-        ("pages fetched", _num(get("fetched", 0))),
-        ("pages / s (whole crawl)", _num(get("pages_per_s", 0.0))),
-        ("crawl time", _duration(get("elapsed_s", 0.0))),
+        ("pages fetched (all runs)", count_text(get("fetched", 0))),
+        ("pages / s (whole crawl)", rate_text(get("pages_per_s", 0.0))),
+        ("crawl time (all runs)", duration_text(get("elapsed_s", 0.0))),
         ("downloaded", _bytes(get("bytes", 0))),
         ("hosts held (Retry-After, backoff)", _duration(get("host_held_s", 0.0))),
     ]
+    if get("revisits"):
+        cards.insert(1, ("revisits (all runs)", count_text(get("revisits"))))
+    run = _mapping(get("this_run"))
+    elapsed = get("elapsed_s", 0.0)
+    ran = run.get("elapsed_s", 0.0)
+    if isinstance(elapsed, int | float) and isinstance(ran, int | float) and elapsed - ran >= 0.5:
+        cards.append(("this run", this_run_text(dict(run)).removeprefix("this run: ")))
     title = str(get("title", "frontier-crawl report"))
     parts = [
         _head(f"{title}: {get('output_dir', '')}"),
@@ -238,6 +243,7 @@ svg text {{ fill: var(--mute); font-size: 11px; }}
 svg .grid {{ stroke: var(--line); }}
 svg .line {{ fill: none; stroke: var(--acc); stroke-width: 2; }}
 svg .area {{ fill: var(--acc); opacity: .12; }}
+svg .line.revisits {{ stroke: #7c3aed; }}
 </style></head><body>"""
 
 
@@ -310,21 +316,27 @@ def _warnings(warnings: object, write_error: object) -> str:
 
 
 def _rate_chart(points: object, bucket_s: object, empty: str = "No page was fetched.") -> str:
-    """pages/s per bucket as an SVG line; a gap between runs breaks the line."""
+    """pages/s per bucket as an SVG line (and a continuous crawl's revisits/s, a second
+    line); a gap between runs breaks the lines."""
     width = float(bucket_s) if isinstance(bucket_s, int | float) and bucket_s > 0 else 60.0
     series: list[tuple[float, float]] = []
+    revisits: list[tuple[float, float]] = []
     if isinstance(points, list):
         for p in points:
-            if isinstance(p, list | tuple) and len(p) == 3:
-                t, n, ran = p
-                if all(isinstance(v, int | float) for v in p):
-                    # divided by the time the crawl ran in the bucket (a second at least)
-                    series.append((float(t), float(n) / max(float(ran), min(1.0, width))))
+            if isinstance(p, list | tuple) and len(p) in (3, 4) and all(
+                isinstance(v, int | float) for v in p
+            ):
+                # divided by the time the crawl ran in the bucket (a second at least)
+                ran = max(float(p[2]), min(1.0, width))
+                series.append((float(p[0]), float(p[1]) / ran))
+                revisits.append((float(p[0]), float(p[3] if len(p) == 4 else 0) / ran))
     if not series:
         return f'<p class="empty">{_e(empty)}</p>'
     series.sort()
+    revisits.sort()
+    drawn = [series, revisits] if any(r for _, r in revisits) else [series]
     t0, t1 = series[0][0], series[-1][0] + width
-    top = _nice_ceiling(max(r for _, r in series))
+    top = _nice_ceiling(max(r for line in drawn for _, r in line))
     plot_w, plot_h = _W - _PAD_L - 8, _H - _PAD_B - _PAD_T
 
     def x(t: float) -> float:
@@ -343,21 +355,26 @@ def _rate_chart(points: object, bucket_s: object, empty: str = "No page was fetc
     for t in _time_ticks(t0, t1):
         out.append(f'<text x="{x(t):.1f}" y="{_H - 8}" text-anchor="middle">'
                    f"{_e(_clock(t, t1 - t0))}</text>")  # fmt: skip
-    for run in _runs(series, width):
-        # each bucket drawn as a step across its width, so one bucket is still visible
-        pts: list[tuple[float, float]] = []
-        for t, rate in run:
-            pts += [(x(t), y(rate)), (x(t + width), y(rate))]
-        line = " ".join(f"{a:.1f},{b:.1f}" for a, b in pts)
-        base = y(0)
-        area = f"{pts[0][0]:.1f},{base:.1f} {line} {pts[-1][0]:.1f},{base:.1f}"
-        out.append(f'<polygon class="area" points="{area}"/>')
-        out.append(f'<polyline class="line" points="{line}"/>')
+    for kind, line_series in zip(("line", "line revisits"), drawn, strict=False):
+        for run in _runs(line_series, width):
+            # each bucket drawn as a step across its width, so one bucket is still visible
+            pts: list[tuple[float, float]] = []
+            for t, rate in run:
+                pts += [(x(t), y(rate)), (x(t + width), y(rate))]
+            line = " ".join(f"{a:.1f},{b:.1f}" for a, b in pts)
+            base = y(0)
+            area = f"{pts[0][0]:.1f},{base:.1f} {line} {pts[-1][0]:.1f},{base:.1f}"
+            if kind == "line":
+                out.append(f'<polygon class="area" points="{area}"/>')
+            out.append(f'<polyline class="{kind}" points="{line}"/>')
     out.append("</svg>")
     peak = max(r for _, r in series)
+    said = f"peak {peak:.3g} pages/s"
+    if len(drawn) > 1:
+        said += f", {max(r for _, r in revisits):.3g} revisits/s (the second line)"
     out.append(
         f'<p class="empty">{len(series)} bucket(s) of {_duration(width)}, '
-        f"peak {peak:.3g} pages/s; gaps are times the crawl was not running.</p>"
+        f"{said}; gaps are times the crawl was not running.</p>"
     )
     return "".join(out)
 
@@ -483,7 +500,7 @@ def _details(report: Mapping[str, object]) -> str:
              "output_dir", "outcomes", "errors_by_kind", "status_classes", "slowest_hosts",
              "failing_hosts", "held_by", "pages_over_time", "rate_bucket_s", "cpu", "title",
              "chart_title", "chart_empty", "state", "bottleneck", "busiest_hosts",
-             "loop_s", "freshness"}  # fmt: skip
+             "loop_s", "freshness", "revisits", "this_run"}  # fmt: skip
     rows = []
     for key, value in report.items():
         if key in shown:

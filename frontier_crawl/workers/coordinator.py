@@ -161,9 +161,12 @@ class Coordinator:
         node: int | None = None,
         config_path: Path | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
+        on_listening: Callable[[str], None] | None = None,
     ) -> None:
         """``on_progress``: called with the workers' progress merged, every
-        ``output.progress_interval_s``."""
+        ``output.progress_interval_s``; ``on_listening``: told the control API's
+        ``host:port`` once it listens."""
+        self._on_listening = on_listening
         self.root = node_root(settings, node)
         file_output_dir = settings.crawl.output_dir
         self.settings = settings = msgspec.structs.replace(
@@ -258,7 +261,7 @@ class Coordinator:
         ]
         self._signals = 0
         self._control: ControlServer | None = None
-        self._history: deque[tuple[float, int]] = deque()
+        self._history: deque[tuple[float, int, int]] = deque()
         self._history_lock = threading.Lock()
         self._cluster_error: ClusterError | None = None
         self._cluster_over = False  #: the cluster's crawl ended (``done``) while this node ran
@@ -331,6 +334,8 @@ class Coordinator:
                     self.settings.control.listen, self.root, self.status, self.metrics,
                     dispatch=self.dispatch,
                 )  # fmt: skip
+                if self._on_listening is not None:
+                    self._on_listening(self._control.address)
             # the terminal's signals ignored from the workers' first instruction
             with spawning(self._ctx, self.root / "state"), _main_not_rerun():
                 for proc in self._procs:
@@ -470,7 +475,8 @@ class Coordinator:
         with self._history_lock:
             history, now = self._history, time.time()
             if snaps and (not history or now - history[-1][0] >= HISTORY_EVERY_S):
-                history.append((round(now, 3), int(merged.get("pages", 0))))
+                history.append((round(now, 3), int(merged.get("pages", 0)),
+                                int(merged.get("revisits", 0))))
                 while now - history[0][0] > HISTORY_S:
                     history.popleft()
             merged["history"] = [list(point) for point in history]
@@ -552,7 +558,7 @@ class Coordinator:
 
     def _latest_progress(self) -> dict[str, Any]:
         snaps = list(self._progress.values())
-        return merge_progress(snaps, time.monotonic() - self._started) if snaps else {}
+        return merge_progress(snaps) if snaps else {}
 
     def _summary(
         self, node: ClusterNode, state: str | None = None, report: Mapping[str, Any] | None = None
@@ -646,7 +652,7 @@ class Coordinator:
         if now < self._next_progress or self._on_progress is None or not self._progress_every:
             return
         self._next_progress = now + self._progress_every
-        merged = merge_progress(list(self._progress.values()), now - self._started)
+        merged = merge_progress(list(self._progress.values()))
         if self._cluster is not None:  # which node it waits for, how long (cluster/view.py)
             merged["waiting"] = self.cluster_view()["waiting"]
         self._on_progress(merged)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from frontier_crawl.control.status import BOTTLENECKS, empty_status
+from frontier_crawl.figures import merge_this_run, per_second
 from frontier_crawl.output import (
     LogHistogram,
     merge_rate_buckets,
@@ -15,16 +16,19 @@ from frontier_crawl.output import (
 _STATES = ("stopping", "running", "paused", "starting", "finished")
 
 
-def merge_progress(snaps: list[dict[str, Any]], elapsed_s: float) -> dict[str, Any]:
-    """One progress snapshot from the workers' latest ones: counts added, the bottleneck most
-    workers name."""
-    merged: dict[str, Any] = {"pages": 0, "queued": 0, "in_flight": 0, "hosts": 0}
+def merge_progress(snaps: list[dict[str, Any]]) -> dict[str, Any]:
+    """One progress snapshot from the workers' latest ones: counts and rates added (each
+    worker's pages per second over its last ten seconds), the crawl's time the longest of
+    the workers' (every run), this run's figures merged, the bottleneck most workers name."""
+    merged: dict[str, Any] = {"pages": 0, "queued": 0, "in_flight": 0, "hosts": 0,
+                              "pages_per_s": 0.0, "elapsed_s": 0.0}  # fmt: skip
     for snap in snaps:
         for key, value in snap.items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 merged[key] = merged.get(key, 0) + value
-    merged["elapsed_s"] = elapsed_s
-    merged["pages_per_s"] = merged["pages"] / elapsed_s if elapsed_s > 0 else 0.0
+    merged["elapsed_s"] = max((float(s.get("elapsed_s", 0.0)) for s in snaps), default=0.0)
+    merged["this_run"] = merge_this_run([s.get("this_run") for s in snaps])
+    merged["continuous"] = any(s.get("continuous") for s in snaps)
     merged["paused_for_space"] = any(s.get("paused_for_space") for s in snaps)
     named = Counter(str(s["bottleneck"]).partition(":")[0] for s in snaps if s.get("bottleneck"))
     if named:
@@ -65,6 +69,7 @@ def merge_status(snaps: list[dict[str, Any]]) -> dict[str, Any]:
     merged["cpu"] = _merge_cpu([s.get("cpu", {}) for s in snaps])
     merged["freshness"] = merge_freshness([s.get("freshness") or {} for s in snaps])
     merged["elapsed_s"] = max(float(s.get("elapsed_s", 0.0)) for s in snaps)
+    merged["this_run"] = merge_this_run([s.get("this_run") for s in snaps])
     for key in ("busiest_hosts", "failing_hosts"):
         rows = [row for s in snaps for row in s.get(key, [])]
         sort = "pages" if key == "busiest_hosts" else "failures"
@@ -113,7 +118,8 @@ def merge_reports(reports: list[Mapping[str, Any]]) -> dict[str, Any]:
             merged[key] = _merge(merged.get(key), value)
     elapsed = max((float(r.get("elapsed_s", 0.0)) for r in reports), default=0.0)
     merged["elapsed_s"] = elapsed
-    merged["pages_per_s"] = round(merged.get("fetched", 0) / elapsed, 3) if elapsed else 0.0
+    merged["pages_per_s"] = round(per_second(merged.get("fetched", 0), elapsed), 3)
+    merged["this_run"] = merge_this_run([r.get("this_run") for r in reports])
     merged["complete"] = all(r.get("complete") for r in reports) and bool(reports)
     merged["stopped_by_signal"] = any(r.get("stopped_by_signal") for r in reports)
     merged["stopped_for_low_space"] = any(r.get("stopped_for_low_space") for r in reports)

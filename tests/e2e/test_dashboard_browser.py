@@ -288,7 +288,7 @@ def _check_report(browser: Any, out: Path, tmp_path: Path) -> None:
     text = page.text_content("body") or ""
     assert page.title().startswith("frontier-crawl report")
     assert f"{report['fetched']:,}" in text and "pages fetched" in text
-    assert "stopped by the operator" in text  # ended by POST /api/stop, which acts as SIGTERM
+    assert "stopped on request" in text  # ended by POST /api/stop, which acts as SIGTERM
     for name in report["outcomes"]:
         assert name in text
     for row in report["slowest_hosts"]:

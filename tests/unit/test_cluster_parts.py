@@ -60,7 +60,6 @@ def _cli(tmp_path: Path, text: str, *args: str) -> subprocess.CompletedProcess[s
         ('[cluster]\nredis_url = "http://x/"\n', ["--node", "0"], "cluster.redis_url: must start"),
         ('[cluster]\nredis_url = "redis://x/"\nnodes = 0\n', ["--node", "0"], "cluster.nodes"),
         ("", ["--node", "0"], "--node needs a cluster: set cluster.redis_url"),
-        ("", ["report"], "report needs a cluster"),
         ("", ["add-seeds", "urls.txt"], "add-seeds needs a cluster"),
         ('[cluster]\nredis_url = "redis://:pw@x/"\n', [], "start each node with --node N"),
     ],

@@ -650,7 +650,7 @@ def test_report_for_a_known_sequence() -> None:
         stats.record(outcome, status, error, nbytes)
     report = stats.report(4.0, BLOOM)
     # the two fetched pages, in the minute they were counted (tested in test_report_html.py)
-    [[start, pages, _ran]] = report.pop("pages_over_time")  # type: ignore[misc]
+    [[start, pages, _ran, _revisits]] = report.pop("pages_over_time")  # type: ignore[misc]
     assert pages == 2 and before - 60 < start <= time.time()
     assert report == {
         "fetched": 2,
@@ -681,6 +681,8 @@ def test_report_for_a_known_sequence() -> None:
         "bytes": 1750,
         "elapsed_s": 4.0,
         "pages_per_s": 0.5,
+        "revisits": 0,
+        "this_run": {"pages": 2, "revisits": 0, "elapsed_s": 4.0, "pages_per_s": 0.5},
         "bloom": BLOOM,
         "host_held_s": 0.0,
         "held_by": [],
@@ -735,7 +737,7 @@ def test_render_report() -> None:
     render_report(stats.report(4.0, BLOOM), console)
     text = console.export_text()
     assert "crawl report" in text
-    assert "2  (0.5/s, 4.0 s)" in text
+    assert "2 pages (0.50/s over 4.0 s, all runs)" in text
     assert "2xx 3" in text
     assert "timeout 2" in text
     assert "est. false positives" in text and "rescued 0" in text

@@ -15,9 +15,17 @@ from tests.unit.spider_helpers import page
 
 def test_nothing_due_nothing_queued_says_when_the_next_url_is_due() -> None:
     sig = Signals(concurrency=4, next_due_s=42.4)
-    assert classify(sig).as_dict() == {"name": "idle", "detail": "next URL due in 42 s"}
+    # issue 31 item 3: not "idle" (the README's word for a finished crawl), and no bare
+    # "loading"
+    assert classify(sig).as_dict() == {
+        "name": "schedule",
+        "detail": "next URL due in 42 s (a continuous crawl waiting for its next revisit)",
+    }
     due = Signals(concurrency=4, revisits_due=2, next_due_s=0.0)  # due, not yet in a host
-    assert classify(due).detail == "revisits due: 2 URLs, loading"
+    assert classify(due).as_dict() == {
+        "name": "schedule",
+        "detail": "revisits due: 2 URLs, being read from the schedule into their hosts' queues",
+    }
     # without a schedule (recrawl off): as before
     assert classify(Signals(concurrency=4)).detail == "nothing queued and nothing in flight"
 

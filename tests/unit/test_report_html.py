@@ -36,7 +36,7 @@ def test_pages_over_time_buckets_by_minute_and_divides_by_the_time_it_ran() -> N
     alone.begin_run(T0 + 10)
     for i in range(30):
         alone.record_page_at(T0 + 10 + i * 0.5)
-    assert alone.pages_over_time() == [[int(T0), 30, 14.5]]  # start to the 30th page
+    assert alone.pages_over_time() == [[int(T0), 30, 14.5, 0]]  # start to the 30th page
 
 
 def test_series_survives_a_restart_and_counts_only_running_time() -> None:
@@ -61,7 +61,7 @@ def test_series_is_bounded_by_merging_neighbours() -> None:
         stats.record_page_at(T0 + 60 * m)
     assert len(stats.rate_buckets) <= MAX_RATE_BUCKETS
     assert stats.rate_bucket_s == 480.0  # 60 s doubled three times
-    assert sum(p for _, p in stats.rate_buckets) == minutes  # no page lost in a merge
+    assert sum(b[1] for b in stats.rate_buckets) == minutes  # no page lost in a merge
 
 
 def test_worker_series_merge_on_the_widest_bucket() -> None:
@@ -69,7 +69,7 @@ def test_worker_series_merge_on_the_widest_bucket() -> None:
         [(60.0, [[T0, 5, 60.0], [T0 + 60, 5, 30.0]]), (120.0, [[T0, 7, 100.0]])]
     )
     assert width == 120.0
-    assert merged == [[int(T0), 17, 100.0]]
+    assert merged == [[int(T0), 17, 100.0, 0]]
 
 
 def test_host_tallies_stay_bounded_and_keep_the_worst() -> None:
