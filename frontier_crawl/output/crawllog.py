@@ -54,6 +54,10 @@ class LogEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     #: first revisit). A first fetch has none: UNSET, and 0 is taken as UNSET, so its line
     #: has no ``visit`` key (lines without recrawl are as they always were)
     visit: int | msgspec.UnsetType = msgspec.UNSET
+    #: what the outcome and error kind do not say, on the few lines that need it: the
+    #: exception of a ``parse-error`` ("ValueError: ... (at file.py:LINE in function)"), the
+    #: detail of an ``other-error`` failure (a request header libcurl refused); else no key
+    message: str | msgspec.UnsetType = msgspec.UNSET
 
     def __post_init__(self) -> None:
         if self.visit == 0:

@@ -763,6 +763,7 @@ def test_outcome_values() -> None:
         "sitemap",
         "sitemap-too-large",
         "sitemap-invalid",
+        "parse-error",
     ]
 
 
