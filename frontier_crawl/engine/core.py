@@ -47,6 +47,7 @@ from frontier_crawl.engine.space import SpaceGuard
 from frontier_crawl.engine.state import LoopState, quiet
 from frontier_crawl.engine.steer import Steering
 from frontier_crawl.fetch import ErrorKind, FetchRequest, FetchResult
+from frontier_crawl.fetch.types import sendable
 from frontier_crawl.frontier import Completion, LastCapture, Ticket, changed
 from frontier_crawl.frontier.mailbox import Link
 from frontier_crawl.frontier.robots import MAX_ROBOTS_BYTES
@@ -119,7 +120,7 @@ def _visit(facts: Completion, r: FetchResult, digest: bytes, record_id: str) -> 
     if 300 <= r.status < 400 and r.status != 304 and (given := r.header("location")):
         location = _location(r.url, given) or ""
     return msgspec.structs.replace(
-        facts, etag=r.header("etag"), last_modified=r.header("last-modified"), digest=digest,
+        facts, etag=r.validator("etag"), last_modified=r.validator("last-modified"), digest=digest,
         record_id=record_id, fetched_at=r.started_at, location=location,
     )  # fmt: skip
 
@@ -135,12 +136,15 @@ def _location(url: str, given: str) -> str | None:
 
 
 def _validators(last: LastCapture) -> tuple[tuple[str, str], ...]:
-    """A revisit's conditional request headers: the last capture's validators."""
-    if last.etag and last.last_modified:
-        return (("If-None-Match", last.etag), ("If-Modified-Since", last.last_modified))
-    if last.etag:
-        return (("If-None-Match", last.etag),)
-    return (("If-Modified-Since", last.last_modified),) if last.last_modified else ()
+    """A revisit's conditional request headers: the last capture's validators (those that
+    can be sent: a state kept before unusable ones were refused may hold some)."""
+    etag = last.etag if last.etag and sendable(last.etag) else None
+    modified = last.last_modified if last.last_modified and sendable(last.last_modified) else None
+    if etag and modified:
+        return (("If-None-Match", etag), ("If-Modified-Since", modified))
+    if etag:
+        return (("If-None-Match", etag),)
+    return (("If-Modified-Since", modified),) if modified else ()
 
 
 class Engine:

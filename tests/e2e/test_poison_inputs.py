@@ -10,6 +10,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +181,121 @@ def test_a_parser_that_raises_is_one_urls_parse_error(
         assert "message" not in got[path]
     assert report["complete"] is True
     assert report["outcomes"]["parse-error"] == 2
+
+
+class ValidatorSite:
+    """A loopback server whose ``/bad`` sends an ETag and a Last-Modified with bytes >= 0x80
+    (ISO-8859-1 on the wire, as http.server writes headers), and ``/good`` ASCII ones; every
+    request's headers are logged. When ``/bad`` has been asked ``stop_after`` times, ``stop``
+    is called."""
+
+    def __init__(self, stop_after: int) -> None:
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        self.stop_after = stop_after
+        self.stop: Callable[[], None] = lambda: None
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                with lock:
+                    site.requests.append((self.path, headers))
+                    bad = sum(1 for p, _ in site.requests if p == "/bad")
+                if self.path == "/robots.txt":
+                    status, body, extra = 404, b"", []
+                elif self.path == "/":
+                    status, body, extra = 200, b'<a href="/bad">b</a><a href="/good">g</a>', []
+                elif self.path == "/bad":
+                    status, body = 200, b"<p>bad validators</p>"
+                    extra = [("ETag", '"caf\xe9"'),
+                             ("Last-Modified", "Fri, 01 Mar 2024 10:30:15 GMT \xff")]  # fmt: skip
+                else:
+                    status, body = 200, b"<p>good validators</p>"
+                    extra = [("ETag", '"good"'), ("Last-Modified", "Fri, 01 Mar 2024 10:30:15 GMT")]
+                    if headers.get("if-none-match") == '"good"':
+                        status, body = 304, b""
+                self.send_response(status)
+                for name, value in [("Content-Type", "text/html"), *extra]:
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                if self.path == "/bad" and bad >= site.stop_after:
+                    site.stop()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> ValidatorSite:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+
+@pytest.mark.timeout(90)
+def test_validators_that_are_not_ascii_are_not_sent_back(tmp_path: Path) -> None:
+    """Issue 34 point 3: an ETag or Last-Modified with a byte >= 0x80 was stored and sent back
+    on the revisit; libcurl's header list refused it, the revisit failed locally as
+    other-error with no message, and the page was never fetched again. Now such validators
+    are not kept: the page's revisits are unconditional and fetched (``unchanged``), while
+    the page with ASCII validators is revisited conditionally (304, ``not-modified``)."""
+    with ValidatorSite(stop_after=3) as site:
+        settings = crawl_settings(
+            tmp_path, [f"http://{HOST}:{site.port}/"], [f"{HOST}:{site.port}:127.0.0.1"],
+            recrawl={"enabled": True, "min_interval_s": 0.3, "initial_interval_s": 0.3,
+                     "max_interval_s": 0.6},
+        )  # fmt: skip
+        engine = Engine(settings)
+        site.stop = engine.request_stop
+        deadline = threading.Timer(30, engine.request_stop)  # (if /bad is never asked again)
+        deadline.start()
+        try:
+            engine.run()
+        finally:
+            deadline.cancel()
+        requests = list(site.requests)
+    bad = [headers for path, headers in requests if path == "/bad"]
+    good = [headers for path, headers in requests if path == "/good"]
+    assert len(bad) >= 3
+    assert not any("if-none-match" in h or "if-modified-since" in h for h in bad), bad
+    assert any(h.get("if-none-match") == '"good"' for h in good[1:]), good
+    visits = [x for x in lines(tmp_path / "out") if x["url"].endswith("/bad")]
+    assert [x["outcome"] for x in visits[:3]] == ["fetched", "unchanged", "unchanged"], visits
+    assert all(x["status"] == 200 for x in visits)
+
+
+def test_a_header_libcurl_cannot_take_is_a_failure_with_a_message(tmp_path: Path) -> None:
+    """A request header that is not ASCII (a spider's Request(headers=...), or validators a
+    crawl stored before they were refused) fails that request as other-error, and the crawl
+    log says why."""
+    src = tmp_path / "spider.py"
+    src.write_text(
+        "from frontier_crawl import Request, Spider\n"
+        "class S(Spider):\n"
+        "    def parse(self, response):\n"
+        "        if response.url.endswith('/'):\n"
+        "            yield Request(response.urljoin('/latin'), headers={'X-Name': 'caf\\xe9'})\n"
+        "            yield Request(response.urljoin('/plain'))\n"
+    )
+    with ScriptedServer(lambda h, p, n: page()) as srv:
+        settings = crawl_settings(tmp_path, [srv.url(HOST, "/")], srv.resolve(HOST),
+                                  spider={"source": str(src), "class": "S"})  # fmt: skip
+        report = Engine(settings).run()
+        served = {e.path for e in srv.log()}
+    got = by_path(tmp_path / "out")
+    assert got["/latin"]["outcome"] == "failed" and got["/latin"]["error"] == "other-error"
+    assert "X-Name" in got["/latin"]["message"] and "not ASCII" in got["/latin"]["message"]
+    assert got["/plain"]["outcome"] == "fetched" and "/latin" not in served
+    assert report["complete"] is True
