@@ -132,6 +132,15 @@ class ScopeSection(_Section, frozen=True):
     exclude: Annotated[
         tuple[str, ...], Meta(description="Regular expressions; a URL matching any is skipped.")
     ] = ()
+    any_port: Annotated[
+        bool,
+        Meta(
+            description="Crawl every port of an allowed host. False: only ports 80 and 443, "
+            "the explicit ports of the seeds (on every allowed host) and the port of each "
+            "fetch.resolve entry (on its host): another port of a host is another service, as "
+            "an origin is to a browser."
+        ),
+    ] = False
 
     def __post_init__(self) -> None:
         for pattern in self.exclude:

@@ -41,12 +41,14 @@ from frontier_crawl.engine.build import load_stats, open_parts
 from frontier_crawl.engine.commit import CommitGroup, Unsettled
 from frontier_crawl.engine.exchange import PeerExchange
 from frontier_crawl.engine.observe import Observer
+from frontier_crawl.engine.poison import Unreadable, read, report
 from frontier_crawl.engine.seams import CommandSource, FetcherLike, Layout, PeersLike
 from frontier_crawl.engine.sitemaps import SITEMAP_CALLBACK, SitemapFeed
 from frontier_crawl.engine.space import SpaceGuard
 from frontier_crawl.engine.state import LoopState, quiet
 from frontier_crawl.engine.steer import Steering
 from frontier_crawl.fetch import ErrorKind, FetchRequest, FetchResult
+from frontier_crawl.fetch.types import sendable
 from frontier_crawl.figures import Figures
 from frontier_crawl.frontier import Completion, LastCapture, Ticket, changed
 from frontier_crawl.frontier.mailbox import Link
@@ -132,20 +134,33 @@ def _visit(facts: Completion, r: FetchResult, digest: bytes, record_id: str) -> 
     target."""
     location = ""
     if 300 <= r.status < 400 and r.status != 304 and (given := r.header("location")):
-        location = resolve_location(r.url, given) or ""
+        location = _location(r.url, given) or ""
     return msgspec.structs.replace(
-        facts, etag=r.header("etag"), last_modified=r.header("last-modified"), digest=digest,
+        facts, etag=r.validator("etag"), last_modified=r.validator("last-modified"), digest=digest,
         record_id=record_id, fetched_at=r.started_at, location=location,
     )  # fmt: skip
 
 
+def _location(url: str, given: str) -> str | None:
+    """A redirect's target, None if it has none (a Location the resolver cannot read
+    included: reported, as a parse-error would be, but the URL's outcome is its own)."""
+    try:
+        return read(resolve_location, url, given)
+    except Unreadable as problem:
+        report(url, problem)
+        return None
+
+
 def _validators(last: LastCapture) -> tuple[tuple[str, str], ...]:
-    """A revisit's conditional request headers: the last capture's validators."""
-    if last.etag and last.last_modified:
-        return (("If-None-Match", last.etag), ("If-Modified-Since", last.last_modified))
-    if last.etag:
-        return (("If-None-Match", last.etag),)
-    return (("If-Modified-Since", last.last_modified),) if last.last_modified else ()
+    """A revisit's conditional request headers: the last capture's validators (those that
+    can be sent: a state kept before unusable ones were refused may hold some)."""
+    etag = last.etag if last.etag and sendable(last.etag) else None
+    modified = last.last_modified if last.last_modified and sendable(last.last_modified) else None
+    if etag and modified:
+        return (("If-None-Match", etag), ("If-Modified-Since", modified))
+    if etag:
+        return (("If-None-Match", etag),)
+    return (("If-Modified-Since", modified),) if modified else ()
 
 
 class Engine:
@@ -542,7 +557,12 @@ class Engine:
             unchanged = r.error is None and changed(ticket.last, r.status, digest) is False
         # a failure whose response had begun: as truncated
         archived, record_id = self._archive(r, ticket, digest, unchanged)
-        outcome, yielded = self._dispose(ticket, r, unchanged)
+        message = r.error_detail if r.error is ErrorKind.OTHER else ""  # (says nothing alone)
+        try:
+            outcome, yielded = self._dispose(ticket, r, unchanged)
+        except Unreadable as problem:  # a parser raised on this response: its outcome alone
+            report(r.url, problem)
+            outcome, yielded, message = Outcome.PARSE_ERROR, None, problem.message
         if self._recrawl:
             facts = _visit(facts, r, digest, record_id)
         t0 = time.perf_counter()
@@ -552,7 +572,7 @@ class Engine:
         if settled.failed or held > 0:
             self._observe.failed_at(ticket.origin, held, _failure_name(r))
         self._record(ticket, r, outcome, archived, self._held.pop(ticket.key, 0.0) + held,
-                     yielded)  # fmt: skip
+                     yielded, message)  # fmt: skip
 
     def _robots_result(self, ticket: Ticket, r: FetchResult) -> None:
         """A robots.txt fetch (or one hop of its redirect chain) came back.
@@ -591,7 +611,7 @@ class Engine:
         location = r.header("location")
         if not location or ticket.hops >= ROBOTS_REDIRECTS:
             return False
-        target = resolve_location(r.url, location)
+        target = _location(r.url, location)
         if target is not None and self.frontier.robots_redirect(ticket, target):
             return True
         log.info("robots.txt of %s redirects to %r, not followed (not an http(s) URL in "
@@ -628,7 +648,7 @@ class Engine:
         if 200 <= r.status < 300 or r.not_modified is not None:
             t0 = time.perf_counter()
             ctype = r.header("content-type") or ""
-            links = self.parser.parse(r.url, ctype, r.body)
+            links = read(self.parser.parse, r.url, ctype, r.body)
             t1 = time.perf_counter()
             self._times.parse += t1 - t0
             outcome = Outcome.FETCHED if r.not_modified is None else Outcome.NOT_MODIFIED
@@ -644,7 +664,7 @@ class Engine:
         outcome = Outcome.HTTP_ERROR if r.status >= 400 else Outcome.REDIRECT
         if spider is not None and spider.wants(r.status, ticket.callback):  # handle_status
             ctype = r.header("content-type") or ""
-            links = self.parser.parse(r.url, ctype, r.body)
+            links = read(self.parser.parse, r.url, ctype, r.body)
             return outcome, self._run_spider(spider, ticket, r, links, r.status, ctype)
         if spider is not None and ticket.meta[:1] == ENVELOPE:  # an HTTP error to its errback
             return outcome, self._run_spider(spider, ticket, r, _NO_LINKS, r.status,
@@ -669,7 +689,7 @@ class Engine:
             r.body,
             ctype.partition(";")[0].strip().lower(),  # content_type
             # charset: the parser's choice if it parsed the page (None: lexbor's detection)
-            parsed.charset if parsed.tree is not None else page_charset(r.body, ctype),
+            parsed.charset if parsed.tree is not None else read(page_charset, r.body, ctype),
             self.frontier.in_scope_links(parsed.links) if parsed.links and not plain else [],
             ticket.depth,
             ticket.callback,
@@ -728,7 +748,7 @@ class Engine:
     def _redirect(self, ticket: Ticket, r: FetchResult) -> Outcome:
         if ticket.hops >= self.settings.fetch.max_redirects:
             return Outcome.TOO_MANY_REDIRECTS
-        target = resolve_location(r.url, r.header("location") or "")
+        target = read(resolve_location, r.url, r.header("location") or "")
         if target is None:
             return Outcome.REDIRECT
         meta = ticket.meta  # a spider request's callback and meta go with it (to the target;
@@ -793,10 +813,13 @@ class Engine:
         archived: int = 0,
         held_s: float = 0.0,
         yielded: Yielded | None = None,
+        message: str = "",
     ) -> None:
         """The page's crawl-log line, and its counters (once its WARC write ``archived``, if
         any, is settled: see ``commit.py``). ``held_s``: how long its responses held its
-        host beyond the politeness delay (Retry-After, backoff), over all its attempts."""
+        host beyond the politeness delay (Retry-After, backoff), over all its attempts.
+        ``message``: what the outcome and error kind do not say (a parse-error's exception, an
+        other-error's detail), else none."""
         group = self._group
         group.dirty = True
         stats = group.stats
@@ -806,6 +829,8 @@ class Engine:
             failed = outcome is Outcome.FAILED or r.status >= 500
             stats.record_host(ticket.origin, r.duration_s, failed)
         error = r.error.value if r.error is not None else None
+        if outcome is Outcome.PARSE_ERROR:
+            error = message.partition(":")[0].partition(" ")[0]  # the exception's type
         nbytes = len(r.body) if r.not_modified is None else 0  # a 304 brought no payload
         counted = (outcome.value, r.status, error, nbytes, ticket.last is not None)
         items = yielded.items if yielded is not None else None
@@ -833,6 +858,7 @@ class Engine:
                 held_s=round(held_s, 3),
                 visit=ticket.last.visits if ticket.last is not None else 0,
                 method=request_method(ticket.meta)[0] if ticket.meta[:1] == ENVELOPE else "GET",
+                message=message or msgspec.UNSET,
             )
         )
 

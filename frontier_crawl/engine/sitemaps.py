@@ -18,7 +18,8 @@ The crawl-log outcome is ``sitemap``, ``sitemap-too-large`` or ``sitemap-invalid
 parser's precise problem, such as ``dtd`` or ``bad-gzip``, goes to the log at warning level);
 a sitemap's WARC records are written as for any fetch, before this step. A sitemap that is
 no 2xx is recorded as a page would be (``failed``, ``http-error``, a redirect followed with
-its callback, hence still as a sitemap).
+its callback, hence still as a sitemap). A parser that raises (a defect, not a kind of
+sitemap) makes the outcome ``parse-error`` (``engine/poison.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import logging
 from collections.abc import Callable
 
 from frontier_crawl.config import CrawlSettings
+from frontier_crawl.engine.poison import read
 from frontier_crawl.fetch import FetchRequest, FetchResult
 from frontier_crawl.frontier import Frontier, Ticket
 from frontier_crawl.output import Outcome
@@ -88,7 +90,7 @@ class SitemapFeed:
 
     def feed(self, ticket: Ticket, r: FetchResult) -> Outcome:
         """Read a 2xx sitemap body and admit what it lists."""
-        sitemap = parse_sitemap(r.body, self._limits, truncated=r.cut)
+        sitemap = read(parse_sitemap, r.body, self._limits, truncated=r.cut)
         if sitemap.problem is not None:  # (an HTML page at /sitemap.xml is common: info)
             level = logging.INFO if sitemap.problem is Problem.NOT_A_SITEMAP else logging.WARNING
             log.log(level, "sitemap %s: %s after %d bytes (%d URLs kept)", r.url,

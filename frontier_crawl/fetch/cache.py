@@ -130,7 +130,7 @@ class HttpCache:
             or result.not_modified is not None
         ):
             return False
-        etag, last_modified = result.header("etag"), result.header("last-modified")
+        etag, last_modified = result.validator("etag"), result.validator("last-modified")
         if not (etag or last_modified) or _no_store(result.header("cache-control")):
             return False
         stored = Stored(

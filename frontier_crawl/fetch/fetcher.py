@@ -452,6 +452,8 @@ def _header_lines(headers: tuple[tuple[str, str], ...]) -> list[str] | tuple[str
     for name, value in headers:
         if any(ch in name or ch in value for ch in "\r\n\0") or not name.strip():
             raise ValueError(f"invalid request header {name!r}")
+        if not (name.isascii() and value.isascii()):  # (pycurl hands libcurl ASCII only)
+            raise ValueError(f"request header {name}: {value!r} is not ASCII; not sent")
         lines.append(f"{name}: {value}")
     if not any(name.lower() == "accept-encoding" for name, _ in headers):
         lines.append(_ACCEPT_ENCODING)

@@ -10,6 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+__all__ = ["ErrorKind", "FetchRequest", "FetchResult", "NotModified", "sendable"]
+
+
+def sendable(value: str) -> bool:
+    """Whether ``value`` can go in a request header: printable ASCII (0x20-0x7E) only."""
+    return value.isascii() and value.isprintable()
+
 
 class ErrorKind(StrEnum):
     """Why a transfer produced no complete response. The value is what the crawl log shows."""
@@ -108,6 +115,14 @@ class FetchResult:
             if key == name:
                 return value
         return None
+
+    def validator(self, name: str) -> str | None:
+        """A validator header (``etag``, ``last-modified``) as a later conditional request can
+        send it back, or None: only visible ASCII and spaces (RFC 9110 8.8.2 and 8.8.3, less
+        the obsolete bytes 0x80-0xFF an ETag may hold, which libcurl's header list does not
+        take). A revisit of a page whose validators are unusable is unconditional."""
+        value = self.header(name)
+        return value if value and sendable(value) else None
 
     @property
     def content_type(self) -> str:

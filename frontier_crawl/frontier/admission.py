@@ -29,7 +29,7 @@ from itertools import filterfalse, islice
 from typing import TYPE_CHECKING
 
 from frontier_crawl.frontier.hosts import Ticket
-from frontier_crawl.frontier.scope import domain_allowed, domain_table
+from frontier_crawl.frontier.scope import ANY_PORT, PortScope, domain_allowed, domain_table
 from frontier_crawl.frontier.store import QueueEntry
 from frontier_crawl.frontier.traps import MAX_HOST_PAGES, Limits, trap_reason
 from frontier_crawl.frontier.urls import (
@@ -77,6 +77,7 @@ class Admission:
         limits: Limits,
         max_pages: int,
         settled_links: int,
+        allow_ports: PortScope = ANY_PORT,
         route: Callable[[str], int] | None,
         worker: int,
         seen: SeenSet,
@@ -89,6 +90,7 @@ class Admission:
     ) -> None:
         #: allowed domain -> whether the domain itself is allowed (False: "*." subdomains only)
         self._domain_set = domain_table(allow_domains)
+        self._ports = allow_ports  #: the ports in scope
         self._exclude = _pattern(exclude)
         self.limits = limits
         self.max_pages = max_pages
@@ -114,11 +116,13 @@ class Admission:
         self._scoped_old: dict[str, str] = {}
 
     def reconfigure(
-        self, allow_domains: Iterable[str], exclude: Iterable[str], limits: Limits, max_pages: int
-    ) -> None:
+        self, allow_domains: Iterable[str], exclude: Iterable[str], limits: Limits, max_pages: int,
+        allow_ports: PortScope = ANY_PORT,
+    ) -> None:  # fmt: skip
         """A reloaded scope and limits: they apply to links found from now on (the owners and
         the links remembered as settled are forgotten)."""
         self._domain_set = domain_table(allow_domains)
+        self._ports = allow_ports
         self._owners.clear()
         self._settled, self._settled_old = set(), set()
         self._exclude = _pattern(exclude)
@@ -131,9 +135,13 @@ class Admission:
         """Is ``host`` one of the allowed domains or a subdomain of one (no list: any)?"""
         return not self._domain_set or domain_allowed(self._domain_set, host)
 
+    def origin_allowed(self, url: str) -> bool:
+        """Is a canonical URL's host allowed, on a port in scope (``scope.PortScope``)?"""
+        return self.domain_allowed(host_of(url)) and self._ports.allows(url)
+
     def in_scope(self, url: str) -> bool:
-        """Is a canonical URL inside the allowed domains and not excluded?"""
-        if not self.domain_allowed(host_of(url)):
+        """Is a canonical URL inside the allowed domains, on a port in scope, not excluded?"""
+        if not self.origin_allowed(url):
             return False
         return self._exclude is None or self._exclude.search(url) is None
 
@@ -178,9 +186,11 @@ class Admission:
 
     def owner_of(self, host_key: str) -> int:
         """The worker that admits URLs of origin ``host_key``; ``OUT_OF_SCOPE`` when its host is
-        outside the allowed domains. Remembered per origin (bounded): both answers are fixed
-        for the life of the frontier."""
-        if self._domain_set and not domain_allowed(self._domain_set, host_of(host_key)):
+        outside the allowed domains or its port is not in scope. Remembered per origin
+        (bounded): both answers are fixed for the life of the frontier."""
+        if (
+            self._domain_set and not domain_allowed(self._domain_set, host_of(host_key))
+        ) or not self._ports.allows(host_key):
             owner = OUT_OF_SCOPE
         elif self._route is None:
             owner = self._worker

@@ -75,7 +75,7 @@ from frontier_crawl.frontier.politeness import DelayPolicy, delay_for
 from frontier_crawl.frontier.recrawl import RecrawlPolicy
 from frontier_crawl.frontier.revisits import Revisits
 from frontier_crawl.frontier.robotsgate import RobotsGate
-from frontier_crawl.frontier.scope import check_scope
+from frontier_crawl.frontier.scope import check_scope, scope_ports
 from frontier_crawl.frontier.sitemapqueue import SitemapQueue
 from frontier_crawl.frontier.spacing import Spacing
 from frontier_crawl.frontier.state import FRESH_FRONTIER, SNAPSHOT, StateFiles
@@ -147,6 +147,7 @@ class Frontier:
         #: scope, ownership, dedup and traps: which links become queued URLs
         self._admission = Admission(
             allow_domains=o.allow_domains,
+            allow_ports=o.allow_ports,
             exclude=o.exclude,
             limits=o.limits,
             max_pages=o.max_pages,
@@ -162,7 +163,7 @@ class Frontier:
             variant=hooks.variant,
         )
         #: robots.txt of every host: first fetch, refresh, redirects, the copy it falls back on
-        self._gate = RobotsGate(files.robots, self._admission.domain_allowed, obey=o.obey_robots,
+        self._gate = RobotsGate(files.robots, self._admission.origin_allowed, obey=o.obey_robots,
                                 ttl_s=o.robots_ttl_s, stale_s=o.robots_stale_s,
                                 retry_s=o.robots_retry_s, attempts=o.robots_attempts)  # fmt: skip
         #: request starts and ends: ready hosts, IP groups, connections, holds (``dispatch.py``)
@@ -824,8 +825,8 @@ class Frontier:
         are refused before this is called (``engine.reload``). A changed scope applies to
         links found from now on (links remembered as settled are forgotten)."""
         p = s.politeness
-        self._admission.reconfigure(check_scope(s), s.scope.exclude,
-                                    Limits.from_settings(s.crawl), s.crawl.max_pages)  # fmt: skip
+        self._admission.reconfigure(check_scope(s), s.scope.exclude, Limits.from_settings(s.crawl),
+                                    s.crawl.max_pages, scope_ports(s))  # fmt: skip
         spacing = self._spacing
         policy, spacing.policy = spacing.policy, DelayPolicy.from_settings(p)
         self._retry_policy = RetryPolicy.from_settings(s.fetch)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from frontier_crawl.frontier.completion import RetryPolicy
 from frontier_crawl.frontier.politeness import DelayPolicy
 from frontier_crawl.frontier.recrawl import RecrawlPolicy
-from frontier_crawl.frontier.scope import check_scope
+from frontier_crawl.frontier.scope import ANY_PORT, PortScope, check_scope, scope_ports
 from frontier_crawl.frontier.traps import Limits
 
 if TYPE_CHECKING:
@@ -37,6 +37,8 @@ class FrontierOptions:
     (default: ``user_agent``'s product token); ``robots_ttl_s`` is capped at 24 hours."""
 
     allow_domains: tuple[str, ...] | list[str] = ()
+    #: the ports in scope (``scope.scope_ports``; by default every port)
+    allow_ports: PortScope = ANY_PORT
     exclude: tuple[str, ...] | list[str] = ()
     limits: Limits = field(default_factory=Limits)
     max_pages: int = 0
@@ -77,6 +79,7 @@ class FrontierOptions:
         p = s.politeness
         return cls(
             allow_domains=tuple(domains),
+            allow_ports=scope_ports(s),
             exclude=tuple(s.scope.exclude),
             limits=Limits.from_settings(s.crawl),
             max_pages=s.crawl.max_pages,

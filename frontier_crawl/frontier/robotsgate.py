@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from frontier_crawl.frontier.hosts import Ticket
 from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, Rules
-from frontier_crawl.frontier.urls import canonicalize, host_of
+from frontier_crawl.frontier.urls import canonicalize
 
 if TYPE_CHECKING:
     from frontier_crawl.frontier.hosts import HostQueue
@@ -54,16 +54,16 @@ class RobotsAnswer(NamedTuple):
 
 
 class RobotsGate:
-    """robots.txt of one frontier's hosts (see the module). ``domain_allowed``: is a host
-    name inside the allowed domains (a redirect's target must be)."""
+    """robots.txt of one frontier's hosts (see the module). ``allowed``: is a canonical URL's
+    host inside the allowed domains, on a port in scope (a redirect's target must be)."""
 
-    __slots__ = ("_domain_allowed", "attempts", "cache", "hops", "obey", "retry_s", "stale",
+    __slots__ = ("_allowed", "attempts", "cache", "hops", "obey", "retry_s", "stale",
                  "stale_s", "ttl_s", "waiting")  # fmt: skip
 
     def __init__(
         self,
         cache: RobotsCache,
-        domain_allowed: Callable[[str], bool],
+        allowed: Callable[[str], bool],
         *,
         obey: bool,
         ttl_s: float,
@@ -72,7 +72,7 @@ class RobotsGate:
         attempts: int,
     ) -> None:
         self.cache = cache
-        self._domain_allowed = domain_allowed
+        self._allowed = allowed
         self.obey = obey
         self.ttl_s = min(ttl_s, MAX_ROBOTS_TTL_S)
         self.stale_s = stale_s
@@ -131,7 +131,7 @@ class RobotsGate:
         host, if it is crawlable and inside the allowed domains (the ``exclude`` patterns
         select pages, and robots.txt is none). False when it is not (nothing changes)."""
         url = canonicalize(target)
-        if url is None or not self._domain_allowed(host_of(url)):
+        if url is None or not self._allowed(url):
             return False
         self.hops.append(Ticket(b"", ticket.origin, url, 0, ticket.hops + 1, robots=True))
         return True

@@ -9,6 +9,15 @@ configuration error naming the entry (``scope.allow_domains[0]: ...``): a scheme
 (``https://example.com``), a port (``example.com:8080``), a path, userinfo, a ``*`` anywhere
 but a leading ``*.``, and anything that is not a host name.
 
+Ports. A URL is in scope only on a port of the site: its scheme's default (none written), 80
+or 443 (so ``http`` -> ``https`` on one host stays in scope), the explicit port of any seed
+(``http://a.test:8080/`` as a seed makes port 8080 of every allowed host part of the crawl),
+or the port a ``fetch.resolve`` entry names for its host (``b.test:9000:127.0.0.1``: the
+operator sends the crawler there). Another port of an allowed host is another service (a
+browser's origin, Heritrix's SURT prefix) and out of scope, unless ``scope.any_port`` is true
+(every port of an allowed host, as before this rule). :func:`scope_ports` builds the
+:class:`PortScope` of a config.
+
 A seed that is not a crawlable URL, lies outside ``allow_domains`` or matches ``exclude`` would
 never be fetched: a configuration error too (``crawl.seeds[0]: ...``). Both are checked by
 :func:`check_scope` before any request (the CLI calls it right after loading the config;
@@ -19,15 +28,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from frontier_crawl.config import ConfigError
-from frontier_crawl.frontier.urls import canonical_host, canonicalize, host_of
+from frontier_crawl.frontier.urls import canonical_host, canonicalize, host_of, port_of
 
 if TYPE_CHECKING:
     from frontier_crawl.config import CrawlSettings
 
-__all__ = ["SUBDOMAINS_ONLY", "check_scope", "domain_allowed", "domain_table", "normalise_domain"]
+__all__ = [
+    "ANY_PORT",
+    "DEFAULT_PORTS",
+    "SUBDOMAINS_ONLY",
+    "PortScope",
+    "check_scope",
+    "domain_allowed",
+    "domain_table",
+    "normalise_domain",
+    "scope_ports",
+]
+
+#: the ports of the web's two schemes, in scope on every allowed host
+DEFAULT_PORTS = frozenset((80, 443))
 
 SUBDOMAINS_ONLY = "*."
 """Prefix of an ``allow_domains`` entry that matches the subdomains only."""
@@ -111,3 +134,48 @@ def check_scope(settings: CrawlSettings) -> tuple[str, ...]:
             )
         hosts.append(host)
     return tuple(domains) if domains else tuple(dict.fromkeys(hosts))
+
+
+
+@dataclass(slots=True, frozen=True)
+class PortScope:
+    """The ports in scope (module docstring): ``ports`` on every allowed host (80, 443 and the
+    seeds' explicit ports), ``host_ports`` on one host each (``fetch.resolve`` entries), any
+    port with ``any_port``."""
+
+    ports: frozenset[int] = DEFAULT_PORTS
+    host_ports: frozenset[tuple[str, int]] = frozenset()
+    any_port: bool = False
+
+    def allows(self, origin_or_url: str) -> bool:
+        """Is the port of a canonical origin or URL in scope? One without an explicit port is
+        on its scheme's default, always in scope."""
+        if self.any_port:
+            return True
+        port = port_of(origin_or_url)
+        return (
+            port is None or port in self.ports or (host_of(origin_or_url), port) in self.host_ports
+        )
+
+
+#: every port of an allowed host (``scope.any_port``)
+ANY_PORT = PortScope(any_port=True)
+
+
+def scope_ports(settings: CrawlSettings) -> PortScope:
+    """The ports in scope of ``settings`` (module docstring)."""
+    if settings.scope.any_port:
+        return ANY_PORT
+    ports = set(DEFAULT_PORTS)
+    for seed in settings.crawl.seeds:
+        url = canonicalize(seed)
+        port = port_of(url) if url is not None else None
+        if port is not None:
+            ports.add(port)
+    named: set[tuple[str, int]] = set()
+    for entry in settings.fetch.resolve:  # "host:port:address", checked by the config
+        name, port_text, _ = entry.split(":", 2)
+        host = canonical_host(name)
+        if host is not None:
+            named.add((host, int(port_text)))
+    return PortScope(frozenset(ports), frozenset(named))

@@ -220,6 +220,19 @@ def host_of(origin_or_url: str) -> str:
     return netloc.partition(":")[0]
 
 
+def port_of(origin_or_url: str) -> int | None:
+    """The explicit port of a canonical origin or URL, None if it has none (its scheme's
+    default: canonical URLs drop ``:80`` from http and ``:443`` from https)."""
+    start = origin_or_url.find("://")
+    start = 0 if start < 0 else start + 3
+    end = origin_or_url.find("/", start)
+    netloc = origin_or_url[start:] if end < 0 else origin_or_url[start:end]
+    if netloc.startswith("["):
+        netloc = netloc[netloc.find("]") + 1 :]
+    _, colon, port = netloc.rpartition(":")
+    return int(port) if colon and port.isdigit() else None
+
+
 def url_digest(url: str) -> bytes:
     """Return the 16-byte digest of a canonical URL (stable across runs and processes).
 

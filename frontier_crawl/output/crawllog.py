@@ -57,6 +57,10 @@ class LogEntry(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     #: the request's method when it is not a GET (a spider's form POST); a GET's line has no
     #: ``method`` key ("GET" is taken as UNSET), so lines are as they always were
     method: str | msgspec.UnsetType = msgspec.UNSET
+    #: what the outcome and error kind do not say, on the few lines that need it: the
+    #: exception of a ``parse-error`` ("ValueError: ... (at file.py:LINE in function)"), the
+    #: detail of an ``other-error`` failure (a request header libcurl refused); else no key
+    message: str | msgspec.UnsetType = msgspec.UNSET
 
     def __post_init__(self) -> None:
         if self.visit == 0:

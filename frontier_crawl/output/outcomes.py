@@ -42,6 +42,10 @@ class Outcome(StrEnum):
     SITEMAP = "sitemap"  #: read whole
     SITEMAP_TOO_LARGE = "sitemap-too-large"  #: past max_bytes or max_urls: the URLs before kept
     SITEMAP_INVALID = "sitemap-invalid"  #: not a sitemap (bad XML or gzip, a DTD, other root)
+    #: a parser raised on the response (its body or a header): the URL is done, its WARC
+    #: records kept, nothing of it followed; the exception's type in ``error``, its text and
+    #: code location in ``message``. A defect of the crawler's, reported rather than fatal
+    PARSE_ERROR = "parse-error"
 
 
 #: the outcomes of a spider's problems (``frontier_crawl.spider.Problem.outcome``)

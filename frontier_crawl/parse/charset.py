@@ -16,7 +16,8 @@ The order follows the HTML Standard's encoding sniffing, simplified:
 whose pages encode URLs as UTF-8): the query strings of the page's links are percent-encoded
 in it (:mod:`frontier_crawl.parse.resolve`).
 
-A wrong header therefore costs at most some U+FFFD in non-ASCII URLs; it never raises.
+A wrong header therefore costs at most some U+FFFD in non-ASCII URLs; it never raises. A page
+whose elements nest thousands deep is parsed up to there (:mod:`frontier_crawl.parse.nesting`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import re
 from functools import lru_cache
 
 from selectolax.lexbor import LexborHTMLParser
+
+from frontier_crawl.parse.nesting import SCAN_ABOVE, nesting_cut
 
 _BOMS = (b"\xef\xbb\xbf", b"\xfe\xff", b"\xff\xfe")
 _META_CHARSET = re.compile(rb"<meta[^>]*?charset\s*=\s*[\"']?\s*([A-Za-z0-9._:-]+)", re.IGNORECASE)
@@ -78,17 +81,23 @@ def parse_document(
 def parse_document_charset(
     body: bytes, content_type_header: str | None
 ) -> tuple[LexborHTMLParser, str | None, str | None]:
-    """:func:`parse_document`, and the charset it decoded with (:func:`page_charset`)."""
+    """:func:`parse_document`, and the charset it decoded with (:func:`page_charset`). The
+    parser is given the part of the page that nests within bounds (:mod:`.nesting`)."""
     if body.startswith(_BOMS):
-        return LexborHTMLParser(body, encoding=True), None, _bom_charset(body)
+        charset = _bom_charset(body)
+        if charset != "utf-8" and body.count(b"<") > SCAN_ABOVE:  # (tags found in the text)
+            text = body.decode(charset, "replace").removeprefix("\ufeff")
+            return LexborHTMLParser(text[: nesting_cut(text)]), None, charset
+        return LexborHTMLParser(body[: nesting_cut(body)], encoding=True), None, charset
     codec = header_codec(content_type_header) if content_type_header else None
     if codec is None:
         codec = _meta_codec(body)
         if codec is None:
-            return LexborHTMLParser(body, encoding=True), None, None
+            return LexborHTMLParser(body[: nesting_cut(body)], encoding=True), None, None
     if codec == "utf-8":
-        return LexborHTMLParser(body), None, codec
-    tree = LexborHTMLParser(body.decode(codec, "replace"))
+        return LexborHTMLParser(body[: nesting_cut(body)]), None, codec
+    text = body.decode(codec, "replace")
+    tree = LexborHTMLParser(text[: nesting_cut(text)])
     return tree, None if codec in _UTF16 else codec, codec
 
 

@@ -93,7 +93,9 @@ _URL_LINE = re.compile(rb"https?://[^\s\x00]+", re.IGNORECASE)
 #: fed to libxml2: a tag of millions of attributes costs it gigabytes (2,000,000 empty
 #: attributes in 23 MB: 488 MB and 7 s), and no sitemap has one beyond a few hundred bytes
 MAX_MARKUP = 64 * 1024
-_LONG_MARKUP = re.compile(rb"<[^>]{%d}" % MAX_MARKUP)
+#: a run of MAX_MARKUP bytes without ``>`` that starts where the window or a ``>`` does
+#: (tried at run starts only, so the search scans each byte once: see _long_markup)
+_LONG_RUN = re.compile(rb"(?:^|(?<=>))[^>]{%d}" % MAX_MARKUP)
 #: gzip members read from one body (concatenated members are rare in sitemaps)
 MAX_GZIP_MEMBERS = 64
 #: a text sitemap's longest line considered (longer ones are no URL)
@@ -199,7 +201,8 @@ def w3c_datetime(text: str) -> float | None:
             int(year), int(month or 1), int(day or 1),
             int(hour or 0), int(minute or 0), int(second or 0),
         )  # fmt: skip
-        if not (1 <= parts[1] <= 12 and 1 <= parts[2] <= calendar.monthrange(parts[0], parts[1])[1]
+        if not (parts[0] >= 1 and 1 <= parts[1] <= 12  # (year 0: no date of Python's)
+                and 1 <= parts[2] <= calendar.monthrange(parts[0], parts[1])[1]
                 and parts[3] < 24 and parts[4] < 60 and parts[5] < 61):  # fmt: skip
             return None
     except ValueError:
@@ -442,12 +445,29 @@ class _MarkupGuard:
         window = tail + chunk if tail else chunk
         if not self.doctype and _DOCTYPE.search(window) is not None:
             self.doctype = True
-        long = _LONG_MARKUP.search(window)
-        if long is not None:
-            return chunk[: max(0, long.start() - len(tail))], True
+        long = _long_markup(window)
+        if long >= 0:
+            return chunk[: max(0, long - len(tail))], True
         opened = window.rfind(b"<")
         self.tail = window[opened:] if opened > window.rfind(b">") else b""
         return chunk, False
+
+
+def _long_markup(window: bytes) -> int:
+    """Where the first ``<`` of ``window`` followed by MAX_MARKUP bytes without a ``>``
+    is, or -1. Linear in the window: a ``<`` that qualifies lies in a run of MAX_MARKUP or
+    more bytes without ``>``, and the first ``<`` of such a run is the one to check (it has
+    the most room after it). A regular expression ``<[^>]{MAX_MARKUP}`` would rescan the run
+    from every ``<`` in it: quadratic in comments or CDATA sections full of ``<``."""
+    pos = 0
+    while (run := _LONG_RUN.search(window, pos)) is not None:
+        end = window.find(b">", run.end())
+        end = len(window) if end < 0 else end
+        opened = window.find(b"<", run.start(), end - MAX_MARKUP)
+        if opened >= 0:
+            return opened
+        pos = end
+    return -1
 
 
 def _read_xml(head: bytes, rest: Iterator[bytes], reading: _Reading) -> None:

@@ -548,7 +548,7 @@ class SpiderHost:
                             if type(meta) is dict:
                                 try:
                                     packed = _encode_meta(meta)
-                                except (TypeError, ValueError, OverflowError):
+                                except (TypeError, ValueError, OverflowError, RecursionError):
                                     packed = None  # _request records it
                         if packed is not None:
                             if name == r_cb and priority == r_priority and packed == r_meta:
@@ -632,7 +632,7 @@ class SpiderHost:
                 if type(meta) is not dict:
                     raise TypeError(f"meta must be a dict, got {type(meta).__name__}")
                 packed = _encode_meta(meta)
-            except (TypeError, ValueError, OverflowError) as exc:
+            except (TypeError, ValueError, OverflowError, RecursionError) as exc:
                 self._problem(
                     state,
                     "bad-meta",
@@ -704,7 +704,7 @@ class SpiderHost:
             self._problem(state, "bad-yield", where, f"{what} headers: {exc}")
         except _BadRequest as exc:
             self._problem(state, "bad-yield", where, f"{what}: {exc}")
-        except (TypeError, ValueError, OverflowError) as exc:
+        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
             self._problem(
                 state, "bad-meta", where,
                 f"{what} meta, cb_kwargs or headers do not serialise (msgpack): "
@@ -966,7 +966,7 @@ def _bad_value(item: Any) -> str | None:
     convert), as ``"price = nan"``; None if it converts. Sets convert (sorted lists)."""
     try:
         value = msgspec.to_builtins(_sets_sorted(item), str_keys=True)
-    except (TypeError, ValueError, OverflowError) as exc:
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
         return f"a value that does not convert to JSON: {_describe(exc)}"
     return _non_finite(value, "")
 

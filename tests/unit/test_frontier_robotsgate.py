@@ -10,6 +10,7 @@ import pytest
 from frontier_crawl.frontier.hosts import HostQueue, Ticket
 from frontier_crawl.frontier.robots import RobotsCache
 from frontier_crawl.frontier.robotsgate import ALLOW_ALL, RobotsGate
+from frontier_crawl.frontier.urls import host_of
 
 ORIGIN = "http://a.test"
 BODY = b"User-agent: *\nDisallow: /private\nCrawl-delay: 2\n"
@@ -31,7 +32,7 @@ def clock() -> Clock:
 @pytest.fixture
 def gate(tmp_path: Path, clock: Clock) -> Iterator[RobotsGate]:
     cache = RobotsCache(tmp_path / "robots", "frontier-crawl", 100.0, 50.0, clock)
-    gate = RobotsGate(cache, lambda name: name.endswith("a.test"), obey=True, ttl_s=100.0,
+    gate = RobotsGate(cache, lambda url: host_of(url).endswith("a.test"), obey=True, ttl_s=100.0,
                       stale_s=50.0, retry_s=10.0, attempts=3)  # fmt: skip
     yield gate
     gate.close()

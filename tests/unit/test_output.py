@@ -765,6 +765,7 @@ def test_outcome_values() -> None:
         "sitemap",
         "sitemap-too-large",
         "sitemap-invalid",
+        "parse-error",
     ]
 
 

@@ -16,6 +16,7 @@ from frontier_crawl.config import ConfigError, CrawlSettings
 from frontier_crawl.config import parse as parse_raw
 from frontier_crawl.parse.sitemap import (
     CHUNK,
+    MAX_MARKUP,
     SITEMAP_CALLBACK,
     Kind,
     Problem,
@@ -71,7 +72,8 @@ def test_w3c_datetimes(text: str, expected: float) -> None:
 @pytest.mark.parametrize(
     "text",
     ["", "yesterday", "2024-13-01", "2024-02-30", "2024-03-01T25:00Z", "01/03/2024",
-     "2024-03-01T10:30:15+25:00", "2024-3-1", "9" * 40, "2024-03-01T10:30:15Zjunk"],
+     "2024-03-01T10:30:15+25:00", "2024-3-1", "9" * 40, "2024-03-01T10:30:15Zjunk",
+     "0000-01-01", "0000", "0000-12", "0000-01-01T00:00Z", "0000-01-01T00:00:00+01:00"],
 )  # fmt: skip
 def test_bad_dates_are_none(text: str) -> None:
     assert w3c_datetime(text) is None
@@ -81,6 +83,12 @@ def test_bad_lastmod_is_ignored_not_the_entry() -> None:
     got = parse_sitemap(urlset([b"https://a.test/x"], b"not a date"))
     assert got.problem is None
     assert got.entries == [("https://a.test/x", None)]
+
+
+def test_year_zero_lastmod_is_ignored_not_raised() -> None:
+    """Issue 34 point 1: year 0 raised ValueError out of the parser (calendar.timegm)."""
+    got = parse_sitemap(urlset([b"https://a.test/x"], b"0000-01-01"))
+    assert got.problem is None and got.entries == [("https://a.test/x", None)]
 
 
 # ----------------------------------------------------------------------------- good files
@@ -242,6 +250,48 @@ def test_huge_loc_is_skipped_not_held() -> None:
     body += b"<url><loc>https://a.test/ok</loc></url></urlset>"
     got = parse_sitemap(body)
     assert got.problem is None and got.entries == [("https://a.test/ok", None)]
+
+
+def comments_of_lt(size: int) -> bytes:
+    """A well-formed urlset of ``size`` bytes of comments full of ``<`` (each just under
+    MAX_MARKUP long, so none is refused) and one entry after them."""
+    comment = b"<!--" + b"<" * (MAX_MARKUP - 16) + b"-->"
+    head = b"<urlset " + NS + b">"
+    tail = b"<url><loc>https://a.test/after</loc></url></urlset>"
+    return head + comment * max(1, size // len(comment)) + tail
+
+
+def test_long_markup_guard_is_linear() -> None:
+    """Issue 34 point 2: the guard's ``<[^>]{MAX_MARKUP}`` scanned on from every ``<``: 1 MiB
+    of comments full of ``<`` cost seconds of CPU (4 MiB froze the crawl loop). Now 16 times
+    the input costs about 16 times the time (a generous bound: 48 times, and a floor for the
+    small input's timer noise)."""
+    small, large = comments_of_lt(64 * 1024), comments_of_lt(MIB)
+    times = []
+    for body in (small, large):
+        t0 = time.process_time()
+        got = parse_sitemap(body)
+        times.append(time.process_time() - t0)
+        assert got.problem is None and got.entries == [("https://a.test/after", None)]
+    assert times[1] < 48 * max(times[0], 0.005), times
+
+
+def test_long_markup_is_still_refused() -> None:
+    """What the guard refuses is unchanged: a tag of MAX_MARKUP bytes without ``>`` (found
+    across chunks, after ``<`` runs that stay short), the entries before it kept."""
+    entry = b"<url><loc>https://a.test/before</loc></url>"
+    short = b"<!--" + b"<" * 1000 + b"-->"
+    def tag(size: int) -> bytes:  # an element of ``size`` bytes of distinct attributes
+        attrs = b"".join(b' a%06d="x"' % i for i in range(size // 12))
+        return b"<url" + attrs + b"/>"
+
+    long_tag = tag(MAX_MARKUP + 100)
+    body = b"<urlset " + NS + b">" + entry + short * 300 + long_tag + b"</urlset>"
+    got = parse_sitemap(body)
+    assert got.problem is Problem.TOO_LARGE and got.entries == [("https://a.test/before", None)]
+    fits = tag(MAX_MARKUP - 100)
+    ok = parse_sitemap(b"<urlset " + NS + b">" + short * 300 + fits + entry + b"</urlset>")
+    assert ok.problem is None and ok.entries == [("https://a.test/before", None)]
 
 
 def test_text_without_line_breaks_is_linear() -> None:

@@ -735,3 +735,38 @@ def test_follows_links_only_for_the_default_parse_without_rules(tmp_path: Path) 
     rule = '[[extract]]\nurl = ".*"\n[extract.fields]\nt = "title"\n'
     rules = SpiderHost.load(settings(tmp_path / "rules", extra=rule))
     assert rules is not None and not rules.follows_links("")
+
+
+def test_a_meta_that_contains_itself_is_bad_meta_and_the_rest_is_kept(tmp_path: Path) -> None:
+    """Issue 34 point 8: a self-referencing meta (or cb_kwargs, or item) raised RecursionError
+    out of msgpack: recorded as callback-error, and everything the callback yielded after it
+    was dropped. Now each is that request's (or item's) problem, and the rest is kept."""
+    src = write(
+        tmp_path,
+        "spider.py",
+        HEAD
+        + """
+class S(Spider):
+    def parse(self, response):
+        loop = {"k": 1}
+        loop["self"] = loop
+        yield Request("http://a.test/before")
+        yield Request("http://a.test/x", meta=loop)              # SELF-META
+        yield Request("http://a.test/y", cb_kwargs={"a": loop})  # SELF-KWARGS
+        yield {"item": loop}                                     # SELF-ITEM
+        yield Request("http://a.test/after", meta={"n": 1})
+        yield {"fine": True}
+""",
+    )
+    host = SpiderHost.load(settings(tmp_path, {"source": "spider.py", "class": "S"}))
+    assert host is not None
+    y = host.run(page())
+    at = lambda m: f"spider.py:{lineno(src, m)} in S.parse"  # noqa: E731
+    assert [(p.outcome, p.where) for p in y.problems] == [
+        ("bad-meta", at("SELF-META")),
+        ("bad-meta", at("SELF-KWARGS")),
+        ("bad-yield", at("SELF-ITEM")),
+    ]
+    assert "recursion" in y.problems[0].message
+    assert [r.url for r in y.requests] == ["http://a.test/before", "http://a.test/after"]
+    assert y.items == [{"fine": True}]

@@ -149,7 +149,8 @@ def test_url_point_12_scope_entries_are_normalised(tmp_path: Path) -> None:
         assert f.in_scope("http://a.b.example.com/")
         assert not f.in_scope("http://example.com/")
         assert not f.in_scope("http://badexample.com/")
-        assert f.in_scope("http://[::1]:8080/")
+        assert f.in_scope("http://[::1]/")
+        assert not f.in_scope("http://[::1]:8080/")  # not a seed's port (test_scope_ports.py)
         assert f.in_scope("http://127.0.0.1/")
     finally:
         f.close()
