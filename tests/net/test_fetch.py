@@ -23,8 +23,9 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import pycurl
 import pytest
 import trustme
 
@@ -657,6 +658,41 @@ def test_resolve_entries(make_fetcher: Callable[..., Fetcher], server: CountingS
     assert (result.status, result.error) == (200, None)
     assert f"Host: alpha.test:{port}".encode() in result.body
     assert result.ip == "127.0.0.1"
+
+
+
+class _CountingCurl(pycurl.Curl):  # type: ignore[misc]
+    """A handle that records the length of every RESOLVE list set on it."""
+
+    resolve_lists: ClassVar[list[int]] = []
+
+    def setopt(self, option: int, value: Any) -> None:
+        if option == pycurl.RESOLVE:
+            self.resolve_lists.append(len(value))
+        super().setopt(option, value)
+
+
+def test_many_resolve_entries_cost_nothing_per_transfer(
+    make_fetcher: Callable[..., Fetcher], server: CountingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: with 10^5 entries the first request went out minutes late (each new handle
+    got the whole list: quadratic in pycurl and in libcurl's DNS cache). Each transfer now
+    carries only its own host's entry."""
+    port = server.server_address[1]
+    n = 100_000
+    lists: list[int] = []
+    monkeypatch.setattr(_CountingCurl, "resolve_lists", lists)
+    monkeypatch.setattr(pycurl, "Curl", _CountingCurl)
+    started = time.monotonic()
+    fetcher = make_fetcher(resolve=tuple(f"h{i}.test:{port}:127.0.0.1" for i in range(n)))
+    hosts = [0, 1, n // 2, n - 1, 7, 99_998, 12_345, 54_321, 3]  # more than concurrency: reuse
+    results = fetch_all(fetcher, [FetchRequest(f"http://h{i}.test:{port}/echo") for i in hosts])
+    elapsed = time.monotonic() - started
+    assert sorted(lists) == [1] * len(hosts), "each transfer carries its own entry, no other"
+    assert {(r.status, r.error, r.ip) for r in results} == {(200, None, "127.0.0.1")}
+    hosts_echoed = sorted(r.body.split(b"Host: ")[1].split()[0] for r in results)
+    assert hosts_echoed == sorted(f"h{i}.test:{port}".encode() for i in hosts)
+    assert elapsed < 5.0  # building the map is linear (the whole list per handle took minutes)
 
 
 # -- TLS ----------------------------------------------------------------------------------
