@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import functools
 import gzip
+import os
 import socket
 import ssl
 import sys
@@ -31,6 +32,7 @@ import trustme
 
 from frontier_crawl.config.settings import FetchSection, PolitenessSection
 from frontier_crawl.fetch import AddressPolicy, ErrorKind, Fetcher, FetchRequest, FetchResult
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -875,3 +877,47 @@ def test_an_allowed_address_is_fetched(
     result = fetch(fetcher, f"http://seed.test:{port}/")
     assert (result.status, result.error) == (200, None), result.error_detail
     assert server.accepted == 1
+
+
+class _ReprCountingSocket(socket.socket):
+    """A socket that counts the calls to its ``repr()`` (a ``getsockname`` and a
+    ``getpeername`` each)."""
+
+    reprs: ClassVar[list[int]] = []
+
+    def __repr__(self) -> str:
+        self.reprs.append(self.fileno())
+        return super().__repr__()
+
+
+def _open_sockets() -> int:
+    """Sockets this process has open."""
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(FileNotFoundError):  # the listing's own descriptor
+            n += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+    return n
+
+
+def test_an_allowed_connection_goes_to_libcurl_as_a_descriptor(
+    make_fetcher: Callable[..., Fetcher], server: CountingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: given a socket object, pycurl calls its repr() (getsockname, getpeername and
+    a format) and dup()s it, per new connection. open_socket hands libcurl the descriptor,
+    which libcurl closes itself: none is left open."""
+    reprs: list[int] = []
+    monkeypatch.setattr(_ReprCountingSocket, "reprs", reprs)
+    monkeypatch.setattr(socket, "socket", _ReprCountingSocket)
+    port = server.server_address[1]
+    before = _open_sockets()
+    hosts = [f"h{i}.test" for i in range(12)]  # a connection each
+    fetcher = make_fetcher(
+        resolve=tuple(f"{h}:{port}:127.0.0.1" for h in hosts), addresses=AddressPolicy(["loopback"])
+    )
+    results = fetch_all(fetcher, [FetchRequest(f"http://{h}:{port}/") for h in hosts])
+    assert {(r.status, r.error) for r in results} == {(200, None)}
+    assert server.accepted == len(hosts)
+    assert reprs == []
+    fetcher.close()
+    wait_until("the connections' sockets closed", lambda: _open_sockets() <= before, 10.0,
+               detail=lambda: f"{_open_sockets()} open, {before} before")  # fmt: skip
