@@ -158,7 +158,7 @@ class Dispatch:
             queues.settle(host, now)
         held = host.next_at - polite
         if held > 0:
-            self.holding.hold(host, "retry-after" if hold > backoff else "backoff")
+            self.holding.hold(host, "retry-after" if hold > backoff else "backoff", now)
         elif self.holding:
             self.holding.release(host.origin)
         return held

@@ -17,6 +17,7 @@ from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState
 #: most heap entries :meth:`Holds.worst` looks at (held hosts doing something else meanwhile,
 #: busy or with nothing queued, are passed over; past this many it answers with what it found)
 WORST_LOOKED_AT = 1024
+_PRUNED_PER_HOLD = 2  #: heap entries :meth:`Holds.hold` prunes at most (more than it adds)
 
 
 class Holds:
@@ -38,11 +39,14 @@ class Holds:
     def __len__(self) -> int:
         return len(self._by_origin)
 
-    def hold(self, host: HostQueue, reason: str) -> None:
-        """``host`` is held until its ``next_at`` by ``reason``."""
+    def hold(self, host: HostQueue, reason: str, now: float) -> None:
+        """``host`` is held until its ``next_at`` by ``reason``; a couple of holds due by
+        ``now`` are pruned on the way, so the holds stay those not yet due even when no one
+        asks for a status for a long time."""
         until = host.next_at
         self._by_origin[host.origin] = (host, reason, until)
         self._push(until, host.origin)
+        self.prune(now, _PRUNED_PER_HOLD)
 
     def release(self, origin: str) -> None:
         """``origin`` is held no longer (a response that meant it, or retired)."""
@@ -53,10 +57,12 @@ class Holds:
         entry = self._by_origin.get(origin)
         return entry[1] if entry is not None else None
 
-    def prune(self, now: float) -> None:
-        """Drop the holds of hosts due again (or retired): the earliest heap entries only."""
+    def prune(self, now: float, most: int = -1) -> None:
+        """Drop the holds of hosts due again (or retired): the earliest heap entries only (at
+        most ``most`` of them; -1: every one due)."""
         due, by_origin = self._due, self._by_origin
-        while due and due[0][0] <= now:
+        while due and due[0][0] <= now and most != 0:
+            most -= 1
             until, origin = heapq.heappop(due)
             entry = by_origin.get(origin)
             if entry is None or entry[2] != until:

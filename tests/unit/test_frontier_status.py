@@ -33,8 +33,8 @@ def test_signals_count_each_state_and_name_the_held_hosts() -> None:
         host.next_at = {"http://ready.test": 0.0, "http://delayed.test": 3.0}.get(host.origin, 50.0)
         queues.settle(host, 1.0)
     holding = Holds()
-    holding.hold(held, "retry-after")
-    holding.hold(retired, "backoff")
+    holding.hold(held, "retry-after", 1.0)
+    holding.hold(retired, "backoff", 1.0)
     queues.move(retired, HostState.RETIRED)
     holding.release(retired.origin)  # as Frontier._retire does
     sig = host_signals(queues, holding, robots_waiting=2, min_delay_s=1.0, now=1.0)
@@ -55,14 +55,19 @@ def test_holds_prune_and_name_the_worst_without_a_scan() -> None:
     for i, host in enumerate(hosts):
         host.next_at = 10.0 + (i * 7919 % 10_000)  # every time from 10 to 10,009 once
         queues.settle(host, 1.0)
-        holding.hold(host, "backoff" if i % 2 else "retry-after")
+        holding.hold(host, "backoff" if i % 2 else "retry-after", 1.0)
     hosts[0].next_at = 20_000.0  # held again, longer (its first hold's entry is stale)
-    holding.hold(hosts[0], "backoff")
+    holding.hold(hosts[0], "backoff", 1.0)
     queues.settle(hosts[0], 1.0)
     sig = host_signals(queues, holding, robots_waiting=0, min_delay_s=1.0, now=5_000.0)
     assert sig.worst[0] == ("http://h0.test", "backoff", 15_000.0)
     assert [round(w) for _o, _r, w in sig.worst[1:]] == [5009, 5008, 5007, 5006]
     assert sig.backoff == len(holding) == 5010  # held until after 5,000 (h0 included)
+    quiet = queues.add(queued("http://quiet.test"))
+    quiet.next_at = 20_000.0
+    for _ in range(3_000):  # holds at 9,000 with no status asked: each prunes two due ones
+        holding.hold(quiet, "backoff", 9_000.0)
+    assert len(holding) == 1_011  # h0, quiet and those held past 9,000
 
 
 def test_next_due_says_why_the_first_host_waits() -> None:
@@ -74,7 +79,7 @@ def test_next_due_says_why_the_first_host_waits() -> None:
     assert next_due(queues, Holds(), 1.0, 4.0) == ("http://a.test", "crawl-delay", 6.0)
     assert next_due(queues, Holds(), 20.0, 4.0) == ("http://a.test", "delay", 6.0)
     holding = Holds()
-    holding.hold(host, "backoff")
+    holding.hold(host, "backoff", 0.0)
     assert next_due(queues, holding, 1.0, 4.0)[1] == "backoff"  # type: ignore[index]
     assert next_due(HostQueues(1), Holds(), 1.0, 0.0) is None
 
