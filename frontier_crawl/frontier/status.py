@@ -195,7 +195,10 @@ class Busiest:
         if host.starts <= self._floor:
             return
         top = self._top
-        if host.origin not in top:
+        if host.origin in top:
+            if host.starts - 1 > self._floor or len(top) < self._kept:
+                return  # the least of them is another host: the floor stands
+        else:
             if len(top) >= self._kept:
                 least = min(top.values(), key=_starts)
                 del top[least.origin]
