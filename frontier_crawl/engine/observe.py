@@ -107,6 +107,9 @@ class Observer:
         self._status_at = float("-inf")
         self._status: dict[str, Any] | None = None
         self._metrics: dict[str, Any] | None = None
+        #: bytes of the finished WARC files, and how many of them are counted in it
+        self._warc_bytes = 0
+        self._warc_files = 0
         #: origin -> [failures, seconds held] (failed fetches and the holds they caused)
         self._failing: dict[str, list[float]] = {}
         self._rates = FreshnessRates()
@@ -324,11 +327,12 @@ class Observer:
     ) -> dict[str, Any]:
         """The counters ``render_metrics`` turns into Prometheus metrics (worker's label)."""
         f, t, seen = self.fetcher, self._times, self.frontier.seen_stats()
-        warc_bytes = 0
-        if self._archive is not None:
-            for path in self._archive.paths:
-                with suppress(OSError):  # renamed from .open meanwhile: counted next time
-                    warc_bytes += path.stat().st_size
+        if self._archive is not None:  # finished files keep their size: each is read once
+            paths = self._archive.paths
+            for path in paths[self._warc_files :]:
+                with suppress(OSError):  # removed by someone since: not counted
+                    self._warc_bytes += path.stat().st_size
+            self._warc_files = len(paths)
         return {
             "worker": str(self._worker_label),
             "status": status,
@@ -344,7 +348,7 @@ class Observer:
             "bloom_count": int(seen.get("count", 0)),
             "bloom_capacity": int(seen.get("capacity", 0)),
             "bloom_false_positives": float(seen.get("estimated_false_positives", 0.0)),
-            "warc_bytes": warc_bytes,
+            "warc_bytes": self._warc_bytes,
             "commit_s": t.commit,
             "commits": t.commits,
             "callback_s": t.callbacks,
