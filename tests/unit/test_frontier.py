@@ -499,8 +499,8 @@ def test_per_ip_hosts_share_one_budget(tmp_path: Path) -> None:
 
 
 def test_resolve_entries_become_known_addresses_only_for_per_ip(tmp_path: Path) -> None:
-    """Issue 29: the host -> address map of fetch.resolve (about 200 MB of RssAnon at 10^6
-    entries) is kept only when per-IP politeness uses it."""
+    """Issue 29: the host -> address map of fetch.resolve (a dict of every entry) is kept only
+    when per-IP politeness uses it."""
     from frontier_crawl.config import parse
 
     raw: dict[str, Any] = {

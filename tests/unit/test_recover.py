@@ -105,8 +105,8 @@ def _bytes_read() -> int:
 
 
 def test_recovery_reads_the_tail_of_a_large_file_not_all_of_it(tmp_path: Path) -> None:
-    """Issue 29: a restart after a kill spent most of its time inflating a 1 GB unfinished WARC
-    file. Recovery reads its last few MiB, whatever its size."""
+    """Issue 29: a restart after a kill spent most of its time inflating a whole unfinished
+    WARC file. Recovery reads its last few MiB, whatever its size."""
     import random
 
     rnd = random.Random(29)
