@@ -5,12 +5,14 @@ counted). The crawl benchmark's wall time swings by 30% and more on this shared 
 alternated runs in one process share its load.
 
     git archive <commit> | tar -x -C DIR
-    .venv/bin/python bench/ab_fetch.py --baseline DIR [--rounds 11] [--pages 5000]
+    .venv/bin/python bench/ab_fetch.py --baseline DIR [--rounds 11] [--pages 5000] [--policy]
 
 Each run: ``--pages`` URLs of the site (all its pages, host by host interleaved, repeated if
 there are fewer), 64 at once, ``submit`` while a slot is free and ``poll`` for results, as
 the engine does; the results are only counted. Prints CPU us per page of each tree (medians)
-and the median of the per-round ratios.
+and the median of the per-round ratios. ``--policy``: with an address policy (loopback
+allowed), as a crawl has, so each new connection's socket comes from ``OPENSOCKETFUNCTION``;
+many ``--hosts`` with few pages each make most transfers open a connection.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ def _forget() -> dict[str, ModuleType]:
     return mods
 
 
-def load(tree: str, urls: list[str], resolve: list[str], concurrency: int) -> Callable[[], float]:
+def load(
+    tree: str, urls: list[str], resolve: list[str], concurrency: int, policy: bool
+) -> Callable[[], float]:
     """One fetch run of ``tree``'s Fetcher over ``urls``, as a function returning CPU s/page."""
     _forget()
     sys.path.insert(0, tree)
@@ -53,8 +57,12 @@ def load(tree: str, urls: list[str], resolve: list[str], concurrency: int) -> Ca
     def run() -> float:
         _forget()
         sys.modules.update(mods)
+        addresses = fetch.AddressPolicy(["loopback"]) if policy else None
         fetcher: Any = fetch.Fetcher(
-            concurrency=concurrency, resolve=tuple(resolve), capture_requests=False
+            concurrency=concurrency,
+            resolve=tuple(resolve),
+            capture_requests=False,
+            addresses=addresses,
         )
         todo, done, ok = list(reversed(urls)), 0, 0
         cpu0 = time.process_time()
@@ -79,6 +87,7 @@ def main() -> None:
     ap.add_argument("--pages", type=int, default=5000)
     ap.add_argument("--hosts", type=int, default=50)
     ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--policy", action="store_true", help="with an address policy")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="fc-abfetch-") as tmp:
         work, port = Path(tmp), free_port()
@@ -95,8 +104,10 @@ def main() -> None:
         nginx.start(ensure_nginx())
         try:
             runs = {
-                "before": load(str(Path(args.baseline).resolve()), urls, resolve, args.concurrency),
-                "after": load(HERE, urls, resolve, args.concurrency),
+                "before": load(
+                    str(Path(args.baseline).resolve()), urls, resolve, args.concurrency, args.policy
+                ),
+                "after": load(HERE, urls, resolve, args.concurrency, args.policy),
             }
             for run in runs.values():
                 run()  # warm: imports done, nginx's file cache filled

@@ -1,4 +1,5 @@
-"""Start-up recovery speed: how fast ``complete_gzip_prefix`` checks an ``.open`` WARC file.
+"""Start-up recovery speed: how fast ``complete_gzip_prefix`` checks a whole ``.open`` WARC file,
+and how long recovery's ``scan_gzip_tail`` (its last few MiB) takes on the same file.
 
     .venv/bin/python bench/recover_speed.py [--mib 512] [--level 6]
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from zlib_ng import zlib_ng
 
-from frontier_crawl.output.recover import complete_gzip_prefix
+from frontier_crawl.output.recover import complete_gzip_prefix, scan_gzip_tail
 
 WORDS = (b"crawl", b"frontier", b"polite", b"queue", b"host", b"robots", b"delay", b"fetch",
          b"link", b"page", b"anchor", b"graph", b"breadth", b"depth", b"seed", b"socket",
@@ -46,9 +47,13 @@ def main() -> None:
         t0 = time.perf_counter()
         good = complete_gzip_prefix(path)
         dt = time.perf_counter() - t0
-    assert good == size, (good, size)
+        t1 = time.perf_counter()
+        tail_good, _damaged = scan_gzip_tail(path)
+        tail_dt = time.perf_counter() - t1
+    assert good == tail_good == size, (good, tail_good, size)
     print(f"{size / 2**20:.0f} MiB compressed ({raw / 2**20:.0f} MiB of records) in {dt:.2f} s: "
-          f"{size / 2**20 / dt:.0f} MiB/s compressed, {raw / 2**20 / dt:.0f} MiB/s decompressed")  # fmt: skip
+          f"{size / 2**20 / dt:.0f} MiB/s compressed, {raw / 2**20 / dt:.0f} MiB/s decompressed; "
+          f"the tail scan recovery runs: {tail_dt * 1000:.1f} ms")  # fmt: skip
 
 
 if __name__ == "__main__":

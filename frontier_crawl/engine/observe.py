@@ -34,13 +34,9 @@ from frontier_crawl.fetch import FETCH_TIME_BUCKETS, ErrorKind
 from frontier_crawl.frontier import Frontier, HostSignals
 from frontier_crawl.output import WarcWriter
 
-#: a status is built (hosts scanned for the busiest ones...) only while someone asked for one
-#: in the last this many seconds (``Observer.status``); samples are taken regardless
+#: a status is built only while someone asked for one in the last this many seconds
+#: (``Observer.status``); samples are taken regardless
 STATUS_WANTED_S = 10.0
-#: the busiest hosts are found by a scan of every host: at most this often, and at most 1% of
-#: the time (the next scan waits 100 times as long as the last took: with a million hosts)
-BUSIEST_EVERY_S = 5.0
-BUSIEST_SHARE = 0.01
 #: failing hosts remembered for the status (the least failing dropped past this many)
 MAX_FAILING_HOSTS = 1000
 #: the freshness rates (``per_hour``) are over this window (or since the run began), from
@@ -111,8 +107,9 @@ class Observer:
         self._status_at = float("-inf")
         self._status: dict[str, Any] | None = None
         self._metrics: dict[str, Any] | None = None
-        self._busiest: list[dict[str, Any]] = []
-        self._busiest_at = float("-inf")
+        #: bytes of the finished WARC files, and how many of them are counted in it
+        self._warc_bytes = 0
+        self._warc_files = 0
         #: origin -> [failures, seconds held, the last failure's error kind or HTTP status]
         self._failing: dict[str, list[Any]] = {}
         self._rates = FreshnessRates()
@@ -308,14 +305,10 @@ class Observer:
         fresh = self.freshness(now)
         sig, hs = self._signals(now, window.loop_busy, window.shares, window.dns_share, fresh)
         frontier = self.frontier
-        if now >= self._busiest_at:
-            t0 = time.perf_counter()
-            self._busiest = [
-                {"host": h, "pages": started, "queued": queued}
-                for h, started, queued in frontier.busiest(10)
-            ]
-            spent = time.perf_counter() - t0
-            self._busiest_at = now + max(BUSIEST_EVERY_S, spent / BUSIEST_SHARE)
+        busiest = [  # kept as requests start: no scan of the hosts
+            {"host": h, "pages": started, "queued": queued}
+            for h, started, queued in frontier.busiest(10)
+        ]
         failing = sorted(self._failing.items(), key=lambda kv: kv[1][0], reverse=True)[:10]
         queued, hot = frontier.queued, frontier.hot_total
         figures = self._group.figures(now)
@@ -342,7 +335,7 @@ class Observer:
                 "blocked": hs.blocked,
             },
             "outcomes": dict(self._group.stats.outcomes),
-            "busiest_hosts": self._busiest,
+            "busiest_hosts": busiest,
             "failing_hosts": [
                 {"host": h, "failures": int(n), "held_s": round(held, 3), "error": error}
                 for h, (n, held, error) in failing
@@ -366,11 +359,12 @@ class Observer:
     ) -> dict[str, Any]:
         """The counters ``render_metrics`` turns into Prometheus metrics (worker's label)."""
         f, t, seen = self.fetcher, self._times, self.frontier.seen_stats()
-        warc_bytes = 0
-        if self._archive is not None:
-            for path in self._archive.paths:
-                with suppress(OSError):  # renamed from .open meanwhile: counted next time
-                    warc_bytes += path.stat().st_size
+        if self._archive is not None:  # finished files keep their size: each is read once
+            paths = self._archive.paths
+            for path in paths[self._warc_files :]:
+                with suppress(OSError):  # removed by someone since: not counted
+                    self._warc_bytes += path.stat().st_size
+            self._warc_files = len(paths)
         return {
             "worker": str(self._worker_label),
             "status": status,
@@ -386,7 +380,7 @@ class Observer:
             "bloom_count": int(seen.get("count", 0)),
             "bloom_capacity": int(seen.get("capacity", 0)),
             "bloom_false_positives": float(seen.get("estimated_false_positives", 0.0)),
-            "warc_bytes": warc_bytes,
+            "warc_bytes": self._warc_bytes,
             "commit_s": t.commit,
             "commits": t.commits,
             "callback_s": t.callbacks,

@@ -30,11 +30,13 @@ The DNS cache's prune. libcurl drops stale entries from its DNS cache by walking
 when a transfer ends (``multi_done``), unless the handle's ``DNS_CACHE_TIMEOUT`` is -1 (then it
 neither prunes nor checks an entry's age on lookup). With thousands of hosts resolved within
 ``fetch.dns_cache_ttl_s`` (or thousands of ``fetch.resolve`` entries) that walk was the broad
-crawl's largest single cost (perf, 5,000 hosts: 14% of the crawler's CPU; bench/README). So one
+crawl's largest single cost (bench/README). So one
 transfer in every ``DNS_PRUNE_EVERY_S`` carries the TTL and prunes; the others carry -1. An
 address is therefore reused for at most ``dns_cache_ttl_s`` plus that second (and libcurl's
 own cap on the cache, 29,999 entries, is enforced at each prune). ``dns_cache_ttl_s = 0``
-(resolve every time) is set on every transfer, as before.
+(resolve every time) is set on every transfer, as before. ``fetch.resolve`` entries are
+loaded per transfer, each transfer its own host's, as aging entries that this prune drops
+(``fetch/resolvemap.py``), so they do not fill the cache either.
 
 A name server that never answers: libcurl (threaded resolver) gives up on the name at the
 connect timeout, so the transfer ends in time, but the ``getaddrinfo`` thread it started runs
@@ -63,6 +65,7 @@ from frontier_crawl.fetch.cache import CACHE_ERRORS, HttpCache, Stored
 from frontier_crawl.fetch.errors import CURLE_OPERATION_TIMEDOUT
 from frontier_crawl.fetch.multi import MultiLoop
 from frontier_crawl.fetch.pool import CurlOptions, HandlePool
+from frontier_crawl.fetch.resolvemap import resolve_map
 from frontier_crawl.fetch.transfer import Transfer, error_result
 from frontier_crawl.fetch.types import ErrorKind, FetchRequest, FetchResult
 
@@ -145,7 +148,6 @@ class Fetcher:
             low_speed_bytes_s=low_speed_bytes_s,
             low_speed_time_s=low_speed_time_s,
             max_body_bytes=max_body_bytes,
-            resolve=resolve,
             proxy=proxy,
             verify_tls=verify_tls,
             ca_bundle=ca_bundle,
@@ -155,8 +157,10 @@ class Fetcher:
         )
         self._share = _make_share()
         self._loop = MultiLoop(maxconnects)
-        self._pool = HandlePool(
-            concurrency, self._options.apply, self._share, reconfigure=self._options.reapply
+        self._pool = HandlePool(concurrency, self._options.apply, self._share)
+        #: each transfer's own ``fetch.resolve`` entries (``fetch/resolvemap.py``)
+        self._resolve = resolve_map(
+            resolve, permanent=_permanent(dns_cache_ttl_s, timeout_s), proxy=proxy
         )
         self._transfers: dict[pycurl.Curl, Transfer] = {}
         self._prune_at = 0.0  #: when a transfer next carries the DNS TTL (module docstring)
@@ -247,7 +251,8 @@ class Fetcher:
             low_speed_time_s=fetch.low_speed_time_s,
             max_body_bytes=fetch.max_body_bytes,
         )
-        self._pool.reconfigure(self._options.apply, self._options.reapply)
+        self._pool.reconfigure(self._options.apply)
+        self._resolve.set_permanent(_permanent(self._options.dns_cache_ttl_s, fetch.timeout_s))
 
     def set_concurrency(self, value: int) -> None:
         """Change the most requests in flight at once (lowered: none is cut; no new one
@@ -289,6 +294,7 @@ class Fetcher:
         transfer = Transfer(req, self._max_body_bytes, self._addresses)
         extra = stored.conditional_headers() if stored is not None else ()
         try:
+            self._resolve.apply(handle, req.url)
             _set_request_options(handle, req, transfer, extra, self._capture_requests)
         except (pycurl.error, ValueError, TypeError) as exc:
             self._pool.release(handle)
@@ -391,6 +397,12 @@ def _scheme(url: str) -> str:
     """The URL's scheme, lower-cased ("" when there is none); never raises."""
     head, colon, _ = url.partition(":")
     return head.lower() if colon else ""
+
+
+def _permanent(dns_cache_ttl_s: int, timeout_s: float) -> bool:
+    """Whether ``fetch.resolve`` entries are loaded permanent: when an aging one could be
+    pruned within a transfer's life (``fetch/resolvemap.py``)."""
+    return dns_cache_ttl_s <= timeout_s
 
 
 def _make_share() -> pycurl.CurlShare:

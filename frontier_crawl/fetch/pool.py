@@ -8,11 +8,8 @@ taken from the pool therefore only needs the per-request options (URL, headers, 
 callbacks).
 
 The reset is kept so that each transfer starts from libcurl's defaults and no per-request
-option can leak into the next one (a test checks headers). ``RESOLVE`` is the
-one option not re-applied after a reset (:meth:`CurlOptions.reapply`): its entries live in
-the share's DNS cache, where libcurl keeps them for good, and re-applying the list made
-libcurl reload every entry into that cache at every transfer (with 50 entries, about 0.1 ms
-of CPU per page on a local crawl, a seventh of it).
+option can leak into the next one (a test checks headers). ``fetch.resolve`` entries are not
+common options: each transfer carries only its own host's (``fetch/resolvemap.py``).
 """
 
 from __future__ import annotations
@@ -41,14 +38,13 @@ class CurlOptions:
     low_speed_bytes_s: int = 100
     low_speed_time_s: int = 15
     max_body_bytes: int = 10_485_760
-    resolve: tuple[str, ...] = ()
     proxy: str | None = None
     verify_tls: bool = True
     ca_bundle: str | None = None
     dns_cache_ttl_s: int = 120
     maxconnects: int = 0  #: connection cache size; 0 leaves libcurl's default
     http2: bool = True  #: negotiate HTTP/2 over TLS (ALPN); HTTP/1.1 otherwise
-    #: what :meth:`reapply` sets, (option, value) in order: computed once, set in one loop
+    #: what :meth:`apply` sets, (option, value) in order: computed once, set in one loop
     #: per released handle (not four methods and their tests per transfer)
     _pairs: tuple[tuple[int, object], ...] = field(init=False, repr=False, compare=False)
 
@@ -61,14 +57,7 @@ class CurlOptions:
         object.__setattr__(self, "_pairs", tuple(recorder.pairs))
 
     def apply(self, handle: pycurl.Curl) -> None:
-        """Set the common options on a new handle."""
-        if self.resolve:
-            handle.setopt(pycurl.RESOLVE, list(self.resolve))
-        self.reapply(handle)
-
-    def reapply(self, handle: pycurl.Curl) -> None:
-        """Set the common options on a reset handle attached to a share: all but ``RESOLVE``,
-        whose entries the share's DNS cache already holds (module docstring)."""
+        """Set the common options on a new or reset handle."""
         setopt = handle.setopt
         for option, value in self._pairs:
             setopt(option, value)
@@ -135,8 +124,7 @@ class HandlePool:
 
     A new handle is attached to ``share`` once and configured with ``configure``: ``reset()``
     keeps the share attached (curl_easy_reset(3) leaves shares, live connections and caches
-    alone, and pycurl keeps its reference), so on release only ``reconfigure`` runs (by
-    default ``configure`` again).
+    alone, and pycurl keeps its reference), so on release only ``configure`` runs again.
     """
 
     def __init__(
@@ -144,15 +132,12 @@ class HandlePool:
         capacity: int,
         configure: Callable[[pycurl.Curl], None],
         share: pycurl.CurlShare | None = None,
-        reconfigure: Callable[[pycurl.Curl], None] | None = None,
     ) -> None:
-        """``configure`` applies the common options to a new handle, ``reconfigure`` to a
-        reset one (a handle with a share needs less: :meth:`CurlOptions.reapply`)."""
+        """``configure`` applies the common options to a new or reset handle."""
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.capacity = capacity
         self._configure = configure
-        self._reconfigure = reconfigure or configure
         self._share = share
         self._free: list[pycurl.Curl] = []
         self._all: list[pycurl.Curl] = []
@@ -184,18 +169,16 @@ class HandlePool:
     def release(self, handle: pycurl.Curl) -> None:
         """Reset the handle (freeing its callbacks and buffers) and put it back on the list."""
         handle.reset()
-        self._reconfigure(handle)
+        self._configure(handle)
         self._free.append(handle)
 
-    def reconfigure(
-        self, configure: Callable[[pycurl.Curl], None], reconfigure: Callable[[pycurl.Curl], None]
-    ) -> None:
+    def reconfigure(self, configure: Callable[[pycurl.Curl], None]) -> None:
         """Configure handles from now on with new options; free handles get them at once (a
         handle in use gets them when it is released, so a running transfer keeps its own)."""
-        self._configure, self._reconfigure = configure, reconfigure
+        self._configure = configure
         for handle in self._free:
             handle.reset()
-            reconfigure(handle)
+            configure(handle)
 
     def close(self) -> None:
         """Close every handle (the caller removed them from the multi first)."""

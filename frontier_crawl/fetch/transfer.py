@@ -123,9 +123,15 @@ class Transfer:
                 self.decoder = None  # keep receiving the raw bytes for the archive
         return self._cut() if over else None
 
-    def open_socket(self, _purpose: int, address: Any) -> socket.socket | int:
+    def open_socket(self, _purpose: int, address: Any) -> int:
         """OPENSOCKETFUNCTION: a socket for ``address`` (family, type, protocol, sockaddr) if
-        the address policy allows it, else ``SOCKET_BAD`` (recorded in ``refused``)."""
+        the address policy allows it, else ``SOCKET_BAD`` (recorded in ``refused``).
+
+        The socket is handed over as its descriptor (``detach``), which libcurl then owns and
+        closes: given a socket object, pycurl calls its ``repr()`` (two system calls,
+        ``getsockname`` and ``getpeername``, and the formatting), ``fileno()`` twice and
+        ``dup()``, and the object closes its own descriptor later: all of that per new
+        connection, for nothing."""
         family, socktype, protocol, sockaddr = address
         assert self.policy is not None
         why = (
@@ -138,7 +144,7 @@ class Transfer:
                 self.refused = f"{sockaddr[0]} ({why})" if family in _INET else why
             return _SOCKET_BAD
         self.opened = True
-        return socket.socket(family, socktype, protocol)
+        return socket.socket(family, socktype, protocol).detach()
 
     def request_sent(self, handle: pycurl.Curl) -> bool:
         """Whether request headers went out on ``handle`` (so the connection was up, TLS

@@ -18,13 +18,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from frontier_crawl.frontier.hosts import HostState, IpGroup
+from frontier_crawl.frontier.status import Busiest, Holds
 from frontier_crawl.frontier.urls import host_of
 
 if TYPE_CHECKING:
     from frontier_crawl.frontier.hosts import HostQueue, HostQueues, Ticket
     from frontier_crawl.frontier.robotsgate import RobotsGate
     from frontier_crawl.frontier.spacing import Spacing
-    from frontier_crawl.frontier.status import Holding
 
 #: a host's next ticket (robots.txt, a revisit, a retry or a queued URL), None if it has none
 Take = Callable[["HostQueue", float], "Ticket | None"]
@@ -33,8 +33,8 @@ Take = Callable[["HostQueue", float], "Ticket | None"]
 class Dispatch:
     """Request starts and ends over the host queues (see the module)."""
 
-    __slots__ = ("_gate", "_groups", "_known_ips", "_per_ip", "_queues", "_spacing", "holding",
-                 "in_flight")  # fmt: skip
+    __slots__ = ("_gate", "_groups", "_known_ips", "_per_ip", "_queues", "_spacing", "busiest",
+                 "holding", "in_flight")  # fmt: skip
 
     def __init__(
         self,
@@ -52,9 +52,10 @@ class Dispatch:
         self._known_ips = dict(known_ips)  #: host name -> address (``fetch.resolve``)
         self._groups: dict[str, IpGroup] = {}  #: address -> its group
         self.in_flight = 0
-        #: hosts whose latest response held them beyond their politeness delay: origin ->
-        #: (host, "retry-after" or "backoff"); pruned once they are due (``status.py``)
-        self.holding: Holding = {}
+        #: hosts whose latest response held them beyond their politeness delay, and why;
+        #: pruned once they are due (``status.Holds``)
+        self.holding = Holds()
+        self.busiest = Busiest()  #: the hosts with the most requests started (``status.py``)
 
     def join(self, host: HostQueue) -> None:
         """A new host joins the IP group of its known address (``per_ip``; else at its first
@@ -88,7 +89,9 @@ class Dispatch:
                     group.in_flight += 1
                 if not ticket.robots or host.rules is not None:
                     # a page or a refresh of robots.txt: the delay is a rate, it spaces starts
-                    host.starts += not ticket.robots
+                    if not ticket.robots:
+                        host.starts += 1
+                        self.busiest.started(host)
                     host.last_start = now
                     host.next_at = max(host.next_at, now + self._spacing.start_gap(host))
                     if group is not None:
@@ -155,7 +158,7 @@ class Dispatch:
             queues.settle(host, now)
         held = host.next_at - polite
         if held > 0:
-            self.holding[host.origin] = (host, "retry-after" if hold > backoff else "backoff")
+            self.holding.hold(host, "retry-after" if hold > backoff else "backoff", now)
         elif self.holding:
-            self.holding.pop(host.origin, None)
+            self.holding.release(host.origin)
         return held

@@ -80,7 +80,7 @@ from frontier_crawl.frontier.sitemapqueue import SitemapQueue
 from frontier_crawl.frontier.spacing import Spacing
 from frontier_crawl.frontier.state import FRESH_FRONTIER, SNAPSHOT, StateFiles
 from frontier_crawl.frontier.status import HostSignals as HostSignals  # (re-exported)
-from frontier_crawl.frontier.status import busiest, host_signals
+from frontier_crawl.frontier.status import host_signals
 from frontier_crawl.frontier.store import (
     QueueEntry,
 )
@@ -726,7 +726,7 @@ class Frontier:
         """Give up on a host: every queued URL is recorded as failed with ``reason``."""
         self._queues.move(host, HostState.RETIRED)
         host.retired = reason
-        self._dispatch.holding.pop(host.origin, None)
+        self._dispatch.holding.release(host.origin)
         with self.batch(), self._write() as txn:
             for key, entry in self._buffer.drain(host):
                 self._reject_entry(txn, host, key, entry, reason)
@@ -914,8 +914,9 @@ class Frontier:
                             self._spacing.policy.min_delay_s, now, worst)  # fmt: skip
 
     def busiest(self, n: int = 10) -> list[tuple[str, int, int]]:
-        """The ``n`` hosts with the most requests started this run (``status.busiest``)."""
-        return busiest(self._queues, n)
+        """The ``n`` hosts with the most requests started this run (``status.Busiest``):
+        (origin, started, queued), most first; no scan of every host."""
+        return self._dispatch.busiest.top(n)
 
     def seen_stats(self) -> dict[str, float | int]:
         """The seen-set's counters (Bloom filter size, estimated false positives...)."""

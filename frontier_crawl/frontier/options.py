@@ -58,7 +58,8 @@ class FrontierOptions:
     seen_error_rate: float = 1e-7
     map_size: int = 1 << 30
     per_ip: bool = False
-    known_ips: Mapping[str, str] = field(default_factory=dict)  #: host -> address (resolve)
+    #: host -> address (``fetch.resolve``), with per_ip only (the IP groups are its one use)
+    known_ips: Mapping[str, str] = field(default_factory=dict)
     settled_links: int = SETTLED_LINKS
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
     #: ``[sitemaps]`` (enabled): paths queued as sitemaps on every host once its robots.txt
@@ -72,11 +73,11 @@ class FrontierOptions:
         """The frontier's tunables from the crawl settings (ConfigError if a scope entry
         cannot match or a seed is outside it)."""
         domains = check_scope(s)
+        p = s.politeness
         known_ips = {}
-        for entry in s.fetch.resolve:  # "host:port:addr", as curl --resolve
+        for entry in s.fetch.resolve if p.per_ip else ():  # "host:port:addr", curl --resolve
             host, _port, addr = entry.split(":", 2)
             known_ips[host.lower()] = addr.strip("[]")
-        p = s.politeness
         return cls(
             allow_domains=tuple(domains),
             allow_ports=scope_ports(s),

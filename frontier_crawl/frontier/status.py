@@ -1,13 +1,10 @@
 """What the frontier's hosts are doing, for the status and the report: read from the host
-queues and their counts, never a write to LMDB or to a host's scheduling facts.
+queues and their counts, never a write to LMDB or to a host's scheduling facts. Nothing here
+scans every host, or every held one: the status is as cheap at 10^6 hosts as at 10.
 
-* :func:`host_signals`: hosts by state (the counts :meth:`HostQueues.move` keeps: no scan of
-  all hosts), the hosts held longest by a Retry-After or a backoff, and the next one due;
-* :func:`busiest`: the hosts with the most requests started (a scan: callers space it out).
-
-``holding`` is the completion's record of hosts a response held beyond their politeness delay
-(origin -> (host, "retry-after" or "backoff")); :func:`host_signals` drops the entries of hosts
-that are due again or retired (a prune of that in-memory index, nothing else changes).
+* :func:`host_signals`: hosts by state (the counts :meth:`HostQueues.move` keeps), the hosts
+  held longest by a Retry-After or a backoff (:class:`Holds`), and the next one due;
+* :class:`Busiest`: the hosts with the most requests started, kept as requests start.
 """
 
 from __future__ import annotations
@@ -17,8 +14,92 @@ from dataclasses import dataclass
 
 from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState
 
-#: origin -> (host, "retry-after" or "backoff"): hosts held beyond their politeness delay
-Holding = dict[str, tuple[HostQueue, str]]
+#: most heap entries :meth:`Holds.worst` looks at (held hosts doing something else meanwhile,
+#: busy or with nothing queued, are passed over; past this many it answers with what it found)
+WORST_LOOKED_AT = 1024
+_PRUNED_PER_HOLD = 2  #: heap entries :meth:`Holds.hold` prunes at most (more than it adds)
+
+
+class Holds:
+    """The hosts a response held beyond their politeness delay (``Dispatch.release``): origin
+    -> (host, "retry-after" or "backoff"), with two heaps of (time held until, origin) that
+    let the status prune the ones due again (:meth:`prune`, earliest first) and name the ones
+    held longest (:meth:`worst`, latest first) without a scan of every held host. A heap
+    entry whose hold was replaced or released is stale: skipped when met, and the heaps are
+    rebuilt once stale entries are the most of them."""
+
+    __slots__ = ("_by_origin", "_due", "_far")
+
+    def __init__(self) -> None:
+        #: origin -> (host, reason, the host's ``next_at`` when held: a heap entry's key)
+        self._by_origin: dict[str, tuple[HostQueue, str, float]] = {}
+        self._due: list[tuple[float, str]] = []  #: (until, origin): earliest first
+        self._far: list[tuple[float, str]] = []  #: (-until, origin): latest first
+
+    def __len__(self) -> int:
+        return len(self._by_origin)
+
+    def hold(self, host: HostQueue, reason: str, now: float) -> None:
+        """``host`` is held until its ``next_at`` by ``reason``; a couple of holds due by
+        ``now`` are pruned on the way, so the holds stay those not yet due even when no one
+        asks for a status for a long time."""
+        until = host.next_at
+        self._by_origin[host.origin] = (host, reason, until)
+        self._push(until, host.origin)
+        self.prune(now, _PRUNED_PER_HOLD)
+
+    def release(self, origin: str) -> None:
+        """``origin`` is held no longer (a response that meant it, or retired)."""
+        self._by_origin.pop(origin, None)
+
+    def reason(self, origin: str) -> str | None:
+        """Why ``origin`` is held (None: it is not)."""
+        entry = self._by_origin.get(origin)
+        return entry[1] if entry is not None else None
+
+    def prune(self, now: float, most: int = -1) -> None:
+        """Drop the holds of hosts due again (or retired): the earliest heap entries only (at
+        most ``most`` of them; -1: every one due)."""
+        due, by_origin = self._due, self._by_origin
+        while due and due[0][0] <= now and most != 0:
+            most -= 1
+            until, origin = heapq.heappop(due)
+            entry = by_origin.get(origin)
+            if entry is None or entry[2] != until:
+                continue  # stale: replaced or released since
+            host = entry[0]
+            if host.next_at <= now or host.state is HostState.RETIRED:
+                del by_origin[origin]
+            else:  # held on by a later start's spacing: keep it, keyed by the new time
+                by_origin[origin] = (host, entry[1], host.next_at)
+                self._push(host.next_at, origin)
+
+    def worst(self, now: float, n: int) -> list[tuple[str, str, float]]:
+        """The ``n`` snoozed hosts held longest: (origin, reason, seconds still held), longest
+        first (a walk of the heap's top, at most ``WORST_LOOKED_AT`` entries)."""
+        far, by_origin = self._far, self._by_origin
+        found: list[tuple[str, str, float]] = []
+        frontier = [(far[0], 0)] if far else []
+        looked = 0
+        while frontier and len(found) < n and looked < WORST_LOOKED_AT:
+            (key, origin), i = heapq.heappop(frontier)
+            looked += 1
+            entry = by_origin.get(origin)
+            if entry is not None and entry[2] == -key and entry[0].state is HostState.SNOOZED:
+                found.append((origin, entry[1], entry[0].next_at - now))
+            for child in (2 * i + 1, 2 * i + 2):
+                if child < len(far):
+                    heapq.heappush(frontier, (far[child], child))
+        return found
+
+    def _push(self, until: float, origin: str) -> None:
+        heapq.heappush(self._due, (until, origin))
+        heapq.heappush(self._far, (-until, origin))
+        if len(self._due) > 2 * len(self._by_origin) + 64:  # mostly stale entries: rebuild
+            self._due = [(e[2], o) for o, e in self._by_origin.items()]
+            self._far = [(-e[2], o) for o, e in self._by_origin.items()]
+            heapq.heapify(self._due)
+            heapq.heapify(self._far)
 
 
 @dataclass(slots=True, frozen=True)
@@ -41,50 +122,44 @@ class HostSignals:
 
 def host_signals(
     queues: HostQueues,
-    holding: Holding,
+    holds: Holds,
     robots_waiting: int,
     min_delay_s: float,
     now: float,
     worst: int = 5,
 ) -> HostSignals:
-    """Hosts by state, the ``worst`` held longest and the next one due: O(held hosts).
-    ``min_delay_s``: the configured delay (a Crawl-delay above it names the wait)."""
+    """Hosts by state, the ``worst`` held longest and the next one due, without a scan of the
+    hosts. ``min_delay_s``: the configured delay (a Crawl-delay above it names the wait)."""
     counts = {state: queues.count(state) for state in HostState}
-    for origin_, (host, _reason) in list(holding.items()):
-        if host.next_at <= now or host.state is HostState.RETIRED:
-            del holding[origin_]
-    held = [
-        (origin_, reason, host.next_at - now)
-        for origin_, (host, reason) in holding.items()
-        if host.state is HostState.SNOOZED
-    ]
+    holds.prune(now)
     snoozed = counts[HostState.SNOOZED]
+    held = min(len(holds), snoozed)  # held hosts not yet due (most snoozed; some busy or idle)
     return HostSignals(
         total=counts[HostState.READY]
         + snoozed
         + counts[HostState.BUSY]
         + counts[HostState.BLOCKED],
         ready=counts[HostState.READY],
-        waiting=max(0, snoozed - len(held)),
-        backoff=len(held),
+        waiting=max(0, snoozed - held),
+        backoff=held,
         robots=robots_waiting,
         blocked=counts[HostState.BLOCKED],
         retired=counts[HostState.RETIRED],
-        worst=tuple(heapq.nlargest(worst, held, key=lambda h: h[2])),
-        next_due=next_due(queues, holding, min_delay_s, now),
+        worst=tuple(holds.worst(now, worst)),
+        next_due=next_due(queues, holds, min_delay_s, now),
     )
 
 
 def next_due(
-    queues: HostQueues, holding: Holding, min_delay_s: float, now: float
+    queues: HostQueues, holds: Holds, min_delay_s: float, now: float
 ) -> tuple[str, str, float] | None:
     """The snoozed host due first: (origin, why it waits, seconds until it is due)."""
     host = queues.first_snoozed()  # (Frontier.next_wake also covers revisits not yet due)
     if host is None:
         return None
-    held = holding.get(host.origin)
+    held = holds.reason(host.origin)
     if held is not None:
-        reason = held[1]
+        reason = held
     elif host.due() > host.next_at:
         reason = "retry"
     elif (
@@ -99,8 +174,44 @@ def next_due(
     return host.origin, reason, max(0.0, host.wake_at - now)
 
 
-def busiest(queues: HostQueues, n: int = 10) -> list[tuple[str, int, int]]:
-    """The ``n`` hosts with the most requests started this run: (origin, started, queued).
-    A scan of every host: callers space it out (the engine's status, every few seconds)."""
-    top = heapq.nlargest(n, queues.hosts.values(), key=lambda h: (h.starts, h.queued))
-    return [(h.origin, h.starts, h.queued) for h in top if h.starts or h.queued]
+class Busiest:
+    """The ``kept`` hosts with the most requests started this run, kept as each request starts
+    (:meth:`started`), so the status reads them without a scan of every host.
+
+    Exact for the top ``kept``: a host's count only grows, one at a time, so a host outside
+    the kept ones never has more starts than the least of them, and overtakes it only by a
+    start of its own, when it takes that one's place (ties keep the one already kept).
+    """
+
+    __slots__ = ("_floor", "_kept", "_top")
+
+    def __init__(self, kept: int = 32) -> None:
+        self._kept = kept
+        self._top: dict[str, HostQueue] = {}  #: origin -> host, the busiest
+        self._floor = 0  #: the fewest starts among them once full (0 until then)
+
+    def started(self, host: HostQueue) -> None:
+        """``host`` started a request (its ``starts`` counted already)."""
+        if host.starts <= self._floor:
+            return
+        top = self._top
+        if host.origin in top:
+            if host.starts - 1 > self._floor or len(top) < self._kept:
+                return  # the least of them is another host: the floor stands
+        else:
+            if len(top) >= self._kept:
+                least = min(top.values(), key=_starts)
+                del top[least.origin]
+            top[host.origin] = host
+        if len(top) >= self._kept:
+            self._floor = min(map(_starts, top.values()))
+
+    def top(self, n: int = 10) -> list[tuple[str, int, int]]:
+        """The ``n`` (at most ``kept``) hosts with the most requests started: (origin,
+        started, queued), most first."""
+        rows = heapq.nlargest(n, self._top.values(), key=lambda h: (h.starts, h.queued))
+        return [(h.origin, h.starts, h.queued) for h in rows]
+
+
+def _starts(host: HostQueue) -> int:
+    return host.starts

@@ -11,6 +11,12 @@ says what to do; the warnings go to the log and to the report's ``warnings``.
   the last complete member is the start of one member (a valid gzip prefix): it is dropped.
   Anything else there (bytes that are no gzip, a bad CRC: not what a kill leaves) is copied to
   a ``.damaged-`` file beside it before the cut, so no byte is lost.
+  Only the file's end is read (:func:`scan_gzip_tail`): a kill cuts a file only at its end (the
+  writer appends, member after member), so the members before the last few MiB are taken as
+  written; the scan starts at the first member that begins in that tail (found by its gzip
+  magic and confirmed by inflating it whole) and checks every member from there on. A file of
+  a GiB is recovered in the time of its tail, not of the whole file. Damage further back than
+  the tail (not what a kill leaves) is not looked for.
   A file without one complete member was killed while its first record, the warcinfo, was being
   written (records are appended in order, so nothing of a fetch can follow an incomplete
   member): it holds no capture and is removed. One whose bytes are not a gzip prefix, or are
@@ -25,10 +31,11 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import cast
+from typing import BinaryIO, cast
 
 import msgspec
 from isal import isal_zlib
@@ -38,6 +45,9 @@ from frontier_crawl.safefs import open_existing, regular_file
 log = logging.getLogger(__name__)
 
 _CHUNK = 1 << 20  #: bytes read at a time
+#: the end of an unfinished WARC file that recovery reads (module docstring)
+TAIL_BYTES = 4 << 20
+_MAGIC = b"\x1f\x8b\x08"  #: a gzip member's first bytes (ID1, ID2, CM = deflate)
 _OUT = 1 << 20  #: most bytes inflated per call (discarded)
 _GZIP_WBITS = 16 + isal_zlib.MAX_WBITS
 #: isal's stub declares ``error`` an instance; it is zlib.error's counterpart, a class
@@ -58,35 +68,83 @@ def scan_gzip_members(path: Path) -> tuple[int, bool]:
     valid gzip members, and whether what follows it is damage rather than (the start of) one
     valid member, as a kill leaves. Raises OSError if the file cannot be read.
 
+    Reads the whole file (:func:`scan_gzip_tail` reads its end)."""
+    with path.open("rb") as fh:
+        good, damaged, _members = _scan_from(fh, 0)
+    return good, damaged
+
+
+def scan_gzip_tail(path: Path, tail_bytes: int = TAIL_BYTES) -> tuple[int, bool]:
+    """:func:`scan_gzip_members` of a file whose members before its last ``tail_bytes`` are
+    taken as valid (module docstring): ``(good, damaged)``, reading about ``tail_bytes``
+    whatever the size of the file. The scan starts at the first offset in the tail where a
+    gzip header begins and a whole, valid member follows (so a header's magic bytes met
+    inside compressed data are passed over); a tail without one (a member larger than it) is
+    taken four times as long, up to the whole file. Raises OSError if the file cannot be
+    read."""
+    with path.open("rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        window = max(tail_bytes, 1)
+        while size - window > 0:
+            start = size - window
+            for candidate in _member_starts(fh, start, size):
+                good, damaged, members = _scan_from(fh, candidate)
+                if members:
+                    return good, damaged
+            window *= 4
+        good, damaged, _members = _scan_from(fh, 0)
+        return good, damaged
+
+
+def _member_starts(fh: BinaryIO, start: int, end: int) -> Iterator[int]:
+    """Offsets in ``[start, end)`` where the gzip magic and deflate method (``_MAGIC``)
+    begin, in order; ``fh``'s position is left anywhere."""
+    pos = start
+    while pos < end:
+        fh.seek(pos)
+        block = fh.read(min(_CHUNK, end - pos) + len(_MAGIC) - 1)  # a magic across the end
+        at = block.find(_MAGIC)
+        while 0 <= at < _CHUNK:
+            yield pos + at  # the caller may move fh: the next block is sought again
+            at = block.find(_MAGIC, at + 1)
+        pos += _CHUNK
+
+
+def _scan_from(fh: BinaryIO, start: int) -> tuple[int, bool, int]:
+    """``(good, damaged, members)`` of the members from offset ``start`` to the end of ``fh``
+    (``good``: the end of the last complete one, ``start`` if none; ``members``: how many).
+
     Reads ``_CHUNK`` bytes at a time and inflates with ISA-L (standard zlib semantics, about
     2.3x zlib's speed), at most ``_OUT`` bytes of output per call, which are thrown away: memory
     stays a few MiB whatever the size of a member. ``pos`` is the file offset of ``buf[0]``.
     At a member's end only ``unused_data`` is what follows it: ``unconsumed_tail`` may still
     hold a copy of the same bytes there (subtracting both gave negative lengths, issue 9).
     """
-    good = pos = 0
+    good = pos = start
+    members = 0
     decomp = isal_zlib.decompressobj(_GZIP_WBITS)
     buf = b""
-    with path.open("rb") as fh:
-        while True:
+    fh.seek(start)
+    while True:
+        if not buf:
+            buf = fh.read(_CHUNK)
             if not buf:
-                buf = fh.read(_CHUNK)
-                if not buf:
-                    return good, False  # inside a member, or just after a whole one
-            try:
-                decomp.decompress(buf, _OUT)
-            except _INFLATE_ERROR:
-                return good, True
-            if decomp.eof:
-                rest = decomp.unused_data
-                pos += len(buf) - len(rest)
-                good = pos
-                buf = rest
-                decomp = isal_zlib.decompressobj(_GZIP_WBITS)
-            else:
-                tail = decomp.unconsumed_tail
-                pos += len(buf) - len(tail)
-                buf = tail
+                return good, False, members  # inside a member, or just after a whole one
+        try:
+            decomp.decompress(buf, _OUT)
+        except _INFLATE_ERROR:
+            return good, True, members
+        if decomp.eof:
+            rest = decomp.unused_data
+            pos += len(buf) - len(rest)
+            good = pos
+            members += 1
+            buf = rest
+            decomp = isal_zlib.decompressobj(_GZIP_WBITS)
+        else:
+            tail = decomp.unconsumed_tail
+            pos += len(buf) - len(tail)
+            buf = tail
 
 
 def set_aside(path: Path) -> Path:
@@ -154,7 +212,7 @@ def _warn(warnings: list[str], message: str) -> None:
 
 def _recover_warc(path: Path, result: WarcRecovery) -> None:
     size = regular_file(path).st_size  # a symbolic link or a directory: set aside
-    good, damaged = scan_gzip_members(path)
+    good, damaged = scan_gzip_tail(path)
     final = path.with_name(path.name[: -len(".open")])
     if good == 0 and not damaged and size <= WARCINFO_MAX_BYTES:
         log.warning("%s: killed while starting the file, no record in it: removed", path)

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import functools
 import gzip
+import os
 import socket
 import ssl
 import sys
@@ -23,13 +24,15 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import pycurl
 import pytest
 import trustme
 
 from frontier_crawl.config.settings import FetchSection, PolitenessSection
 from frontier_crawl.fetch import AddressPolicy, ErrorKind, Fetcher, FetchRequest, FetchResult
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -659,6 +662,41 @@ def test_resolve_entries(make_fetcher: Callable[..., Fetcher], server: CountingS
     assert result.ip == "127.0.0.1"
 
 
+
+class _CountingCurl(pycurl.Curl):  # type: ignore[misc]
+    """A handle that records the length of every RESOLVE list set on it."""
+
+    resolve_lists: ClassVar[list[int]] = []
+
+    def setopt(self, option: int, value: Any) -> None:
+        if option == pycurl.RESOLVE:
+            self.resolve_lists.append(len(value))
+        super().setopt(option, value)
+
+
+def test_many_resolve_entries_cost_nothing_per_transfer(
+    make_fetcher: Callable[..., Fetcher], server: CountingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: with 10^5 entries the first request went out late (each new handle got the
+    whole list: quadratic in pycurl and in libcurl's DNS cache). Each transfer now carries
+    only its own host's entry."""
+    port = server.server_address[1]
+    n = 100_000
+    lists: list[int] = []
+    monkeypatch.setattr(_CountingCurl, "resolve_lists", lists)
+    monkeypatch.setattr(pycurl, "Curl", _CountingCurl)
+    started = time.monotonic()
+    fetcher = make_fetcher(resolve=tuple(f"h{i}.test:{port}:127.0.0.1" for i in range(n)))
+    hosts = [0, 1, n // 2, n - 1, 7, 99_998, 12_345, 54_321, 3]  # more than concurrency: reuse
+    results = fetch_all(fetcher, [FetchRequest(f"http://h{i}.test:{port}/echo") for i in hosts])
+    elapsed = time.monotonic() - started
+    assert sorted(lists) == [1] * len(hosts), "each transfer carries its own entry, no other"
+    assert {(r.status, r.error, r.ip) for r in results} == {(200, None, "127.0.0.1")}
+    hosts_echoed = sorted(r.body.split(b"Host: ")[1].split()[0] for r in results)
+    assert hosts_echoed == sorted(f"h{i}.test:{port}".encode() for i in hosts)
+    assert elapsed < 5.0  # building the map is linear (the whole list per handle: quadratic)
+
+
 # -- TLS ----------------------------------------------------------------------------------
 
 
@@ -839,3 +877,47 @@ def test_an_allowed_address_is_fetched(
     result = fetch(fetcher, f"http://seed.test:{port}/")
     assert (result.status, result.error) == (200, None), result.error_detail
     assert server.accepted == 1
+
+
+class _ReprCountingSocket(socket.socket):
+    """A socket that counts the calls to its ``repr()`` (a ``getsockname`` and a
+    ``getpeername`` each)."""
+
+    reprs: ClassVar[list[int]] = []
+
+    def __repr__(self) -> str:
+        self.reprs.append(self.fileno())
+        return super().__repr__()
+
+
+def _open_sockets() -> int:
+    """Sockets this process has open."""
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(FileNotFoundError):  # the listing's own descriptor
+            n += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+    return n
+
+
+def test_an_allowed_connection_goes_to_libcurl_as_a_descriptor(
+    make_fetcher: Callable[..., Fetcher], server: CountingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: given a socket object, pycurl calls its repr() (getsockname, getpeername and
+    a format) and dup()s it, per new connection. open_socket hands libcurl the descriptor,
+    which libcurl closes itself: none is left open."""
+    reprs: list[int] = []
+    monkeypatch.setattr(_ReprCountingSocket, "reprs", reprs)
+    monkeypatch.setattr(socket, "socket", _ReprCountingSocket)
+    port = server.server_address[1]
+    before = _open_sockets()
+    hosts = [f"h{i}.test" for i in range(12)]  # a connection each
+    fetcher = make_fetcher(
+        resolve=tuple(f"{h}:{port}:127.0.0.1" for h in hosts), addresses=AddressPolicy(["loopback"])
+    )
+    results = fetch_all(fetcher, [FetchRequest(f"http://{h}:{port}/") for h in hosts])
+    assert {(r.status, r.error) for r in results} == {(200, None)}
+    assert server.accepted == len(hosts)
+    assert reprs == []
+    fetcher.close()
+    wait_until("the connections' sockets closed", lambda: _open_sockets() <= before, 10.0,
+               detail=lambda: f"{_open_sockets()} open, {before} before")  # fmt: skip

@@ -3,6 +3,7 @@ a loop that is not running, from its state record, timings and a real LMDB front
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -117,3 +118,41 @@ def test_metrics_and_progress(frontier: Frontier) -> None:
     assert progress["pages"] == 1 and progress["in_flight"] == 0
     assert "items" not in progress  # no spider
     assert progress["bottleneck"].count(":") >= 1
+
+
+class _StatCounted(type(Path())):  # type: ignore[misc]
+    """A path that counts its ``stat()`` calls."""
+
+    stats: list[str] = []  # noqa: RUF012 - one list per test, set by the test
+
+    def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+        self.stats.append(self.name)
+        return super().stat(follow_symlinks=follow_symlinks)
+
+
+class _Archive:
+    """The WARC writer as observe sees it: its finished files."""
+
+    def __init__(self) -> None:
+        self.paths: tuple[Path, ...] = ()
+
+
+def test_warc_bytes_read_each_finished_file_once(frontier: Frontier, tmp_path: Path) -> None:
+    """Issue 29: every metrics snapshot stat()ed every finished WARC file of the run (tens of
+    thousands on a long crawl); a finished file keeps its size, so each is read once."""
+    stats: list[str] = []
+    _StatCounted.stats = stats
+    archive = _Archive()
+    run = LoopState(state="running")
+    obs, _group = observer(frontier, run)
+    obs._archive = archive  # type: ignore[assignment]
+    files = []
+    for i in range(3):
+        path = _StatCounted(tmp_path / f"w{i}.warc.gz")
+        path.write_bytes(b"x" * (100 + i))
+        files.append(path)
+        archive.paths = tuple(files)
+        for _ in range(4):
+            obs.sample(time.monotonic(), force=True)
+    assert obs.metrics()["warc_bytes"] == 303
+    assert sorted(stats) == ["w0.warc.gz", "w1.warc.gz", "w2.warc.gz"]

@@ -21,6 +21,7 @@ from frontier_crawl.fetch.cache import HttpCache
 from frontier_crawl.fetch.decode import DecodedTooLarge, DecodeError, decoder_for
 from frontier_crawl.fetch.errors import Phase, map_curl_error
 from frontier_crawl.fetch.pool import CurlOptions, HandlePool
+from frontier_crawl.fetch.resolvemap import ResolveMap, resolve_map
 from frontier_crawl.fetch.transfer import Transfer, parse_header_block
 from frontier_crawl.fetch.types import ErrorKind
 
@@ -295,7 +296,6 @@ def test_pool_is_lazy_bounded_and_reuses_handles() -> None:
 def test_curl_options_apply_to_a_handle() -> None:
     options = CurlOptions(
         user_agent="x/1",
-        resolve=("alpha.test:80:127.0.0.1",),
         proxy="http://127.0.0.1:3128",
         verify_tls=False,
         ca_bundle="/dev/null",
@@ -309,14 +309,14 @@ def test_curl_options_apply_to_a_handle() -> None:
         options.apply(handle)  # re-applicable after reset
     finally:
         handle.close()
-    pairs = dict(options._pairs)  # what reapply sets on each released handle
+    pairs = dict(options._pairs)  # what apply sets on each new or released handle
     assert pairs[pycurl.USERAGENT] == "x/1"
     assert pairs[pycurl.PROXY] == "http://127.0.0.1:3128"
     assert pairs[pycurl.SSL_VERIFYPEER] == 0
     assert pairs[pycurl.CAINFO] == "/dev/null"
     assert pairs[pycurl.MAXCONNECTS] == 10
     assert pairs[pycurl.HTTP_VERSION] == pycurl.CURL_HTTP_VERSION_1_1
-    assert pycurl.RESOLVE not in pairs  # kept in the share's DNS cache (pool.py)
+    assert pycurl.RESOLVE not in pairs  # each transfer carries its own (resolvemap.py)
     changed = dataclasses.replace(options, user_agent="y/2", timeout_s=5.0)
     assert dict(changed._pairs)[pycurl.USERAGENT] == "y/2"  # computed again on replace
     assert dict(changed._pairs)[pycurl.TIMEOUT_MS] == 5000
@@ -398,3 +398,30 @@ def test_cache_turns_a_304_into_the_stored_response(tmp_path: Path) -> None:
         assert too_small.error is ErrorKind.TOO_LARGE and too_small.not_modified is None
     finally:
         cache.close()
+
+
+# -- issue 29: fetch.resolve entries per transfer ---------------------------------------------
+
+
+def test_resolve_map_gives_a_transfer_its_own_entry_only() -> None:
+    entries = ("Alpha.test:80:127.0.0.1", "alpha.test:443:127.0.0.2", "*:8080:127.0.0.3",
+               "+beta.test:80:127.0.0.4,127.0.0.5", "proxy.test:3128:127.0.0.9")  # fmt: skip
+    aging = ResolveMap(entries, permanent=False, proxy=None)
+    assert len(aging) == 5
+    assert aging.entries_for("http://alpha.TEST/x?y#z") == ["+Alpha.test:80:127.0.0.1"]
+    assert aging.entries_for("https://user@alpha.test/") == ["+alpha.test:443:127.0.0.2"]
+    assert aging.entries_for("http://gamma.test:8080/") == ["+*:8080:127.0.0.3"]  # wildcard
+    assert aging.entries_for("http://beta.test/") == ["+beta.test:80:127.0.0.4,127.0.0.5"]
+    assert aging.entries_for("http://gamma.test/") == []
+    assert aging.entries_for("http://[::1]:80/") == []
+    assert aging.entries_for("http://alpha.test:99999/") == []  # a bad port: no entry, no error
+    assert aging.entries_for("not a url") == []
+    permanent = ResolveMap(entries, permanent=True, proxy="http://proxy.test:3128")
+    assert permanent.entries_for("http://alpha.test/") == [
+        "proxy.test:3128:127.0.0.9", "Alpha.test:80:127.0.0.1",
+    ]  # fmt: skip
+    assert permanent.entries_for("http://beta.test/")[1] == "+beta.test:80:127.0.0.4,127.0.0.5"
+    assert permanent.entries_for("http://gamma.test/") == ["proxy.test:3128:127.0.0.9"]
+    permanent.set_permanent(False)
+    assert permanent.entries_for("http://alpha.test/")[1] == "+Alpha.test:80:127.0.0.1"
+    assert resolve_map((), permanent=False, proxy=None).entries_for("http://alpha.test/") == []

@@ -498,6 +498,22 @@ def test_per_ip_hosts_share_one_budget(tmp_path: Path) -> None:
     assert times == [1.5, 2.5, 3.5]
 
 
+def test_resolve_entries_become_known_addresses_only_for_per_ip(tmp_path: Path) -> None:
+    """Issue 29: the host -> address map of fetch.resolve (a dict of every entry) is kept only
+    when per-IP politeness uses it."""
+    from frontier_crawl.config import parse
+
+    raw: dict[str, Any] = {
+        "crawl": {"seeds": [f"{A}/"], "output_dir": str(tmp_path)},
+        "fetch": {"resolve": ["a.test:80:10.0.0.1", "B.test:80:[::1]"]},
+    }
+    assert FrontierOptions.from_settings(parse(raw)).known_ips == {}
+    raw["politeness"] = {"per_ip": True}
+    assert FrontierOptions.from_settings(parse(raw)).known_ips == {
+        "a.test": "10.0.0.1", "b.test": "::1",
+    }  # fmt: skip
+
+
 def test_per_ip_group_learned_from_first_response(tmp_path: Path) -> None:
     f, _ = make(tmp_path, min_delay_s=1.0, per_ip=True)
     f.add([f"{A}/1", f"{A}/2", f"{B}/1", f"{B}/2"], depth=0)

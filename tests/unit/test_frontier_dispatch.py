@@ -75,10 +75,11 @@ def test_a_release_waits_the_delay_from_the_end_and_records_holds(parts: Parts) 
     assert a.next_at == 15.0 and a.state is HostState.SNOOZED and parts.dispatch.in_flight == 0
     (t,) = parts.dispatch.hand_out(15.0, 1, parts.take)
     assert parts.dispatch.release(a, t, 16.0, 2.0, 5.0, 0.0, "") == 3.0  # backoff: 21 vs 18
-    assert parts.dispatch.holding == {a.origin: (a, "backoff")}
+    assert len(parts.dispatch.holding) == 1
+    assert parts.dispatch.holding.reason(a.origin) == "backoff"
     (t,) = parts.dispatch.hand_out(21.0, 1, parts.take)
     assert parts.dispatch.release(a, t, 21.0, 2.0, 0.0, 30.0, "") == 28.0
-    assert parts.dispatch.holding[a.origin][1] == "retry-after"
+    assert parts.dispatch.holding.reason(a.origin) == "retry-after"
 
 
 def test_hosts_of_one_address_share_its_connections(tmp_path: Path) -> None:

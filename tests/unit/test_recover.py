@@ -94,3 +94,48 @@ def test_crawl_log_cut_mid_line(tmp_path: Path) -> None:
     assert log.read_bytes() == b'{"a": 1}\n{"b": 2}\n'
     assert recover_lines(log) == []
     assert log.read_bytes() == b'{"a": 1}\n{"b": 2}\n'
+
+
+def _bytes_read() -> int:
+    """Bytes this process has read through read(2) and the like so far (Linux's rchar)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+def test_recovery_reads_the_tail_of_a_large_file_not_all_of_it(tmp_path: Path) -> None:
+    """Issue 29: a restart after a kill spent most of its time inflating a whole unfinished
+    WARC file. Recovery reads its last few MiB, whatever its size."""
+    import random
+
+    rnd = random.Random(29)
+    writer = WarcWriter(tmp_path / "src", "t", 1 << 30, {})
+    for i in range(48):  # incompressible payloads: a file of about 24 MiB
+        writer.write(
+            ArchiveRecord(
+                url=f"http://a.test/{i}",
+                ip="127.0.0.1",
+                fetched_at=1_700_000_000.0 + i,
+                request_bytes=b"GET /%d HTTP/1.1\r\nHost: a.test\r\n\r\n" % i,
+                header_bytes=b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n",
+                payload=rnd.randbytes(512 << 10),
+            )
+        )
+    writer.close()
+    (full,) = writer.paths
+    size = full.stat().st_size
+    assert size > 20 << 20
+    out = tmp_path / "warc"
+    out.mkdir()
+    victim = out / "big.warc.gz.open"
+    with full.open("rb") as src, victim.open("wb") as dst:
+        dst.write(src.read(size - 20))  # killed inside the last capture's request record
+    before = _bytes_read()
+    (recovered,) = recover_warcs(out).recovered
+    read = _bytes_read() - before
+    assert read < 10 << 20, f"recovery read {read / (1 << 20):.1f} MiB of a {size >> 20} MiB file"
+    uris = _uris(recovered)
+    assert uris == [f"http://a.test/{i}" for i in range(48)]  # the last request record cut
+    with recovered.open("rb") as fh:
+        assert [r.rec_type for r in ArchiveIterator(fh)][-2:] == ["request", "response"]

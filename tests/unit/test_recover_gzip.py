@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from zlib_ng import zlib_ng
 
-from frontier_crawl.output.recover import complete_gzip_prefix
+from frontier_crawl.output.recover import complete_gzip_prefix, scan_gzip_tail
 
 #: each example writes and scans up to ~10 MiB (compressed, plus as much again decompressed):
 #: 40 examples keep the property test to a few seconds; no deadline, since an example's time
@@ -102,6 +102,9 @@ def test_prefix_matches_the_reference(
     expected = max((e for e in [0, *ends] if e <= cut), default=0)
     assert reference_prefix(data) == expected
     assert complete_gzip_prefix(path) == expected
+    # the tail scan finds the same end from a tail of any length (one too short is lengthened)
+    tail = rnd.choice([1, 100, 10_000, MIB])
+    assert scan_gzip_tail(path, tail)[0] == expected, tail
 
 
 def test_members_over_64_kib(tmp_path: Path) -> None:
