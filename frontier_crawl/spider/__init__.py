@@ -11,10 +11,11 @@ README "Coming from Scrapy". Imports only config and third-party libraries.
 """
 
 from frontier_crawl.spider.api import Request, Response, Spider
-from frontier_crawl.spider.host import NewRequest, Problem, SpiderHost, Yielded
+from frontier_crawl.spider.host import Abandoned, NewRequest, Problem, SpiderHost, Yielded
 from frontier_crawl.spider.page import Page
 
 __all__ = [
+    "Abandoned",
     "NewRequest",
     "Page",
     "Problem",
