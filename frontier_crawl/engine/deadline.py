@@ -52,7 +52,8 @@ class StopDeadline:
     the user code running now, if any; ``wind_up``: the final commit, the report, and the
     process's exit (never returns)."""
 
-    __slots__ = ("_abandon", "_first_refusal", "_previous", "_run", "_timer", "_wind_up", "at")
+    __slots__ = ("_abandon", "_first_refusal", "_over", "_previous", "_run", "_timer", "_wind_up",
+                 "at")  # fmt: skip
 
     def __init__(
         self,
@@ -69,6 +70,7 @@ class StopDeadline:
         #: the timer set before ours (seconds left, interval) and when we took it over: given
         #: back by ``disarm`` (pytest-timeout's, in a test that runs an engine in-process)
         self._timer = (0.0, 0.0, 0.0)
+        self._over = False  #: disarmed for good: the run's user code is over
 
     def arm(self, timeout_s: float) -> None:
         """A stop: the deadline is ``timeout_s`` from now (the first stop's holds). The timer
@@ -82,10 +84,13 @@ class StopDeadline:
     def expire(self, signum: int = 0, frame: FrameType | None = None) -> None:
         """The deadline is now (a worker's coordinator says so: ``EXPIRE_SIGNAL``'s handler)."""
         del signum, frame
+        self._run.stop_requested = max(1, self._run.stop_requested)  # (an order it missed)
         self.at = min(self.at, time.monotonic())
         self._start(0.001)  # the handler below, from the timer
 
     def _start(self, first_s: float) -> None:
+        if self._over:
+            return
         try:
             if self._previous is None:
                 self._previous = signal.signal(signal.SIGALRM, self._on_alarm)
@@ -122,6 +127,7 @@ class StopDeadline:
     def disarm(self) -> None:
         """No more interruptions (the user code of this run is over): the timer stopped, the
         previous SIGALRM handler back."""
+        self._over = True
         if self._previous is None:
             return
         left, every, taken = self._timer

@@ -38,6 +38,7 @@ from frontier_crawl.cluster import (
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.control.commands import Command
 from frontier_crawl.control.status import HISTORY_EVERY_S, HISTORY_S
+from frontier_crawl.engine.deadline import EXPIRE_SIGNAL, FORCE_AFTER_S
 from frontier_crawl.frontier import DamagedState, StateMismatch
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox
 from frontier_crawl.frontier.urls import canonicalize, origin
@@ -71,6 +72,9 @@ from frontier_crawl.workers.seam import _FIELDS
 log = logging.getLogger(__name__)
 
 COORDINATOR_TICK_S = 0.05
+#: how long a worker told its stop's deadline passed (``EXPIRE_SIGNAL``) has to end, beyond
+#: the time its user code may refuse (``FORCE_AFTER_S``), before it is killed
+KILL_GRACE_S = 5.0
 
 
 @contextlib.contextmanager
@@ -257,6 +261,7 @@ class Coordinator:
             for slot, p in enumerate(self.partitions)
         ]
         self._signals = 0
+        self._stop_since = 0.0  #: when the first stop signal came (monotonic; 0: none)
         self._control: ControlServer | None = None
         self._history: deque[tuple[float, int]] = deque()
         self._history_lock = threading.Lock()
@@ -339,8 +344,7 @@ class Coordinator:
                 self._wait_for_the_cluster(self._cluster, inboxes)
             else:
                 self._wait_for_the_end()
-            for proc in self._procs:
-                proc.join()
+            killed = self._join_workers()
         finally:
             if self._control is not None:
                 self._control.close()
@@ -350,12 +354,19 @@ class Coordinator:
         failed = [p.name for p in self._procs if p.exitcode != 0]
         report = merge_reports(
             [json.loads((worker_dir(self.root, i) / "report.json").read_text())
-             for i in self.partitions
-             if (worker_dir(self.root, i) / "report.json").exists()]
+             for slot, i in enumerate(self.partitions)
+             if slot not in killed and (worker_dir(self.root, i) / "report.json").exists()]
         )  # fmt: skip
         report["workers"] = self.count
+        report["stopped_by_signal"] = bool(report.get("stopped_by_signal") or self._signals)
         report["output_dir"] = str(self.root)
-        report["warnings"] = [*repairs, *report.get("warnings", [])]
+        report["warnings"] = [
+            *repairs,
+            *(f"{self._procs[slot].name} was killed at the stop's deadline "
+              "(crawl.stop_timeout_s): its figures are not in this report; its state is as of "
+              "its last commit, resumed by the same command" for slot in sorted(killed)),
+            *report.get("warnings", []),
+        ]  # fmt: skip
         if failed:
             report["complete"] = False
             report["failed_workers"] = failed
@@ -369,6 +380,46 @@ class Coordinator:
         write_report(self.root / "report.json", report)
         write_report_html(self.root / "report.html", report)
         return report
+
+    def _stop_overdue(self) -> bool:
+        """A stop signal came ``crawl.stop_timeout_s`` ago or more (and no worker has ended
+        since: each is held, ``_join_workers``)."""
+        since = self._stop_since
+        return bool(since) and time.monotonic() >= since + self.settings.crawl.stop_timeout_s
+
+    def _join_workers(self) -> set[int]:
+        """Wait for every worker to end, the stop bounded by ``crawl.stop_timeout_s`` from
+        the first stop signal (else from now, the stop ordered): a worker still alive then
+        (user code holding it) is told (``EXPIRE_SIGNAL``: it interrupts that code and ends
+        as after any stop, ``engine/deadline.py``), and killed (SIGKILL, by its PID) if it
+        has not ended ``FORCE_AFTER_S + KILL_GRACE_S`` later. Returns the slots of the
+        workers killed."""
+        since = self._stop_since or time.monotonic()
+        deadline = since + self.settings.crawl.stop_timeout_s
+        for proc in self._procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+        late = [p for p in self._procs if p.exitcode is None and p.pid is not None]
+        if not late:
+            return set()
+        log.error(
+            "%s still running at the stop's deadline (crawl.stop_timeout_s): interrupting "
+            "its user code", ", ".join(p.name for p in late),
+        )  # fmt: skip
+        for proc in late:
+            with contextlib.suppress(OSError):
+                os.kill(proc.pid, EXPIRE_SIGNAL)  # type: ignore[arg-type]
+        kill_at = time.monotonic() + FORCE_AFTER_S + KILL_GRACE_S
+        for proc in late:
+            proc.join(max(0.0, kill_at - time.monotonic()))
+        killed = set()
+        for slot, proc in enumerate(self._procs):
+            if proc.exitcode is None and proc.pid is not None:
+                log.error("%s did not end: killed", proc.name)
+                with contextlib.suppress(OSError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                proc.join()
+                killed.add(slot)
+        return killed
 
     def _snapshot(self) -> tuple[int, ...]:
         with self._status.get_lock():
@@ -384,7 +435,7 @@ class Coordinator:
     def _wait_for_the_end(self) -> None:
         previous: tuple[int, ...] | None = None
         while True:
-            if any(p.exitcode is not None for p in self._procs):
+            if any(p.exitcode is not None for p in self._procs) or self._stop_overdue():
                 self._stop.value = 1  # a worker ended (signal or failure): end them all
                 return
             snap = self._snapshot()
@@ -498,7 +549,7 @@ class Coordinator:
         next_tick = 0.0
         try:
             while True:
-                if any(p.exitcode is not None for p in self._procs):
+                if any(p.exitcode is not None for p in self._procs) or self._stop_overdue():
                     break  # a worker ended (signal or failure): end them all
                 if time.monotonic() >= next_tick:  # the probe once a tick, batches at once
                     next_tick = time.monotonic() + COORDINATOR_TICK_S
@@ -613,6 +664,7 @@ class Coordinator:
                     with contextlib.suppress(OSError):
                         os.kill(proc.pid, signal.SIGKILL)
             os._exit(128 + signum)
+        self._stop_since = time.monotonic()
         self._orders[0] = 1
         log.warning(
             "received %s: stopping the workers (in-flight transfers finish, up to %.0f s)",
