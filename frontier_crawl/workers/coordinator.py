@@ -49,6 +49,7 @@ from frontier_crawl.output import (
 from frontier_crawl.proctree import (
     StateLock,
     spawning,
+    unlink_semaphores,
 )
 from frontier_crawl.safefs import make_dir, open_regular, replace_file
 from frontier_crawl.spider import SpiderHost
@@ -227,8 +228,9 @@ class Coordinator:
             resource_tracker.ensure_running()
         self._status: SynchronizedArray[int] = ctx.Array("q", _FIELDS * self.count)
         self._stop: Synchronized[int] = ctx.Value("i", 0)
-        #: [stop requested, reloads ordered]: the signals the workers ignore, passed on
-        self._orders: SynchronizedArray[int] = ctx.Array("q", 2)
+        #: [stop requested, reloads ordered]: the signals the workers ignore, passed on; then
+        #: the workers started (each adds 1 once it holds the objects above: ``_unlinked``)
+        self._orders: SynchronizedArray[int] = ctx.Array("q", 3)
         self._on_progress = on_progress
         every = settings.output.progress_interval_s
         self._progress_every = every if on_progress is not None and every > 0 else 0.0
@@ -262,6 +264,7 @@ class Coordinator:
         ]
         self._signals = 0
         self._stop_since = 0.0  #: when the first stop signal came (monotonic; 0: none)
+        self._semaphores_named = True  #: the shared objects' semaphores still have names
         self._control: ControlServer | None = None
         self._history: deque[tuple[float, int]] = deque()
         self._history_lock = threading.Lock()
@@ -381,6 +384,15 @@ class Coordinator:
         write_report_html(self.root / "report.html", report)
         return report
 
+    def _unlinked(self) -> None:
+        """Once every worker holds the shared objects (``_orders[2]``), their semaphores'
+        names are removed, as an open file is unlinked: the semaphores live while a process
+        holds them, and no way this process ends (a second signal's ``os._exit``, a kill -9)
+        leaves one behind for the resource tracker to find leaked (``proctree``)."""
+        if self._semaphores_named and self._orders[2] >= self.count:
+            self._semaphores_named = False
+            unlink_semaphores([self._status, self._stop, self._orders, self._progress_q])
+
     def _stop_overdue(self) -> bool:
         """A stop signal came ``crawl.stop_timeout_s`` ago or more (and no worker has ended
         since: each is held, ``_join_workers``)."""
@@ -438,6 +450,7 @@ class Coordinator:
             if any(p.exitcode is not None for p in self._procs) or self._stop_overdue():
                 self._stop.value = 1  # a worker ended (signal or failure): end them all
                 return
+            self._unlinked()
             snap = self._snapshot()
             if previous == snap and self._finished(snap):
                 self._stop.value = 1
@@ -553,6 +566,7 @@ class Coordinator:
                     break  # a worker ended (signal or failure): end them all
                 if time.monotonic() >= next_tick:  # the probe once a tick, batches at once
                     next_tick = time.monotonic() + COORDINATOR_TICK_S
+                    self._unlinked()
                     node.heartbeat(time.monotonic())
                     self._show_progress()
                     self._share_view(node)

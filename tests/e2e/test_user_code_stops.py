@@ -193,3 +193,45 @@ def test_a_hanging_pipeline_holds_no_stop_past_its_deadline(
     assert max(counts.values()) == 1, [u for u, n in counts.items() if n > 1][:5]
     assert hung <= set(counts)  # the abandoned pages: fetched again, their items once
     assert json.loads((out / "report.json").read_text())["complete"] is True
+
+
+@pytest.mark.parametrize("end", ["double-interrupt", "kill-9"])
+@pytest.mark.timeout(120)
+def test_an_abrupt_end_of_worker_processes_leaks_no_semaphore(
+    tmp_path: Path, site_server: tuple[Site, DemoServer], end: str
+) -> None:
+    """Issue 34 item 11: a second signal ends the coordinator at once (``os._exit``), or a
+    kill -9 of the coordinator alone (its workers die with it); its multiprocessing
+    semaphores (shared status, orders) are not left for the resource tracker to find
+    leaked."""
+    site, server = site_server
+    cfg = hanging_config(tmp_path, site, server.port, 2)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(cli(cfg), cwd=tmp_path, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        wait_until("some items written", lambda: len(feed_urls(out, 2)) >= 5
+                   or proc.poll() is not None, 60)  # fmt: skip
+        (tmp_path / "hang_on").write_text("")
+        wait_until("a pipeline hanging",
+                   lambda: any(tmp_path.glob("hanging-*")) or proc.poll() is not None,
+                   30)  # fmt: skip
+        assert proc.poll() is None, "the crawl ended before its pipeline hung"
+        if end == "kill-9":
+            os.kill(proc.pid, signal.SIGKILL)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
+            time.sleep(0.2)  # (two signals, not one: the handler counts them as they come)
+            os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)  # (until the resource tracker closes stderr)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    stderr = err.decode()
+    if end == "kill-9":
+        assert proc.returncode == -signal.SIGKILL, stderr[-3000:]
+    else:
+        assert proc.returncode == 128 + signal.SIGINT, stderr[-3000:]
+        assert "second signal" in stderr
+    assert "leaked semaphore" not in stderr, stderr[-3000:]
