@@ -28,6 +28,7 @@ import pytest
 
 from frontier_crawl.demo.server import DemoServer
 from frontier_crawl.demo.site import Site, SiteSpec
+from frontier_crawl.engine.deadline import FORCE_AFTER_S
 from tests.conftest import crawl_config, spread_server
 from tests.waiting import wait_until
 
@@ -235,3 +236,59 @@ def test_an_abrupt_end_of_worker_processes_leaks_no_semaphore(
         assert proc.returncode == 128 + signal.SIGINT, stderr[-3000:]
         assert "second signal" in stderr
     assert "leaked semaphore" not in stderr, stderr[-3000:]
+
+
+#: a pipeline that swallows every interruption (``except BaseException``) and waits again
+STUBBORN = HANGING.replace(
+    "            threading.Event().wait()  # forever\n",
+    "            while True:\n"
+    "                try:\n"
+    "                    threading.Event().wait()\n"
+    "                except BaseException:\n"
+    "                    pass\n",
+)
+
+
+@pytest.mark.timeout(120)
+def test_user_code_that_swallows_the_interruption_is_wound_up_around(
+    tmp_path: Path, site_server: tuple[Site, DemoServer]
+) -> None:
+    """The crawl commits what it finished, writes its report and exits (status 1) around a
+    pipeline that will not end; the same command resumes, items exactly once."""
+    site, server = site_server
+    cfg = hanging_config(tmp_path, site, server.port, 1)
+    (tmp_path / "hang.py").write_text(STUBBORN)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(cli(cfg), cwd=tmp_path, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        wait_until("some items written", lambda: len(feed_urls(out, 1)) >= 5
+                   or proc.poll() is not None, 60)  # fmt: skip
+        (tmp_path / "hang_on").write_text("")
+        wait_until("a pipeline hanging",
+                   lambda: any(tmp_path.glob("hanging-*")) or proc.poll() is not None,
+                   30)  # fmt: skip
+        assert proc.poll() is None, "the crawl ended before its pipeline hung"
+        t0 = time.monotonic()
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=STOP_TIMEOUT_S + MARGIN_S + 30)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    stderr = err.decode()
+    assert proc.returncode == 1, stderr[-3000:]
+    assert took < STOP_TIMEOUT_S + FORCE_AFTER_S + MARGIN_S, f"took {took:.1f} s"
+    assert "exits around it" in stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["stopped_by_signal"] is True and report["complete"] is False
+    hung = {p.read_text() for p in tmp_path.glob("hanging-*")}
+    assert not hung & set(feed_urls(out, 1))
+
+    (tmp_path / "hang_on").unlink()
+    done = subprocess.run(cli(cfg), capture_output=True, text=True, timeout=80, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = Counter(feed_urls(out, 1))
+    assert set(counts) == site.expected_pages(server.port)
+    assert max(counts.values()) == 1
