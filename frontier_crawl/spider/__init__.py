@@ -3,7 +3,8 @@
 The user-facing API is :mod:`frontier_crawl.spider.api` (``Spider``, ``Request``,
 ``Response``, re-exported by :mod:`frontier_crawl`); the engine talks to this subsystem only
 through :class:`~frontier_crawl.spider.host.SpiderHost` (``load``, ``check_stored``,
-``start_requests``, ``wants``, ``open``, ``run``, ``names_blob``, ``close``) with the records
+``start_requests``, ``wants``, ``open``, ``run``, ``names_blob``, ``close``, ``abandon``)
+with the records
 :class:`Page`, :class:`NewRequest`, :class:`Problem` and :class:`Yielded`, and
 :func:`~frontier_crawl.spider.adopt.adopt` (the spider's start URLs, ``allowed_domains`` and
 ``custom_settings`` made part of the settings, where the config is loaded). Scrapy's API:
