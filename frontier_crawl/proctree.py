@@ -304,3 +304,51 @@ def watch_parent() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=wait, name="watch-parent", daemon=True).start()
+
+
+def unlink_semaphores(shared: Sequence[Any]) -> int:
+    """Remove the names of the POSIX semaphores behind ``shared`` (multiprocessing objects of
+    a spawn context: ``Value``, ``Array``, ``Queue``, locks; None is skipped), once every
+    process that opens them by name has done so. They live on while a process holds them, as
+    an unlinked file does; what is gone is the name, which multiprocessing otherwise removes
+    only at a normal exit and its resource tracker after any other, with a warning that it
+    found them "leaked". Each name is removed by the object's own finalizer, called now (it
+    unlinks the name and tells the tracker), so nothing is left to do at exit. Returns how
+    many names were removed."""
+    from multiprocessing import synchronize, util
+
+    names: set[str] = set()
+    for obj in shared:
+        for lock in _semlocks(obj):
+            name = getattr(getattr(lock, "_semlock", None), "name", None)
+            if isinstance(name, str):
+                names.add(name)
+    if not names:
+        return 0
+    cleanup = getattr(synchronize.SemLock, "_cleanup", None)
+    done = 0
+    for finalizer in list(util._finalizer_registry.values()):  # type: ignore[attr-defined]
+        args = getattr(finalizer, "_args", None)
+        callback = getattr(finalizer, "_callback", None)
+        if callback is cleanup and args and args[0] in names:
+            try:
+                finalizer()
+            except OSError as exc:  # (already gone)
+                log.debug("semaphore %s: %s", args[0], exc)
+            done += 1
+    return done
+
+
+def _semlocks(obj: Any) -> list[Any]:
+    """The SemLocks of a multiprocessing object (a synchronized value's lock, a queue's)."""
+    if obj is None:
+        return []
+    found = []
+    get_lock = getattr(obj, "get_lock", None)
+    if callable(get_lock):
+        found.append(get_lock())
+    for attr in ("_rlock", "_wlock", "_sem"):  # multiprocessing.queues.Queue
+        lock = getattr(obj, attr, None)
+        if lock is not None:
+            found.append(lock)
+    return found

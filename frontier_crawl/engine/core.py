@@ -39,6 +39,7 @@ from frontier_crawl.control.commands import Command
 from frontier_crawl.control.status import LoopTimes
 from frontier_crawl.engine.build import load_stats, open_parts
 from frontier_crawl.engine.commit import CommitGroup, Unsettled
+from frontier_crawl.engine.deadline import StopDeadline
 from frontier_crawl.engine.exchange import PeerExchange
 from frontier_crawl.engine.observe import Observer
 from frontier_crawl.engine.poison import Unreadable, read, report
@@ -73,7 +74,7 @@ from frontier_crawl.parse.charset import page_charset
 from frontier_crawl.parse.resolve import resolve_location
 from frontier_crawl.proctree import StateLock
 from frontier_crawl.safefs import make_dir
-from frontier_crawl.spider import Page, Problem, SpiderHost, Yielded
+from frontier_crawl.spider import Abandoned, Page, Problem, SpiderHost, Yielded
 from frontier_crawl.spider.api import (
     ENVELOPE,
     may_retry,
@@ -105,8 +106,9 @@ _URL = attrgetter("url")
 _WARC_NAME = re.compile(r"\.warc(\.\w+)?$")
 #: a failed transfer's (no) links, for its errback
 _NO_LINKS = PageLinks((), False, "")
-#: the exception type at the start of a Problem's message ("KeyError: 'from'")
-_EXCEPTION_TYPE = re.compile(r"([A-Za-z_][\w.]*): ")
+#: the exception type at the start of a Problem's message ("KeyError: 'from'"), or all of it
+#: (an exception without a message: "KeyboardInterrupt")
+_EXCEPTION_TYPE = re.compile(r"([A-Za-z_][\w.]*)(?:: |$)")
 
 
 def _failure_name(r: FetchResult) -> str:
@@ -213,12 +215,19 @@ class Engine:
         try:
             self._open(settings, fetcher, peers, parser)
             opened = True
+            #: what bounds a stop whatever user code does (deadline.py)
+            self._deadline = StopDeadline(
+                self._run,
+                abandon=self._spider.abandon if self._spider is not None else lambda: None,
+                wind_up=self._wind_up,
+            )
             self._steer = Steering(
                 settings,
                 frontier=self.frontier,
                 fetcher=self.fetcher,
                 group=self._group,
                 run=self._run,
+                deadline=self._deadline,
                 observe=self._observe,
                 reconfigure=self._reconfigure,
                 root=self.layout.root,
@@ -316,56 +325,92 @@ class Engine:
         """Crawl until nothing is left (or a stop signal), then write and return the report.
 
         A failed write (``OSError``) ends the run early: see the module docstring. Any other
-        exception aborts the open group commit and propagates."""
-        s, steer = self.settings, self._steer
+        exception aborts the open group commit and propagates. The stop signals' handlers
+        stay until the report is written (a second signal exits at once)."""
+        steer = self._steer
         previous = steer.install_signals()
         self._group.stats.begin_run(time.time())  # the report's pages over time: when it ran
         self._run.thread = threading.get_ident()
         self._run.state = "running"
         try:
-            steer.start_control()
-            if self._on_listening is not None and steer.control_address:
-                self._on_listening(steer.control_address)
-            steer.wake_on_commands()
-            self._observe.begin(time.monotonic())  # the run's first freshness figures
-            if self._spider is not None:  # queued requests naming callbacks it has not:
-                self._spider.check_stored(  # ConfigError (exit 2) before anything is sent
-                    self.frontier.load_blob(CALLBACKS_BLOB), self.frontier.queued_callbacks
-                )
-                self._spider.open()  # spider.open, pipelines' open(spider): ConfigError if not
-                self._cookies.load(self.frontier.load_blob(COOKIES_BLOB))  # the sessions
-            # in the first group: a seed's crawl-log line (a rejected one) is synced with it
-            self._group.open(time.monotonic())
-            if self._spider is not None:  # start_requests(), with their callbacks: before the
-                for (callback, meta, priority), run in groupby(  # seeds, so that they win
-                    self._spider.start_requests(), _REQUEST_KEY
-                ):
-                    self.frontier.add(list(map(_URL, run)), depth=0, now=time.monotonic(),
-                                      callback=callback, meta=meta, priority=priority)  # fmt: skip
-                if self._spider.names_changed:
-                    self.frontier.save_blob(CALLBACKS_BLOB, self._spider.names_blob())
-            self.frontier.add(s.crawl.seeds, depth=0, now=time.monotonic())
-            self._loop()
-        except OSError as exc:
-            self._failed(exc)
-        except BaseException:
-            self._abandon()
-            raise
+            try:
+                steer.start_control()
+                if self._on_listening is not None and steer.control_address:
+                    self._on_listening(steer.control_address)
+                steer.wake_on_commands()
+                self._observe.begin(time.monotonic())  # the run's first freshness figures
+                self._loop()
+            except OSError as exc:
+                self._failed(exc)
+            except BaseException:
+                self._deadline.disarm()
+                self._abandon()
+                raise
+            finally:
+                steer.stop_control()
+            try:
+                return self._finish()
+            finally:
+                self._lock.release()
         finally:
+            self._deadline.disarm()
             steer.restore_signals(previous)
-            steer.stop_control()
-        try:
-            return self._finish()
-        finally:
-            self._lock.release()
+
+    def _begin(self) -> None:
+        """The spider opened, its start requests and the seeds admitted."""
+        if self._spider is not None:  # queued requests naming callbacks it has not:
+            self._spider.check_stored(  # ConfigError (exit 2) before anything is sent
+                self.frontier.load_blob(CALLBACKS_BLOB), self.frontier.queued_callbacks
+            )
+            self._spider.open()  # spider.open, pipelines' open(spider): ConfigError if not
+            self._cookies.load(self.frontier.load_blob(COOKIES_BLOB))  # the sessions
+        # in the first group: a seed's crawl-log line (a rejected one) is synced with it
+        self._group.open(time.monotonic())
+        if self._spider is not None:  # start_requests(), with their callbacks: before the
+            for (callback, meta, priority), run in groupby(  # seeds, so that they win
+                self._spider.start_requests(), _REQUEST_KEY
+            ):
+                self.frontier.add(list(map(_URL, run)), depth=0, now=time.monotonic(),
+                                  callback=callback, meta=meta, priority=priority)  # fmt: skip
+            if self._spider.names_changed:
+                self.frontier.save_blob(CALLBACKS_BLOB, self._spider.names_blob())
+        self.frontier.add(self.settings.crawl.seeds, depth=0, now=time.monotonic())
 
     def _loop(self) -> None:
+        """The run from its start to the final commit. User code that held the stop past its
+        deadline (``deadline.py``) is a stop like any: the page it handled is left
+        unfinished (not marked done: fetched again on resume), every page finished before is
+        committed."""
         try:
+            self._begin()
             self._run_loop()
+        except Abandoned:
+            log.warning("stop: the page whose callback or pipelines were interrupted is left "
+                        "unfinished (fetched again on resume)")  # fmt: skip
         except BaseException as exc:
             self._group.abort(exc)
             raise
         self._group.finish()
+
+    def _wind_up(self) -> None:
+        """User code refuses to be interrupted past the stop's deadline (``deadline.py``):
+        the final commit and the report from here, in the signal handler, without returning
+        to it (the loop's state is whole between two steps of user code); then exit, status
+        1."""
+        self._deadline.disarm()
+        try:
+            self._group.finish()
+        except OSError as exc:
+            self._failed(exc)
+        try:
+            report = self._finish(close_spider=False)
+            log.error("stopped around user code that would not end: report in %s",
+                      self.layout.report)  # fmt: skip
+            if report.get("write_error"):
+                log.error("stopping: %s", report["write_error"])
+        finally:
+            logging.shutdown()
+            os._exit(1)
 
     def _failed(self, exc: OSError) -> None:
         """A write failed: say so once (the first failure is the cause; later ones follow)."""
@@ -411,10 +456,11 @@ class Engine:
             paused = space.short(now) or run.paused
             if run.stop_requested or run.halt:
                 if drain_deadline == float("inf"):
-                    drain_deadline = now + self.settings.crawl.stop_timeout_s
+                    self._deadline.arm(self.settings.crawl.stop_timeout_s)
+                    drain_deadline = self._deadline.at
                     if not run.halt:  # (a halt has said why it stops, and that it drains)
                         log.warning("stop requested: draining %d transfers", fetcher.in_flight)
-                if fetcher.in_flight == 0 or now >= drain_deadline:
+                if fetcher.in_flight == 0 or now >= drain_deadline or run.past_deadline:
                     return
             submitted = 0
             if not run.stopping and fetcher.free_slots and not paused:
@@ -945,17 +991,19 @@ class Engine:
             pass
         return sorted(names)
 
-    def _finish(self) -> dict[str, Any]:
+    def _finish(self, close_spider: bool = True) -> dict[str, Any]:
         """Final commit, close the outputs, write the report. After a failed write, nothing
         more is committed (the in-memory state may be ahead of LMDB): the report shows the
-        committed counters, and the outputs and frontier are released as they are."""
+        committed counters, and the outputs and frontier are released as they are.
+        ``close_spider``: False when its user code would not end (``_wind_up``)."""
         now = time.monotonic()
         figures: Figures | None = self._group.figures(now)
         elapsed = self._group.elapsed_before + now - self._started
+        if self._spider is not None and close_spider:
+            self._spider.close()  # pipelines' close(spider); never raises (bounded by the
+        self._deadline.disarm()  # stop's deadline, which is over with the user code)
         self._space.close(now)
         self.fetcher.close()  # abandoned transfers stay queued in LMDB: fetched on resume
-        if self._spider is not None:
-            self._spider.close()  # pipelines' close(spider); never raises
         if not self._write_error:
             try:
                 self._group.dirty = True

@@ -23,6 +23,7 @@ class LoopState:
     thread: int = 0  #: the loop's thread (the loop)
     stop_requested: int = 0  #: signals or stop orders received (steering)
     halt: str = ""  #: why the loop stops without a signal, "low-disk-space" (the space guard)
+    past_deadline: bool = False  #: the stop's deadline passed (``deadline.py``)
     paused: bool = False  #: by the operator (steering)
     low_space: LowSpace | None = None  #: set while fetching is paused for space (the guard)
     held_up: int = 0  #: outbox batches the transport could not take (the peer exchange)

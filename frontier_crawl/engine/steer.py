@@ -19,6 +19,7 @@ from frontier_crawl.config import ConfigError, CrawlSettings, load
 from frontier_crawl.config.reload import reload_plan
 from frontier_crawl.control.commands import Command
 from frontier_crawl.engine.commit import CommitGroup
+from frontier_crawl.engine.deadline import EXPIRE_SIGNAL, StopDeadline
 from frontier_crawl.engine.observe import Observer
 from frontier_crawl.engine.seams import CommandSource, FetcherLike, PeersLike
 from frontier_crawl.engine.state import LoopState, quiet
@@ -43,6 +44,7 @@ class Steering:
         fetcher: FetcherLike,
         group: CommitGroup,
         run: LoopState,
+        deadline: StopDeadline,
         observe: Observer,
         reconfigure: Callable[[CrawlSettings, float], None],
         root: Path,
@@ -57,12 +59,14 @@ class Steering:
         into this process's settings (a worker's), ``loaded`` being the file's settings
         before that (what a reload is compared with). ``commands``: operator commands from
         elsewhere (a worker's coordinator); without it, the control API is served here when
-        ``[control] listen`` is set (``root``: the crawl's output directory)."""
+        ``[control] listen`` is set (``root``: the crawl's output directory). ``deadline``:
+        what a stop signal arms (``deadline.py``)."""
         self.settings = settings
         self.frontier = frontier
         self.fetcher = fetcher
         self._group = group
         self._run = run
+        self._deadline = deadline
         self._observe = observe
         self._reconfigure = reconfigure
         self._root = root
@@ -228,7 +232,8 @@ class Steering:
 
     def install_signals(self) -> dict[int, Any]:
         """The main process's handlers; a worker ignores the terminal's signals (sent to
-        every process of the crawl at once): its coordinator orders it (``obey_coordinator``)."""
+        every process of the crawl at once): its coordinator orders it (``obey_coordinator``),
+        and tells it when its stop's deadline passed (``EXPIRE_SIGNAL``: ``deadline.py``)."""
         previous: dict[int, Any] = {}
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             try:
@@ -236,7 +241,9 @@ class Steering:
                 ours = handler if self._peers is None else signal.SIG_IGN
                 previous[sig] = signal.signal(sig, ours)
             except ValueError:  # not the main thread
-                break
+                return previous
+        if self._peers is not None:
+            previous[EXPIRE_SIGNAL] = signal.signal(EXPIRE_SIGNAL, self._deadline.expire)
         return previous
 
     def obey_coordinator(self) -> None:
@@ -270,6 +277,7 @@ class Steering:
         if self._run.stop_requested > 1:
             os.write(2, b"frontier-crawl: second signal, exiting at once\n")
             os._exit(128 + signum)
+        self._deadline.arm(self.settings.crawl.stop_timeout_s)  # (user code may hold the loop)
         log.warning(
             "received %s: finishing in-flight transfers (up to %.0f s), then stopping",
             signal.Signals(signum).name,

@@ -61,6 +61,16 @@ before that commit leaves the old due key (or the unfinished queue entry of a fi
 visit happens again. After it, the new due time and validators are on disk. A due key whose
 record is missing or unreadable is a damaged state: it is logged, counted (``damaged``) and
 removed, never a crash.
+
+The wall clock can step back (a crawl run with the clock a day ahead, resumed with the right
+one; an NTP correction mid-run): every due time written meanwhile is then as far in the future
+as the step, however short its interval. Due times never outlive the intervals that made them:
+``b"blobs"`` key ``b"recrawl:clock"`` keeps the latest wall time a commit saw, and when the
+clock is found behind it (at open, or by more than ``CLOCK_SLACK_S`` during the run) every due
+time further than its interval from now is brought back to now + its interval (the rule's
+bounds of today, ``RecrawlPolicy.bounds_for``), a bounded number per pump call
+(``_reclamp``). At every open the due keys beyond the longest interval any rule allows are
+brought back the same way (none, in a state whose clock never went back: one cursor step).
 """
 
 from __future__ import annotations
@@ -108,6 +118,10 @@ log = logging.getLogger(__name__)
 VISITS_DB = b"recrawl-visits"
 DUE_DB = b"recrawl-due"
 TOTALS_KEY = b"recrawl:totals"
+CLOCK_KEY = b"recrawl:clock"  #: the latest wall time a commit saw (f64 big-endian)
+#: how far behind the latest wall time seen the clock may be before due times are checked
+CLOCK_SLACK_S = 1.0
+_F64 = struct.Struct(">d")
 DUE_KEY_LEN = 24
 PUMP_BATCH = 1024  #: due keys read per pump call at most
 PUMP_MEMORY = 16_384  #: revisits in memory at most (loaded, in flight, waiting to be applied)
@@ -403,6 +417,22 @@ class Recrawl:
         self._next_due_ms = 0  #: no due key before this is unread (0: scan at the next pump)
         self._overdue: deque[tuple[float, float]] = deque(maxlen=8192)
         self.damaged = 0  #: records found missing or unreadable (dropped)
+        #: the latest wall time seen (saved as CLOCK_KEY with each commit's totals)
+        self._latest_wall = 0.0
+        #: the next due key ``_reclamp`` looks at (None: nothing to bring back)
+        self._reclamp_from: bytes | None = None
+        self._reclamp_start = b""  #: where the last walk began (again from there on an abort)
+        self.reclamped = 0  #: due times brought back after the clock stepped back
+        with env.begin() as txn:
+            raw = txn.get(CLOCK_KEY, db=blobs)
+        latest = _F64.unpack(raw)[0] if raw is not None and len(raw) == _F64.size else 0.0
+        now = wall_clock()
+        self._latest_wall = now
+        if math.isfinite(latest) and latest > now + CLOCK_SLACK_S:
+            self._clock_back(now, latest)
+        else:  # due keys no interval allows (a state written before CLOCK_KEY was kept)
+            self._latest_wall = max(now, latest if math.isfinite(latest) else 0.0)
+            self._reclamp_from = self._reclamp_start = due_key(now + self._longest_s(), b"")
 
     def _read_totals(self, txn: lmdb.Transaction[bytes]) -> tuple[list[int], list[int]]:
         raw = txn.get(TOTALS_KEY, db=self._blobs)
@@ -516,6 +546,8 @@ class Recrawl:
     def due_batch(self, txn: lmdb.Transaction[bytes], now_wall: float) -> list[tuple[bytes, Visit]]:
         """Due revisits not yet in memory, in due order: (due key, record), as many as there
         is room for (``memory``) and ``PUMP_BATCH`` at most. O(1) when nothing new is due."""
+        if self._reclamp_from is not None:
+            self._reclamp(txn, now_wall)
         room = min(self.room, PUMP_BATCH)
         now_ms = int(now_wall * 1000.0)
         if room <= 0 or self._next_due_ms > now_ms:
@@ -579,8 +611,62 @@ class Recrawl:
         self._dirty = True
 
     def wants_pump(self, now_wall: float) -> bool:
-        """Might :meth:`due_batch` find something (room in memory, something due)?"""
+        """Might :meth:`due_batch` find something (room in memory, something due, due times
+        to bring back)?"""
+        if now_wall > self._latest_wall:
+            self._latest_wall = now_wall
+        elif now_wall < self._latest_wall - CLOCK_SLACK_S:
+            self._clock_back(now_wall, self._latest_wall)
+            self._latest_wall = now_wall
+        if self._reclamp_from is not None:
+            return True
         return self._next_due_ms <= now_wall * 1000.0 and len(self.present) < self._memory
+
+    # ------------------------------------------------------------------ the clock stepping back
+
+    def _longest_s(self) -> float:
+        """The longest interval any rule allows."""
+        return max([self.policy.default.max_s, *(b.max_s for _p, b in self.policy.rules)])
+
+    def _clock_back(self, now_wall: float, latest: float) -> None:
+        log.warning(
+            "recrawl: the wall clock is %.0f s behind the latest time this crawl saw: due "
+            "times further than their interval from now are brought back to it",
+            latest - now_wall,
+        )
+        self._reclamp_from = self._reclamp_start = due_key(now_wall, b"")
+        self._next_due_ms = 0
+
+    def _reclamp(self, txn: lmdb.Transaction[bytes], now_wall: float) -> None:
+        """Bring back up to ``PUMP_SCAN`` due times from ``_reclamp_from`` on: each further
+        than its interval from now becomes now + its interval (module docstring). A due time
+        brought back sorts before the keys still to look at, so each is looked at once."""
+        start = self._reclamp_from
+        assert start is not None
+        keys: list[bytes] = []
+        cursor = txn.cursor(db=self._due)
+        found = cursor.set_range(start)
+        while found and len(keys) < PUMP_SCAN:
+            keys.append(bytes(cursor.key()))
+            found = cursor.next()
+        self._reclamp_from = keys[-1] + b"\x00" if found else None
+        now_ms = now_wall * 1000.0
+        for key in keys:
+            if len(key) != DUE_KEY_LEN or key[8:] in self.present:
+                continue  # (malformed: the pump drops it; in memory: handed out already)
+            digest = key[8:]
+            raw = txn.get(digest, db=self._visits)
+            visit = self._decode(raw, digest) if raw is not None else None
+            if visit is None or due_key(visit.due, digest) != key:
+                continue  # the pump deals with it
+            bounds = self.policy.bounds_for(visit.url)
+            interval = bounds.clamp(visit.interval_s if visit.interval_s > 0 else bounds.initial_s)
+            if _U64.unpack_from(key)[0] > now_ms + interval * 1000.0 + 1.0:
+                self._replace(txn, digest, msgspec.structs.replace(visit, due=now_wall + interval))
+                self.reclamped += 1
+        if self._reclamp_from is None and self.reclamped:
+            log.warning("recrawl: %d due times brought back within their intervals",
+                        self.reclamped)  # fmt: skip
 
     def take(self, key: bytes, visit: Visit, attempt: int) -> None:
         """A revisit is handed out (its first attempt counts for the overdue figures)."""
@@ -592,6 +678,8 @@ class Recrawl:
     def next_due(self) -> float | None:
         """Wall time the pump has something to read (None: nothing scheduled beyond what is in
         memory, or no room); 0.0 when it must look (the next pump finds out)."""
+        if self._reclamp_from is not None:
+            return 0.0
         if self.room <= 0 or self._next_due_ms >= 1 << 64:
             return None
         return self._next_due_ms / 1000.0
@@ -623,6 +711,8 @@ class Recrawl:
         """Write the totals the transaction changed (the frontier calls it before commit)."""
         if self._dirty:
             txn.put(TOTALS_KEY, _encoder.encode((self._totals, self._hist)), db=self._blobs)
+            txn.put(CLOCK_KEY, _F64.pack(max(self._latest_wall, self._wall_clock())),
+                    db=self._blobs)  # fmt: skip
 
     def committed(self) -> None:
         if self._dirty:
@@ -636,6 +726,8 @@ class Recrawl:
         self._dirty = False
         self._scan_from = b""
         self._next_due_ms = 0
+        if self.reclamped:  # due times brought back in it: again
+            self._reclamp_from = self._reclamp_start
 
     # ------------------------------------------------------------------ figures
 

@@ -3,12 +3,17 @@
 The engine hands over a :class:`Page` per response that :meth:`SpiderHost.wants`; :meth:`run`
 calls the callback the page's request named, consumes what it yields, sorts it into validated
 :class:`NewRequest` s and items, runs the items through the pipelines and returns all of it with
-the :class:`Problem` s met on the way, as a :class:`Yielded`. It never raises into the engine
-(KeyboardInterrupt and SystemExit excepted): user code that fails is a recorded outcome.
+the :class:`Problem` s met on the way, as a :class:`Yielded`. It never raises into the engine:
+user code that fails is a recorded outcome, whatever it raises (``SystemExit``,
+``KeyboardInterrupt`` and every other ``BaseException`` included: the crawl's own stop signals
+never arrive as exceptions, the engine handles them, so one raised in user code is that code's
+failure). The one exception it lets through is :class:`Abandoned`, which
+:meth:`SpiderHost.abandon` raises into user code that holds a stop past its deadline.
 
 Outcomes (``Problem.outcome``):
 
-- ``callback-error``: the callback raised (also while its generator is consumed). What it
+- ``callback-error``: the callback raised (also while its generator is consumed), called
+  ``sys.exit``, or raised ``KeyboardInterrupt`` or another ``BaseException``. What it
   yielded *before* the exception is kept, as in Scrapy: those requests and items are as valid
   as they were when yielded, and dropping them would make the crawl depend on where in a
   generator a late error happens.
@@ -104,6 +109,12 @@ _HOOKS = frozenset(("open", "close", "start", "start_requests"))
 #: the frontier blob holding the callback names queued requests were stored with
 CALLBACKS_BLOB = "spider-callbacks"
 _decode_names = msgspec.msgpack.Decoder(list[str]).decode
+
+
+class Abandoned(BaseException):
+    """Raised into user code by :meth:`SpiderHost.abandon` (the stop's deadline passed while it
+    ran): it unwinds the page being handled, which is left unfinished, to be fetched again on
+    resume. A BaseException, so that an ``except Exception`` in user code lets it through."""
 
 
 class NewRequest(msgspec.Struct, frozen=True, gc=False):
@@ -235,6 +246,8 @@ class SpiderHost:
             dirs.add(os.path.dirname(cls_dir.co_filename))
         self._user_dirs = tuple(sorted(d.rstrip(os.sep) + os.sep for d in dirs if d))
         self._library_dirs = _library_dirs()
+        #: user code (or this host on its behalf) is running: what :meth:`abandon` interrupts
+        self.busy = False
 
     # -- loading -------------------------------------------------------------------------
 
@@ -325,7 +338,16 @@ class SpiderHost:
         if not overrides_start(type(self.spider)):
             return []
         cls = type(self.spider).__name__
-        given = start_objects(self.spider)
+        try:
+            self.busy = True
+            given = start_objects(self.spider)  # an Exception there: a ConfigError already
+        except (Abandoned, ConfigError):
+            raise
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt: refused as any failure
+            message = f"spider.class: {cls}.start() failed: {_describe(exc)}"
+            raise ConfigError(message) from None
+        finally:
+            self.busy = False
         state = _Run(Page("", 200, (), b"", "", None, [], 0, "", b""), self.spider.start)
         out = []
         for req in given:
@@ -365,9 +387,18 @@ class SpiderHost:
     def open(self) -> None:
         """Spider.open(), then each pipeline's open(spider); a failure is a ConfigError naming
         the key (the crawl exits with status 2 before its first request)."""
+        self.busy = True
+        try:
+            self._open()
+        finally:
+            self.busy = False
+
+    def _open(self) -> None:
         try:
             self.spider.open()
-        except Exception as exc:
+        except Abandoned:
+            raise
+        except BaseException as exc:
             name = type(self.spider).__name__
             raise ConfigError(f"spider.class: {name}.open() failed: {_describe(exc)}") from None
         self._opened.append(self.spider)
@@ -376,7 +407,10 @@ class SpiderHost:
             if callable(hook):
                 try:
                     hook(self.spider)
-                except Exception as exc:
+                except Abandoned:
+                    self.close()
+                    raise
+                except BaseException as exc:
                     self.close()
                     message = f"{p.key}: {p.name}.open() failed: {_describe(exc)}"
                     raise ConfigError(message) from None
@@ -384,32 +418,57 @@ class SpiderHost:
 
     def close(self) -> None:
         """Each opened pipeline's close(spider), then Spider.close(); never raises (a failure is
-        printed to stderr with its traceback)."""
+        printed to stderr with its traceback; a hook :meth:`abandon` interrupts is left, and
+        the next one called)."""
         opened, self._opened = self._opened, []
-        for thing in reversed(opened):
-            try:
-                if thing is self.spider:
-                    self.spider.close()
-                    closed = getattr(self.spider, "closed", None)  # Scrapy's closed(reason)
-                    if callable(closed):
-                        closed("finished")
-                else:
-                    hook = getattr(thing.obj, "close_spider", None) or getattr(
-                        thing.obj, "close", None
-                    )
-                    if callable(hook):
-                        hook(self.spider)
-            except Exception:
-                print(f"frontier-crawl: error in close() of {thing!r}:", file=sys.stderr)
-                traceback.print_exc()
+        busy, self.busy = self.busy, True
+        try:
+            for thing in reversed(opened):
+                self._close(thing)
+        finally:
+            self.busy = busy
+
+    def _close(self, thing: Any) -> None:
+        try:
+            if thing is self.spider:
+                self.spider.close()
+                closed = getattr(self.spider, "closed", None)  # Scrapy's closed(reason)
+                if callable(closed):
+                    closed("finished")
+            else:
+                hook = getattr(thing.obj, "close_spider", None) or getattr(thing.obj, "close", None)
+                if callable(hook):
+                    hook(self.spider)
+        except Abandoned:
+            print(f"frontier-crawl: close() of {thing!r} left unfinished: the stop's deadline "
+                  "passed", file=sys.stderr)  # fmt: skip
+        except BaseException:
+            print(f"frontier-crawl: error in close() of {thing!r}:", file=sys.stderr)
+            traceback.print_exc()
+
+    def abandon(self) -> None:
+        """The stop's deadline passed: if user code is running (a callback, a pipeline, a
+        hook), raise :class:`Abandoned` into it. The caller is a signal handler of the main
+        thread, run between two of the user code's bytecodes or interrupting its blocking call
+        (``time.sleep``, a lock's or an Event's wait). The page it handled is left unfinished
+        (:meth:`run` raises Abandoned)."""
+        if self.busy:
+            raise Abandoned("the stop's deadline passed while user code ran")
 
     def run(self, page: Page, failure: str | None = None) -> Yielded:
         """The callback's requests and the items of the callback and rules, after pipelines.
 
         ``failure``: the request failed for good (an ErrorKind value, or ``"http"`` for a
-        status its callback does not handle): its errback's instead, if it has one."""
-        if failure is not None:
-            return self._errback(page, failure)
+        status its callback does not handle): its errback's instead, if it has one.
+
+        Raises :class:`Abandoned` (and nothing else) if :meth:`abandon` interrupted it."""
+        self.busy = True
+        try:
+            return self._run(page) if failure is None else self._errback(page, failure)
+        finally:
+            self.busy = False
+
+    def _run(self, page: Page) -> Yielded:
         t0 = _perf()
         name = page.callback or "parse"
         if self._renamed:
@@ -573,12 +632,16 @@ class SpiderHost:
                         f"more than {MAX_YIELDS_PER_PAGE} objects from one call; the rest "
                         "is ignored",
                     )
-        except Exception as exc:
+        except Abandoned:
+            raise
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt: the callback's failure
             self._exception(state, "callback-error", exc, callback)
         if isinstance(it, GeneratorType):
             try:
                 it.close()  # runs its finally blocks now, not when it is collected
-            except Exception as exc:  # e.g. "generator ignored GeneratorExit"
+            except Abandoned:
+                raise
+            except BaseException as exc:  # e.g. "generator ignored GeneratorExit"
                 self._exception(state, "callback-error", exc, callback)
 
     def _sort(self, state: _Run, obj: Any, it: Iterator[Any] | None) -> None:
@@ -764,7 +827,9 @@ class SpiderHost:
                 found = rules.items(state.page.url, response.tree)
                 state.items.extend(found)
                 state.sites.extend([""] * len(found))
-        except Exception as exc:
+        except Abandoned:
+            raise
+        except BaseException as exc:
             self._exception(state, "callback-error", exc, None, fallback="[[extract]] rules")
 
     def _pipeline(
@@ -789,7 +854,9 @@ class SpiderHost:
                     dropped[p.name] = dropped.get(p.name, 0) + 1
                     item = None
                     break
-                except Exception as exc:
+                except Abandoned:
+                    raise
+                except BaseException as exc:  # SystemExit too: the pipeline's failure
                     self._exception(state, "pipeline-error", exc, p.process_item)
                     item = None
                     break

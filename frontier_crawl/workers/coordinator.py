@@ -38,6 +38,7 @@ from frontier_crawl.cluster import (
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.control.commands import Command
 from frontier_crawl.control.status import HISTORY_EVERY_S, HISTORY_S
+from frontier_crawl.engine.deadline import EXPIRE_SIGNAL, FORCE_AFTER_S
 from frontier_crawl.frontier import DamagedState, StateMismatch
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox
 from frontier_crawl.frontier.urls import canonicalize, origin
@@ -48,6 +49,7 @@ from frontier_crawl.output import (
 from frontier_crawl.proctree import (
     StateLock,
     spawning,
+    unlink_semaphores,
 )
 from frontier_crawl.safefs import make_dir, open_regular, replace_file
 from frontier_crawl.spider import SpiderHost
@@ -71,6 +73,9 @@ from frontier_crawl.workers.seam import _FIELDS
 log = logging.getLogger(__name__)
 
 COORDINATOR_TICK_S = 0.05
+#: how long a worker told its stop's deadline passed (``EXPIRE_SIGNAL``) has to end, beyond
+#: the time its user code may refuse (``FORCE_AFTER_S``), before it is killed
+KILL_GRACE_S = 5.0
 
 
 @contextlib.contextmanager
@@ -226,8 +231,9 @@ class Coordinator:
             resource_tracker.ensure_running()
         self._status: SynchronizedArray[int] = ctx.Array("q", _FIELDS * self.count)
         self._stop: Synchronized[int] = ctx.Value("i", 0)
-        #: [stop requested, reloads ordered]: the signals the workers ignore, passed on
-        self._orders: SynchronizedArray[int] = ctx.Array("q", 2)
+        #: [stop requested, reloads ordered]: the signals the workers ignore, passed on; then
+        #: the workers started (each adds 1 once it holds the objects above: ``_unlinked``)
+        self._orders: SynchronizedArray[int] = ctx.Array("q", 3)
         self._on_progress = on_progress
         every = settings.output.progress_interval_s
         self._progress_every = every if on_progress is not None and every > 0 else 0.0
@@ -260,6 +266,8 @@ class Coordinator:
             for slot, p in enumerate(self.partitions)
         ]
         self._signals = 0
+        self._stop_since = 0.0  #: when the first stop signal came (monotonic; 0: none)
+        self._semaphores_named = True  #: the shared objects' semaphores still have names
         self._control: ControlServer | None = None
         self._history: deque[tuple[float, int, int]] = deque()
         self._history_lock = threading.Lock()
@@ -344,8 +352,7 @@ class Coordinator:
                 self._wait_for_the_cluster(self._cluster, inboxes)
             else:
                 self._wait_for_the_end()
-            for proc in self._procs:
-                proc.join()
+            killed = self._join_workers()
         finally:
             if self._control is not None:
                 self._control.close()
@@ -355,12 +362,19 @@ class Coordinator:
         failed = [p.name for p in self._procs if p.exitcode != 0]
         report = merge_reports(
             [json.loads((worker_dir(self.root, i) / "report.json").read_text())
-             for i in self.partitions
-             if (worker_dir(self.root, i) / "report.json").exists()]
+             for slot, i in enumerate(self.partitions)
+             if slot not in killed and (worker_dir(self.root, i) / "report.json").exists()]
         )  # fmt: skip
         report["workers"] = self.count
+        report["stopped_by_signal"] = bool(report.get("stopped_by_signal") or self._signals)
         report["output_dir"] = str(self.root)
-        report["warnings"] = [*repairs, *report.get("warnings", [])]
+        report["warnings"] = [
+            *repairs,
+            *(f"{self._procs[slot].name} was killed at the stop's deadline "
+              "(crawl.stop_timeout_s): its figures are not in this report; its state is as of "
+              "its last commit, resumed by the same command" for slot in sorted(killed)),
+            *report.get("warnings", []),
+        ]  # fmt: skip
         if failed:
             report["complete"] = False
             report["failed_workers"] = failed
@@ -374,6 +388,55 @@ class Coordinator:
         write_report(self.root / "report.json", report)
         write_report_html(self.root / "report.html", report)
         return report
+
+    def _unlinked(self) -> None:
+        """Once every worker holds the shared objects (``_orders[2]``), their semaphores'
+        names are removed, as an open file is unlinked: the semaphores live while a process
+        holds them, and no way this process ends (a second signal's ``os._exit``, a kill -9)
+        leaves one behind for the resource tracker to find leaked (``proctree``)."""
+        if self._semaphores_named and self._orders[2] >= self.count:
+            self._semaphores_named = False
+            unlink_semaphores([self._status, self._stop, self._orders, self._progress_q])
+
+    def _stop_overdue(self) -> bool:
+        """A stop signal came ``crawl.stop_timeout_s`` ago or more (and no worker has ended
+        since: each is held, ``_join_workers``)."""
+        since = self._stop_since
+        return bool(since) and time.monotonic() >= since + self.settings.crawl.stop_timeout_s
+
+    def _join_workers(self) -> set[int]:
+        """Wait for every worker to end, the stop bounded by ``crawl.stop_timeout_s`` from
+        the first stop signal (else from now, the stop ordered): a worker still alive then
+        (user code holding it) is told (``EXPIRE_SIGNAL``: it interrupts that code and ends
+        as after any stop, ``engine/deadline.py``), and killed (SIGKILL, by its PID) if it
+        has not ended ``FORCE_AFTER_S + KILL_GRACE_S`` later. Returns the slots of the
+        workers killed."""
+        since = self._stop_since or time.monotonic()
+        deadline = since + self.settings.crawl.stop_timeout_s
+        for proc in self._procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+        late = [p for p in self._procs if p.exitcode is None and p.pid is not None]
+        if not late:
+            return set()
+        log.error(
+            "%s still running at the stop's deadline (crawl.stop_timeout_s): interrupting "
+            "its user code", ", ".join(p.name for p in late),
+        )  # fmt: skip
+        for proc in late:
+            with contextlib.suppress(OSError):
+                os.kill(proc.pid, EXPIRE_SIGNAL)  # type: ignore[arg-type]
+        kill_at = time.monotonic() + FORCE_AFTER_S + KILL_GRACE_S
+        for proc in late:
+            proc.join(max(0.0, kill_at - time.monotonic()))
+        killed = set()
+        for slot, proc in enumerate(self._procs):
+            if proc.exitcode is None and proc.pid is not None:
+                log.error("%s did not end: killed", proc.name)
+                with contextlib.suppress(OSError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                proc.join()
+                killed.add(slot)
+        return killed
 
     def _snapshot(self) -> tuple[int, ...]:
         with self._status.get_lock():
@@ -389,9 +452,10 @@ class Coordinator:
     def _wait_for_the_end(self) -> None:
         previous: tuple[int, ...] | None = None
         while True:
-            if any(p.exitcode is not None for p in self._procs):
+            if any(p.exitcode is not None for p in self._procs) or self._stop_overdue():
                 self._stop.value = 1  # a worker ended (signal or failure): end them all
                 return
+            self._unlinked()
             snap = self._snapshot()
             if previous == snap and self._finished(snap):
                 self._stop.value = 1
@@ -518,10 +582,11 @@ class Coordinator:
         next_tick = 0.0
         try:
             while True:
-                if any(p.exitcode is not None for p in self._procs):
+                if any(p.exitcode is not None for p in self._procs) or self._stop_overdue():
                     break  # a worker ended (signal or failure): end them all
                 if time.monotonic() >= next_tick:  # the probe once a tick, batches at once
                     next_tick = time.monotonic() + COORDINATOR_TICK_S
+                    self._unlinked()
                     node.heartbeat(time.monotonic())
                     self._show_progress()
                     self._share_view(node)
@@ -633,6 +698,7 @@ class Coordinator:
                     with contextlib.suppress(OSError):
                         os.kill(proc.pid, signal.SIGKILL)
             os._exit(128 + signum)
+        self._stop_since = time.monotonic()
         self._orders[0] = 1
         log.warning(
             "received %s: stopping the workers (in-flight transfers finish, up to %.0f s)",

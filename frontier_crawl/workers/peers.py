@@ -152,6 +152,9 @@ def _worker_main(
     die_with_parent(parent)
     watch_parent()
     ignore_terminal_signals()
+    if orders is not None:  # this worker holds the shared objects: their names may go
+        with orders.get_lock():
+            orders[2] += 1
     if progress is not None:  # snapshots only: never wait at exit for one to be read
         progress.cancel_join_thread()
     settings = msgspec.msgpack.decode(raw, type=CrawlSettings)

@@ -14,6 +14,7 @@ from frontier_crawl.config import CrawlSettings, load
 from frontier_crawl.control.commands import Command, CommandQueue
 from frontier_crawl.control.status import LoopTimes
 from frontier_crawl.engine.commit import CommitGroup
+from frontier_crawl.engine.deadline import StopDeadline
 from frontier_crawl.engine.observe import Observer
 from frontier_crawl.engine.state import LoopState
 from frontier_crawl.engine.steer import Steering
@@ -63,7 +64,8 @@ class Parts:
         self.queue = CommandQueue()
         self.steer = Steering(
             self.settings, frontier=self.frontier, fetcher=fetcher, group=self.group,
-            run=self.run, observe=observe, root=config.parent, commands=self.queue,
+            run=self.run, deadline=StopDeadline(self.run), observe=observe, root=config.parent,
+            commands=self.queue,
             reconfigure=lambda new, now: self.reconfigured.append(new), config_path=config,
         )  # fmt: skip
 

@@ -603,3 +603,80 @@ def test_revisits_of_hosts_on_one_ip_share_its_connection(tmp_path: Path) -> Non
     (second,) = f.next_ready(10.3, 5)
     assert second.last is not None and second.origin != first.origin
     f.close()
+
+
+# ----------------------------------------------------------------------------- the clock steps back
+
+DAY_S = 86_400.0
+
+
+def _visited_a_day_ahead(tmp_path: Path, clock: Clock, urls: list[str]) -> None:
+    """A crawl run with the wall clock a day ahead: each URL visited once, due an interval
+    (100 s) after that visit, by the clock of then."""
+    clock.now += DAY_S
+    f = recrawling(tmp_path, clock)
+    for url in urls:
+        f.add([url], depth=0)
+    fetch_all(f, 0.0, clock)
+    v = visit_of(f, urls[0])
+    assert v is not None and v.due == clock.now + 100.0
+    f.close()
+    clock.now -= DAY_S  # resumed with the right clock
+
+
+def test_due_times_do_not_outlive_their_intervals_when_the_clock_steps_back(
+    tmp_path: Path,
+) -> None:
+    """Issue 34 item 4: ``next URL due in 86385 s`` with intervals of seconds."""
+    clock = Clock()
+    urls = [f"{A}/{i}" for i in range(5)] + [f"{B}/{i}" for i in range(5)]
+    _visited_a_day_ahead(tmp_path, clock, urls)
+    f = recrawling(tmp_path, clock)
+    assert f.next_ready(1.0, 100) == []  # (the pump brings the due times back)
+    wake = f.next_wake()
+    assert wake is not None and wake <= time.monotonic() + 100.0
+    for url in urls:
+        v = visit_of(f, url)
+        assert v is not None and v.due <= clock.now + 100.0, (url, v.due - clock.now)
+    fresh = f.freshness(clock.now)
+    assert fresh["next_due_s"] is not None and fresh["next_due_s"] <= 100.0
+    clock.now += 100.0
+    assert sorted(t.url for t in fetch_all(f, 2.0, clock)) == sorted(urls)  # revisited
+    f.close()
+    f = recrawling(tmp_path, clock)  # and the next open finds nothing to bring back
+    assert f._recrawl is not None and f._recrawl.reclamped == 0
+    f.close()
+
+
+def test_a_step_back_during_the_run_brings_the_due_times_back(tmp_path: Path) -> None:
+    clock = Clock()
+    clock.now += DAY_S
+    f = recrawling(tmp_path, clock)
+    f.add([f"{A}/x", f"{B}/y"], depth=0)
+    fetch_all(f, 0.0, clock)
+    clock.now -= DAY_S  # NTP corrects the clock mid-run
+    assert f.next_ready(1.0, 100) == []
+    for url in (f"{A}/x", f"{B}/y"):
+        v = visit_of(f, url)
+        assert v is not None and v.due == clock.now + 100.0
+    clock.now += 100.0
+    assert len(fetch_all(f, 2.0, clock)) == 2
+    f.close()
+
+
+def test_a_state_without_the_clock_mark_has_its_impossible_due_times_brought_back(
+    tmp_path: Path,
+) -> None:
+    """A state written before the latest wall time was kept: due keys beyond the longest
+    interval any rule allows (1000 s here) are brought back at open."""
+    clock = Clock()
+    _visited_a_day_ahead(tmp_path, clock, [f"{A}/x"])
+    env = lmdb.open(str(tmp_path / "state" / "frontier.lmdb"), max_dbs=32, subdir=True)
+    with env.begin(write=True) as txn:
+        txn.delete(b"recrawl:clock", db=env.open_db(b"blobs", txn=txn))
+    env.close()
+    f = recrawling(tmp_path, clock)
+    f.next_ready(1.0, 100)
+    v = visit_of(f, f"{A}/x")
+    assert v is not None and v.due <= clock.now + 1000.0
+    f.close()
