@@ -66,6 +66,13 @@ class StateLocked(Exception):
     """Another live process owns the state directory (exit status 2)."""
 
 
+#: how long user code may swallow the stop deadline's interruptions before the crawl winds up
+#: around it (``engine/deadline.py``); a coordinator gives a worker this long beyond it too
+FORCE_AFTER_S = 2.0
+#: the signal a coordinator sends a worker whose stop's deadline passed (here, not in the
+#: engine: the coordinator's process imports no engine)
+EXPIRE_SIGNAL = signal.SIGUSR1
+
 # -------------------------------------------------------------------------------- processes
 
 

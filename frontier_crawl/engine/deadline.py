@@ -31,16 +31,13 @@ from types import FrameType
 from typing import Any
 
 from frontier_crawl.engine.state import LoopState
+from frontier_crawl.proctree import FORCE_AFTER_S
 from frontier_crawl.spider import Abandoned
 
 log = logging.getLogger(__name__)
 
 #: once the deadline passed, how often user code still running is interrupted again
 ABANDON_EVERY_S = 0.25
-#: how long user code may swallow those interruptions before the crawl winds up around it
-FORCE_AFTER_S = 2.0
-#: the signal a coordinator sends a worker whose stop's deadline passed
-EXPIRE_SIGNAL = signal.SIGUSR1
 
 
 def _nothing() -> None:

@@ -19,12 +19,13 @@ from frontier_crawl.config import ConfigError, CrawlSettings, load
 from frontier_crawl.config.reload import reload_plan
 from frontier_crawl.control.commands import Command
 from frontier_crawl.engine.commit import CommitGroup
-from frontier_crawl.engine.deadline import EXPIRE_SIGNAL, StopDeadline
+from frontier_crawl.engine.deadline import StopDeadline
 from frontier_crawl.engine.observe import Observer
 from frontier_crawl.engine.seams import CommandSource, FetcherLike, PeersLike
 from frontier_crawl.engine.state import LoopState, quiet
 from frontier_crawl.frontier import Frontier
 from frontier_crawl.frontier.scope import check_scope
+from frontier_crawl.proctree import EXPIRE_SIGNAL
 from frontier_crawl.spider.adopt import adopt
 
 if TYPE_CHECKING:

@@ -38,7 +38,6 @@ from frontier_crawl.cluster import (
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.control.commands import Command
 from frontier_crawl.control.status import HISTORY_EVERY_S, HISTORY_S
-from frontier_crawl.engine.deadline import EXPIRE_SIGNAL, FORCE_AFTER_S
 from frontier_crawl.frontier import DamagedState, StateMismatch
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox
 from frontier_crawl.frontier.urls import canonicalize, origin
@@ -47,6 +46,8 @@ from frontier_crawl.output import (
     write_report_html,
 )
 from frontier_crawl.proctree import (
+    EXPIRE_SIGNAL,
+    FORCE_AFTER_S,
     StateLock,
     spawning,
     unlink_semaphores,
