@@ -15,7 +15,7 @@ names, so the crawler resolves every host name through it and no query leaves th
 
 **The crawl**: ``frontier-crawl --config crawl.toml`` with the defaults (WARC on, default
 durability, default politeness, robots.txt obeyed, concurrency 256) except: ``crawl.seeds``
-(the ``/`` of hosts 0 .. ``--seeds``-1), ``crawl.output_dir``, ``scope.allow_domains =
+(the ``/`` of the first ``--seeds`` hosts that resolve and answer at once), ``crawl.output_dir``, ``scope.allow_domains =
 ["test"]`` (every generated host; the default is the seeds' hosts only), ``workers.processes``
 (``--processes``), ``control.listen = "127.0.0.1:0"`` (the status API the sampler reads),
 ``fetch.proxy`` with ``--proxy``, and every ``--set section.key=VALUE`` (TOML values).
@@ -59,6 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.webbox import access, netns  # noqa: E402
+from bench.webbox.server import web_from_json  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -197,7 +198,9 @@ def toml_value(v: Any) -> str:
 
 def write_config(args: argparse.Namespace, work: Path, proxy: str | None) -> Path:
     out = work / "crawl"
-    seeds = [f"http://h{i}.test/" for i in range(args.seeds)]
+    web = web_from_json(json.dumps({"seed": args.seed, "hosts": args.hosts, **json.loads(args.web)}))
+    quick = (i for i in range(args.hosts) if web.host_info(i).kind == "ok" and web.host_info(i).dns == "ok")
+    seeds = [f"http://{web.name(i)}/" for _, i in zip(range(args.seeds), quick, strict=False)]
     sections: dict[str, dict[str, str]] = {
         "crawl": {"seeds": toml_value(seeds), "output_dir": toml_value(str(out))},
         "scope": {"allow_domains": toml_value(["test"])},  # the whole generated web
@@ -239,6 +242,7 @@ class Run:
         self.kill: dict[str, Any] = {}
         self.profiles: list[str] = []
         self.profilers: list[subprocess.Popen[bytes]] = []
+        self.cpu_before = 0.0  # CPU seconds of the crawls killed before this one
 
     def start_services(self) -> str | None:
         """The name server and the generator; the proxy URL in proxy mode."""
@@ -303,7 +307,7 @@ class Run:
             "metrics": read_metrics(api_get(self.out, "/metrics")),
             "dns_server": dns_stats,
             "procs": procs,
-            "crawl_cpu_s": sum(p["cpu_s"] for p in procs),
+            "crawl_cpu_s": self.cpu_before + sum(p["cpu_s"] for p in procs),
             "crawl_rss_anon": sum(p["rss_anon"] for p in procs),
             "generator": {**gen_stats, "cpu_s_proc": sum(p["cpu_s"] for p in gen)},
             "dns_cpu_s": dns["cpu_s"] if dns else None,
@@ -373,6 +377,7 @@ class Run:
         before = self.sample(t0, LogTail(self.out))
         os.kill(self.crawl.pid, signal.SIGKILL)
         self.crawl.wait()
+        self.cpu_before = before["crawl_cpu_s"]
         killed_at = time.time()
         self.start_crawl(1)
         restarted_at = time.time()
@@ -526,12 +531,29 @@ def inner(args: argparse.Namespace) -> int:
     return 0
 
 
+def top(path: Path, n: int = 25) -> None:
+    """The functions with most samples in a collapsed-stack profile: self and total."""
+    own: dict[str, int] = {}
+    total: dict[str, int] = {}
+    samples = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames, k = stack.split(";"), int(count)
+        samples += k
+        own[frames[-1]] = own.get(frames[-1], 0) + k
+        for frame in set(frames):
+            total[frame] = total.get(frame, 0) + k
+    print(f"{samples} samples; self %, total %, function")
+    for frame, k in sorted(own.items(), key=lambda kv: -kv[1])[:n]:
+        print(f"{100 * k / samples:5.1f} {100 * total[frame] / samples:5.1f}  {frame[:150]}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--web", default="{}", help="more model.Web parameters, JSON (alpha, max_pages, shares)")
-    ap.add_argument("--seeds", type=int, default=100, help="seed URLs: the / of hosts 0 .. N-1")
+    ap.add_argument("--seeds", type=int, default=100, help="seed URLs: the / of the first N hosts that resolve and answer")
     ap.add_argument("--processes", type=int, default=1, help="workers.processes")
     ap.add_argument("--generator-procs", type=int, default=1)
     ap.add_argument("--duration", type=float, default=300.0, help="stop the crawl (SIGTERM) after this many s; 0: let it end")
@@ -545,7 +567,11 @@ def main() -> int:
     ap.add_argument("--resolv-options", default="", help="resolv.conf options line in the namespace (default: none)")
     ap.add_argument("--work-dir", default="")
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--top", type=Path, help="print a profile's functions with most samples, and exit")
     args = ap.parse_args()
+    if args.top:
+        top(args.top)
+        return 0
     if args.inside or args.proxy:
         return inner(args)
     why = netns.unavailable()
