@@ -27,7 +27,8 @@ with queued URLs and by state, URLs admitted, requests, hosts retired, DNS secon
 by tailing ``crawl.jsonl``), the name server's queries, answers, NXDOMAINs and dropped
 queries, CPU seconds and RssAnon of every process of the crawl (from /proc), the generator's
 and name server's CPU, disk bytes of the output (frontier, WARC, logs, other), the load
-average. At the end: a per-decile table (by time) of pages/s, crawler CPU ms per page, RssAnon
+average. At the end: a per-decile table (by time) of pages/s, crawler CPU ms per page (and per
+request the generator answered: robots.txt, redirects and errors included), RssAnon
 (the largest process and the sum) and disk bytes per page, and ``summary.json``.
 
 **--kill-at F**: at F x ``--duration`` the crawl's main process is killed (SIGKILL) and the
@@ -449,11 +450,13 @@ def decile_table(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
         dp = (last["pages"] or 0) - (first["pages"] or 0)
         dcpu = last["crawl_cpu_s"] - first["crawl_cpu_s"]
         dgen = last["generator"]["cpu_s"] - first["generator"]["cpu_s"]
+        dreq = last["generator"]["responses"] - first["generator"]["responses"]
         disk = sum(last["disk"].values())
         rows.append({
             "decile": d + 1, "t_end": last["t"], "pages": last["pages"],
             "pages_per_s": dp / dt if dt > 0 else 0.0,
             "cpu_ms_per_page": 1000 * dcpu / dp if dp > 0 else None,
+            "cpu_ms_per_request": 1000 * dcpu / dreq if dreq > 0 else None,
             "generator_cpu_ms_per_page": 1000 * dgen / dp if dp > 0 else None,
             "rss_anon_max_mib": max(max((p["rss_anon"] for p in s["procs"]), default=0) for s in inside) / 2**20,
             "rss_anon_sum_mib": max(s["crawl_rss_anon"] for s in inside) / 2**20,
@@ -464,7 +467,7 @@ def decile_table(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    print(f"{'decile':>6} {'t_end s':>8} {'pages':>9} {'pages/s':>8} {'CPU ms/pg':>9} {'gen ms/pg':>9} "
+    print(f"{'decile':>6} {'t_end s':>8} {'pages':>9} {'pages/s':>8} {'CPU ms/pg':>9} {'ms/req':>6} {'gen ms/pg':>9} "
           f"{'RssAnon max':>11} {'RssAnon sum':>11} {'disk B/pg':>9} {'queued':>10} {'hosts':>9} {'load1':>5}")  # fmt: skip
 
     def num(v: float | None, fmt: str) -> str:
@@ -472,7 +475,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
     for r in rows:
         print(f"{r['decile']:>6} {r['t_end']:>8.0f} {r['pages'] or 0:>9} {r['pages_per_s']:>8.1f} "
-              f"{num(r['cpu_ms_per_page'], '.3f'):>9} {num(r['generator_cpu_ms_per_page'], '.3f'):>9} "
+              f"{num(r['cpu_ms_per_page'], '.3f'):>9} {num(r['cpu_ms_per_request'], '.3f'):>6} {num(r['generator_cpu_ms_per_page'], '.3f'):>9} "
               f"{r['rss_anon_max_mib']:>9.0f}Mi {r['rss_anon_sum_mib']:>9.0f}Mi "
               f"{num(r['disk_bytes_per_page'], '.0f'):>9} {r['queued'] or 0:>10} {r['hosts'] or 0:>9} "
               f"{r['load1']:>5.1f}")  # fmt: skip
