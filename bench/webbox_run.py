@@ -33,8 +33,9 @@ request the generator answered: robots.txt, redirects and errors included), RssA
 
 **--kill-at F**: at F x ``--duration`` the crawl's main process is killed (SIGKILL) and the
 same command started at once. Recorded: the time from the restart to the first new page
-request the generator logs (robots.txt excluded), the CPU seconds and the largest RssAnon of
-the new crawl's processes until then (sampled every 0.1 s), and, from the generator's own
+request the generator logs (robots.txt excluded), the CPU seconds and the peak RssAnon (the
+sum over the new crawl's processes and the largest one) until then (sampled every 0.1 s),
+beside the running crawl's RssAnon just before the kill, and, from the generator's own
 log, every URL fetched more than once (final answers; retried 429/5xx/resets not counted).
 
 **--profile-at F1,F2**: ``py-spy record --subprocesses`` of the crawl for ``--profile-s`` s at
@@ -382,22 +383,22 @@ class Run:
         killed_at = time.time()
         self.start_crawl(1)
         restarted_at = time.time()
-        peak_rss, cpu, reopen_samples = 0, 0.0, []
+        reopen_samples: list[tuple[float, float, int, int]] = []
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and self.crawl.poll() is None:
             kids = children_map()
             procs = [p for p in (proc_sample(pid) for pid in tree(self.crawl.pid, kids)) if p]
             cpu = sum(p["cpu_s"] for p in procs)
             rss = sum(p["rss_anon"] for p in procs)
-            peak_rss = max(peak_rss, max((p["rss_anon"] for p in procs), default=0))
-            reopen_samples.append((time.time(), cpu, rss))
+            largest = max((p["rss_anon"] for p in procs), default=0)
+            reopen_samples.append((time.time(), cpu, rss, largest))
             if first_page_after(self.logs, restarted_at) is not None:
                 break
             time.sleep(0.1)
         self.kill = {
             "killed_at": killed_at, "restarted_at": restarted_at, "reopen_samples": reopen_samples,
             "running_peak_rss_anon": max(p["rss_anon"] for p in before["procs"]),
-            "running_rss_anon_sum": before["crawl_rss_anon"], "reopen_peak_rss_anon": peak_rss,
+            "running_rss_anon_sum": before["crawl_rss_anon"],
         }  # fmt: skip
 
     def stop_services(self) -> None:
@@ -492,8 +493,9 @@ def kill_report(kill: dict[str, Any], requests: list[access.Request]) -> dict[st
     return {
         "first_page_s": None if first is None else first - restarted,
         "reopen_cpu_s": upto[-1][1] if upto else None,
-        "reopen_peak_rss_anon_mib": max((s[2] for s in upto), default=0) / 2**20,
-        "running_peak_rss_anon_mib": kill["running_peak_rss_anon"] / 2**20,
+        "reopen_peak_rss_anon_sum_mib": max((s[2] for s in upto), default=0) / 2**20,
+        "reopen_peak_rss_anon_max_mib": max((s[3] for s in upto), default=0) / 2**20,
+        "running_rss_anon_max_mib": kill["running_peak_rss_anon"] / 2**20,
         "running_rss_anon_sum_mib": kill["running_rss_anon_sum"] / 2**20,
         "refetched_across_kill": len(across),
         "refetched_examples": [f"http://{h}{t}" for h, t in across[:10]],

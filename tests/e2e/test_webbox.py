@@ -32,6 +32,7 @@ import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -49,7 +50,7 @@ SHORTENED = [
 
 #: more throttling (429) and resetting hosts than the model's default, so that a crawl of about a
 #: thousand hosts meets them
-SHARES = {"throttle": 0.1, "reset": 0.05}
+SHARES: dict[str, Any] = {"throttle": 0.1, "reset": 0.05}
 
 _why = netns.unavailable()
 pytestmark = pytest.mark.skipif(_why is not None, reason=f"network namespace: {_why}")
