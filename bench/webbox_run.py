@@ -284,15 +284,7 @@ class Run:
             dns_stats = json.loads((self.work / "dns-stats.json").read_text())
         except (OSError, ValueError):
             dns_stats = {}
-        gen_stats = {"responses": 0, "bytes": 0, "cpu_s": 0.0}
-        for path in self.logs.glob("stats-*.json"):
-            try:
-                s = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            gen_stats["responses"] += s["responses"]
-            gen_stats["bytes"] += s["bytes"]
-            gen_stats["cpu_s"] += s["user_s"] + s["sys_s"]
+        gen_stats = generator_totals(self.logs)
         hosts = status.get("hosts") or {}
         return {
             "t": round(time.monotonic() - t0, 3),
@@ -411,6 +403,20 @@ class Run:
                     proc.kill()
 
 
+def generator_totals(logs: Path) -> dict[str, Any]:
+    """The generator children's own counts: responses, body bytes, CPU seconds."""
+    totals: dict[str, Any] = {"responses": 0, "bytes": 0, "cpu_s": 0.0}
+    for path in logs.glob("stats-*.json"):
+        try:
+            s = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        totals["responses"] += s["responses"]
+        totals["bytes"] += s["bytes"]
+        totals["cpu_s"] += s["user_s"] + s["sys_s"]
+    return totals
+
+
 def first_page_after(logs: Path, t: float) -> float | None:
     """The time of the first request after ``t`` in the generator's logs (robots.txt aside)."""
     first = None
@@ -482,14 +488,12 @@ def print_table(rows: list[dict[str, Any]]) -> None:
               f"{r['load1']:>5.1f}")  # fmt: skip
 
 
-def kill_report(kill: dict[str, Any], requests: list[access.Request]) -> dict[str, Any]:
-    restarted = kill["restarted_at"]
-    first = next((r.t for r in requests if r.t > restarted and r.target != "/robots.txt"), None)
+def kill_report(kill: dict[str, Any], logs: Path, dupes: dict[tuple[str, str], list[float]]) -> dict[str, Any]:
+    restarted, killed = kill["restarted_at"], kill["killed_at"]
+    first = access.first_request_after(logs, restarted)
     samples = kill["reopen_samples"]
     upto = [s for s in samples if first is None or s[0] <= first] or samples[:1]
-    before = access.fetched(r for r in requests if r.t <= kill["killed_at"])
-    after = access.fetched(r for r in requests if r.t > kill["killed_at"])
-    across = sorted(url for url in after if url in before)
+    across = sorted(url for url, times in dupes.items() if min(times) <= killed < max(times))
     return {
         "first_page_s": None if first is None else first - restarted,
         "reopen_cpu_s": upto[-1][1] if upto else None,
@@ -514,23 +518,23 @@ def inner(args: argparse.Namespace) -> int:
         if run.crawl is not None and run.crawl.poll() is None:
             run.crawl.kill()
         run.stop_services()
-    requests = access.read_requests(run.logs)
-    dupes = access.duplicates(requests)
+    dupes = access.duplicate_times(run.logs, work)
     rows = decile_table(result["samples"])
     print(f"\nwork dir {work}; crawl exit {result['exit']}; wall {result['wall_s']:.0f} s")
     print_table(rows)
     last = result["samples"][-1]
-    served = len(requests)
+    gen = generator_totals(run.logs)  # written by each child as it stopped
+    served = gen["responses"]
     summary: dict[str, Any] = {
         "args": vars(args), "wall_s": result["wall_s"], "exit": result["exit"], "deciles": rows,
         "generator_requests": served, "fetched_more_than_once": len(dupes),
-        "duplicate_examples": [f"http://{h}{t} x{n}" for (h, t), n in list(dupes.items())[:10]],
-        "generator_cpu_ms_per_response": 1000 * last["generator"]["cpu_s"] / served if served else None,
+        "duplicate_examples": [f"http://{h}{t} x{len(n)}" for (h, t), n in list(dupes.items())[:10]],
+        "generator_cpu_ms_per_response": 1000 * gen["cpu_s"] / served if served else None,
         "dns_server": last["dns_server"], "dns_server_cpu_s": last["dns_cpu_s"], "disk": last["disk"],
         "profiles": run.profiles,
     }  # fmt: skip
     if run.kill:
-        summary["kill"] = kill_report(run.kill, requests)
+        summary["kill"] = kill_report(run.kill, run.logs, dupes)
     print(json.dumps({k: v for k, v in summary.items() if k not in ("deciles", "args")}, indent=1))
     (work / "summary.json").write_text(json.dumps(summary, indent=1))
     return 0

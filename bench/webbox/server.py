@@ -208,17 +208,21 @@ def _child(sock: socket.socket, web: Web, log_dir: Path, n: int, proxy: bool) ->
     log = RequestLog(log_dir / f"requests-{n}.log")
     stats = log_dir / f"stats-{n}.json"
 
-    def tick() -> None:
-        log.flush()
+    def write_stats() -> None:
         cpu = os.times()
         tmp = stats.with_suffix(".tmp")
         tmp.write_text(json.dumps({"pid": os.getpid(), "responses": log.responses,
                                    "bytes": log.bytes, "user_s": cpu.user, "sys_s": cpu.system}))  # fmt: skip
         tmp.replace(stats)
+
+    def tick() -> None:
+        log.flush()
+        write_stats()
         loop.call_later(1.0, tick)
 
     def stop() -> None:
         log.flush()
+        write_stats()
         loop.stop()
 
     for signum in (signal.SIGTERM, signal.SIGINT):
