@@ -214,21 +214,23 @@ def main(argv: list[str] | None = None) -> int:
     from frontier_crawl.proctree import StateLocked
     from frontier_crawl.runner import crawl
 
-    if args.command == "report" and not settings.cluster.redis_url:
+    cluster = bool(settings.cluster.redis_url)
+    if args.command == "report" and not cluster:
         from frontier_crawl.runner import print_report
 
         return print_report(settings, out)
     if args.command == "add-seeds" or args.node is not None:
-        if not settings.cluster.redis_url:
+        if not cluster:
             sys.stderr.write(
                 f"frontier-crawl: {'--node' if args.command is None else args.command} needs a "
                 "cluster: set cluster.redis_url (and cluster.nodes)\n"
             )
             return EXIT_CONFIG
-    elif settings.cluster.redis_url:
+    elif cluster and args.command != "report":
         sys.stderr.write(
-            "frontier-crawl: cluster.redis_url is set: start each node with --node N "
-            f"(0 .. {settings.cluster.nodes - 1}), or use the report or add-seeds command\n"
+            f"frontier-crawl: cluster.redis_url is set: {args.command or 'start'} each node "
+            f"with --node N (0 .. {settings.cluster.nodes - 1}), or use the report or "
+            "add-seeds command\n"
         )
         return EXIT_CONFIG
     if args.command == "wacz":

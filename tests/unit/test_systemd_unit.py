@@ -33,6 +33,7 @@ def test_unit_stops_once_and_restarts_only_what_resumes() -> None:
     assert service["Restart"] == "on-failure"  # 0 (finished, or stopped) stays stopped
     prevent = {int(s) for s in service["RestartPreventExitStatus"].split()}
     assert cli.EXIT_CONFIG in prevent  # a bad config: restarting does not mend it
+    assert cli.EXIT_CALLBACKS_FAILED in prevent  # every callback failed: a restart repeats it
     assert cli.EXIT_FAILURE not in prevent  # a resumable failure: the same command resumes
     timeout_s = float(service["TimeoutStopSec"].removesuffix("s"))
     assert timeout_s > CrawlSection().stop_timeout_s  # a graceful stop is never cut short
