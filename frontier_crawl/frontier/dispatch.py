@@ -21,7 +21,8 @@ from frontier_crawl.frontier.hosts import HostState, IpGroup
 from frontier_crawl.frontier.urls import host_of
 
 if TYPE_CHECKING:
-    from frontier_crawl.frontier.hosts import HostQueue, HostQueues, Ticket
+    from frontier_crawl.frontier.hosts import HostQueue, HostQueues
+    from frontier_crawl.frontier.records import Ticket
     from frontier_crawl.frontier.robotsgate import RobotsGate
     from frontier_crawl.frontier.spacing import Spacing
     from frontier_crawl.frontier.status import Holding

@@ -64,7 +64,7 @@ from frontier_crawl.frontier.completion import (
 from frontier_crawl.frontier.control import Control
 from frontier_crawl.frontier.damage import DamagedState
 from frontier_crawl.frontier.dispatch import Dispatch
-from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState, Ticket
+from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState
 from frontier_crawl.frontier.identity import LAYOUT_VERSION as LAYOUT_VERSION  # (re-exported)
 from frontier_crawl.frontier.identity import (
     check_identity,
@@ -72,6 +72,7 @@ from frontier_crawl.frontier.identity import (
 from frontier_crawl.frontier.mailbox import Link, decode_links, encode_links
 from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions, no_variant
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for
+from frontier_crawl.frontier.records import Ticket
 from frontier_crawl.frontier.recrawl import RecrawlPolicy
 from frontier_crawl.frontier.revisits import Revisits
 from frontier_crawl.frontier.robotsgate import RobotsGate

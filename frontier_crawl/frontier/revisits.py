@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from frontier_crawl.frontier.hosts import HostState, Ticket
+from frontier_crawl.frontier.hosts import HostState
+from frontier_crawl.frontier.records import Ticket
 from frontier_crawl.frontier.recrawl import DUE_KEY_LEN, HostRevisits
 from frontier_crawl.frontier.urls import canonicalize, origin
 
