@@ -73,8 +73,7 @@ from frontier_crawl.frontier.mailbox import Link, decode_links, encode_links
 from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions, no_variant
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for
 from frontier_crawl.frontier.records import Ticket
-from frontier_crawl.frontier.recrawl import RecrawlPolicy
-from frontier_crawl.frontier.revisits import Revisits
+from frontier_crawl.frontier.revisits import OnePass, Revisits, RevisitStrategy
 from frontier_crawl.frontier.robotsgate import RobotsGate
 from frontier_crawl.frontier.scope import check_scope
 from frontier_crawl.frontier.sitemapqueue import SitemapQueue
@@ -131,7 +130,7 @@ class Frontier:
         files = self._files = StateFiles.open(state_dir, o, hooks, self._host_id_of)
         self._env, self._store, self._seen = files.env, files.store, files.seen
         self._blobs, self._outbox = files.blobs, files.outbox
-        self._recrawl, self._inbox = files.recrawl, files.inbox
+        self._inbox = files.inbox
         #: the write transactions (one per batch) and what is done around their commits
         self._tx = Transactions(self._env, files.env_path, flush=self._flush, aborted=self._aborted,
                                 committed=self._committed)  # fmt: skip
@@ -173,15 +172,14 @@ class Frontier:
         self.admitted = 0  #: URLs admitted by this crawl, all runs (for crawl.max_pages)
         self._counted: dict[str, HostQueue] = {}  #: hosts whose admitted count this txn changed
         self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
-        #: the continuous crawl's revisits over the host queues (None: recrawl off)
-        self._revisits: Revisits | None = None
-        if self._recrawl is not None:
-            self._revisits = Revisits(self._recrawl, self._queues, self._store,
-                                      write=self._tx.write, in_scope=self._admission.in_scope,
-                                      host_for=self._host_for, on_reject=hooks.on_reject,
+        #: a continuous crawl's revisits over the host queues, or none (``revisits.py``)
+        self._revisits: RevisitStrategy = OnePass(self._store)
+        if files.recrawl is not None:
+            self._revisits = Revisits(files.recrawl, self._queues, self._store,
+                                      write=self._tx.write, read=self._tx.read,
+                                      in_scope=self._admission.in_scope, host_for=self._host_for,
+                                      on_reject=hooks.on_reject,
                                       wall_clock=hooks.wall_clock)  # fmt: skip
-            # a ticket's completion also schedules its next visit
-            self.mark_done = self._revisits.mark_done  # type: ignore[method-assign]
         try:
             self._resume()
         except _STATE_ERRORS as exc:  # pages of the queue or seen-set unreadable
@@ -230,8 +228,7 @@ class Frontier:
     def _aborted(self) -> None:
         """A transaction was aborted: the parts forget what they staged for it."""
         self._admission.aborted()
-        if self._recrawl is not None:
-            self._recrawl.aborted()
+        self._revisits.aborted()
         self._counted.clear()
         self._store.aborted()
         self._seen.aborted()
@@ -242,8 +239,7 @@ class Frontier:
         """A transaction committed: what the parts learn only once it is durable."""
         self._store.committed()
         self._admission.committed()
-        if self._recrawl is not None:
-            self._recrawl.committed()
+        self._revisits.committed()
         if self._inbox is not None:
             self._inbox.ack()
 
@@ -390,8 +386,7 @@ class Frontier:
             count = host.admitted.to_bytes(8, "big")
             txn.put(_ADMITTED_PREFIX + host_key.encode(), count, db=blobs)
         self._counted.clear()
-        if self._recrawl is not None:
-            self._recrawl.flush(txn)
+        self._revisits.flush(txn)
 
     def ingest_inbox(self, now: float, run_id: bytes = b"", limit: int = 64) -> tuple[int, int]:
         """Admit link batches other workers delivered into this worker's inbox.
@@ -444,10 +439,9 @@ class Frontier:
         becomes due (None if no host is snoozed and no revisit is scheduled)."""
         host = self._queues.first_snoozed()
         wake = host.wake_at if host is not None else None
-        if self._revisits is not None:
-            at = self._revisits.next_wake()
-            if at is not None:
-                wake = at if wake is None else min(wake, at)
+        at = self._revisits.next_wake()
+        if at is not None:
+            wake = at if wake is None else min(wake, at)
         return wake
 
     @property
@@ -458,8 +452,7 @@ class Frontier:
 
     def next_ready(self, now: float, limit: int) -> list[Ticket]:
         """Up to ``limit`` tickets from hosts whose politeness slot is open at ``now``."""
-        if self._revisits is not None:
-            self._revisits.pump(now)
+        self._revisits.pump(now)
         out = self._dispatch.hand_out(now, limit, self._take)
         self._sitemaps.queue_due(now)
         return out
@@ -476,9 +469,7 @@ class Frontier:
         if host.rules.refresh_at <= now:  # fetched again in this request slot
             return self._gate.refresh(host, now)
         revisits = host.revisits
-        if revisits is not None and self._revisits is not None and self._revisits.turn(
-            host, revisits, now
-        ):
+        if revisits is not None and self._revisits.turn(host, revisits, now):
             revisit = self._revisits.take(host, revisits, now, ROBOTS_DENIED)
             if revisit is not None:
                 return revisit
@@ -500,7 +491,7 @@ class Frontier:
             with self._write():
                 self._store.done(key)
         revisits = host.revisits
-        if revisits is not None and revisits.ready_at() <= now and self._revisits is not None:
+        if revisits is not None and revisits.ready_at() <= now:
             return self._revisits.take(host, revisits, now, ROBOTS_DENIED)  # nothing new
         return None
 
@@ -520,13 +511,9 @@ class Frontier:
             # the common case, as the policy below decides it: finished, no failure, no hold
             # (finish, inlined: one call less per page)
             host = self._hosts[ticket.origin]
-            if self._recrawl is not None:
-                self._recrawl.stage(ticket, outcome)
+            self._revisits.stage(ticket, outcome)
             if mark_done:
-                if self._tx.txn is not None and self._revisits is None:  # mark_done, inlined
-                    self._store.done(ticket.key)
-                else:
-                    self.mark_done((ticket.key,))
+                self.mark_done((ticket.key,))
             polite, backoff = self._spacing.after(host, ticket, outcome.duration_s, Failure.NONE)
             held = self._dispatch.release(host, ticket, outcome.finished, polite, backoff, 0.0,
                                           outcome.ip)  # fmt: skip
@@ -543,8 +530,7 @@ class Frontier:
             held = self.retry(ticket, outcome.finished, retry_s, answer_s(outcome), failure,
                               outcome.ip, hold_s=after or 0.0)  # fmt: skip
             return Settled(True, held, failure is not Failure.NONE)
-        if self._recrawl is not None:
-            self._recrawl.stage(ticket, outcome)
+        self._revisits.stage(ticket, outcome)
         held = self.finish(ticket, outcome.finished, answer_s(outcome), failure, outcome.ip,
                            mark_done=mark_done, hold_s=hold_for(after, policy))  # fmt: skip
         return Settled(False, held, failure is not Failure.NONE)
@@ -593,14 +579,14 @@ class Frontier:
         return held
 
     def mark_done(self, keys: Iterable[bytes]) -> None:
-        """Record completed tickets' entries as finished (durable at the next commit)."""
-        if self._tx.txn is not None:  # the usual case (the engine's group): no context manager
-            for key in keys:
-                self._store.done(key)
+        """Record completed tickets' entries as finished (durable at the next commit); a
+        continuous crawl's next visits, staged when they completed, are written with them."""
+        txn = self._tx.txn
+        if txn is not None:  # the usual case (the engine's group): no context manager
+            self._revisits.done(txn, keys)
         else:
-            with self._write():
-                for key in keys:
-                    self._store.done(key)
+            with self._write() as txn:
+                self._revisits.done(txn, keys)
 
     def retry(
         self,
@@ -622,7 +608,7 @@ class Frontier:
         this returns too).
         """
         host = self._hosts[ticket.origin]
-        if ticket.last is not None and self._revisits is not None:
+        if ticket.last is not None:
             self._revisits.retry(host, ticket, now + delay_s)
             held = self._dispatch.release(
                 host, ticket, now, *self._spacing.after(host, ticket, fetch_s, failure), hold_s, ip
@@ -720,7 +706,7 @@ class Frontier:
             for key, entry in self._buffer.drain(host):
                 self._reject_entry(txn, host, key, entry, reason)
             revisits, host.revisits = host.revisits, None
-            if revisits is not None and self._revisits is not None:  # due again after a while
+            if revisits is not None:  # due again after a while
                 self._revisits.put_back(txn, revisits)
 
     def _reject_entry(
@@ -742,24 +728,19 @@ class Frontier:
     @property
     def continuous(self) -> bool:
         """A continuous crawl (``[recrawl] enabled``): it never ends by itself."""
-        return self._recrawl is not None
+        return self._revisits.continuous
 
     def freshness(self, now_wall: float) -> dict[str, object]:
         """The schedule's figures (the ``freshness`` dict of docs/continuous.md without
         ``per_hour``, which observe computes from the visit totals); ``{"enabled": False}``
         without recrawl. Counts due keys up to a cap: call it every few seconds, not per tick."""
-        if self._recrawl is None:
-            return {"enabled": False}
-        if (txn := self._tx.txn) is not None:
-            return self._recrawl.freshness(txn, now_wall)
-        with self._env.begin() as txn:
-            return self._recrawl.freshness(txn, now_wall)
+        return self._revisits.freshness(now_wall)
 
     def sitemap_lastmod(self, pairs: Iterable[tuple[str, float]]) -> int:
         """A sitemap's ``(<loc>, <lastmod> epoch seconds)`` pairs: each scheduled URL whose last
         capture is older than its lastmod becomes due now. Returns how many did (0 without
         recrawl; URLs that do not canonicalise or are not scheduled are skipped)."""
-        return self._revisits.sitemap_lastmod(pairs) if self._revisits is not None else 0
+        return self._revisits.sitemap_lastmod(pairs)
 
     # ----------------------------------------------------------------------------- operator
     # (``control.py``: blocks and host delays, durable in LMDB)
@@ -826,8 +807,7 @@ class Frontier:
         self._max_host_errors = p.max_host_errors
         spacing.host_error_urls = p.host_error_urls
         self._buffer.memory_urls = s.frontier.memory_urls
-        if self._recrawl is not None and s.recrawl.enabled:
-            self._recrawl.policy = RecrawlPolicy.from_settings(s.recrawl)
+        self._revisits.reconfigure(s.recrawl)
         if spacing.policy == policy:
             return  # the hosts' spacing stands (the adaptive part of it too)
         self._control.reapply(now)  # the operator's delays keep the new backoff

@@ -59,7 +59,7 @@ def ok(now: float, clock: Clock, **facts: Any) -> Completion:
 
 
 def visit_of(f: Frontier, url: str) -> Visit | None:
-    rc = f._recrawl
+    rc = f._files.recrawl
     assert rc is not None
     with f._env.begin() as txn:
         return rc.visit_of(txn, url)
@@ -470,7 +470,7 @@ def test_revisits_keep_the_politeness_of_new_urls(tmp_path: Path) -> None:
 def test_the_pump_keeps_a_bounded_number_in_memory(tmp_path: Path) -> None:
     clock = Clock()
     f = recrawling(tmp_path, clock, memory_urls=10_000)
-    rc = f._recrawl
+    rc = f._files.recrawl
     assert rc is not None
     rc._memory = 50
     urls = [f"{h}/{i}" for h in (A, B) for i in range(150)]
@@ -500,7 +500,7 @@ def test_a_damaged_visit_record_is_dropped_with_an_error_not_a_crash(
     clock = Clock()
     f = recrawling(tmp_path, clock)
     _schedule(f, clock, [f"{A}/good", f"{A}/bad", f"{B}/orphan"])
-    rc = f._recrawl
+    rc = f._files.recrawl
     assert rc is not None
     with f._env.begin(write=True) as txn:
         txn.put(url_digest(f"{A}/bad"), b"\xc1not msgpack", db=rc._visits)
@@ -532,7 +532,7 @@ def test_sitemap_lastmod_makes_an_older_capture_due_now(tmp_path: Path) -> None:
 def test_a_host_with_a_backlog_does_not_starve_the_others(tmp_path: Path) -> None:
     clock = Clock()
     f = recrawling(tmp_path, clock)
-    rc = f._recrawl
+    rc = f._files.recrawl
     assert rc is not None
     rc._memory, rc._per_host_max = 40, 10
     slow = [f"{A}/{i}" for i in range(100)]
