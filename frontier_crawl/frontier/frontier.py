@@ -56,10 +56,9 @@ from frontier_crawl.frontier.completion import (
     RetryPolicy,
     Settled,
     answer_s,
-    failure_of,
+    decide,
     hold_for,
     retry_after_s,
-    retry_in,
 )
 from frontier_crawl.frontier.control import Control
 from frontier_crawl.frontier.damage import DamagedState
@@ -500,54 +499,30 @@ class Frontier:
     def complete(self, ticket: Ticket, outcome: Completion, *, mark_done: bool = True) -> Settled:
         """A page ticket's fetch came back with ``outcome`` (its facts): the frontier decides.
 
-        A transient failure with retries left (``completion.retry_in``) goes back into its
+        A transient failure with retries left (``completion.decide``) goes back into its
         host's retry heap (:meth:`retry`); anything else is finished (:meth:`finish`). A
         429/503's Retry-After holds the host (capped at fetch.max_retry_delay_s; a longer one
         is not retried). Connection failures, 429/503 and runs of failing URLs back the host
-        off (``_delay_after``). ``mark_done``: as for :meth:`finish` (a retry is never done).
+        off (``Spacing.after``). ``mark_done``: as for :meth:`finish` (a retry is never done).
         """
-        status = outcome.status
-        if outcome.error is None and status < 500 and status != 429:
-            # the common case, as the policy below decides it: finished, no failure, no hold
-            # (finish, inlined: one call less per page)
-            host = self._hosts[ticket.origin]
-            self._revisits.stage(ticket, outcome)
-            if mark_done:
-                self.mark_done((ticket.key,))
-            polite, backoff = self._spacing.after(host, ticket, outcome.duration_s, Failure.NONE)
-            held = self._dispatch.release(host, ticket, outcome.finished, polite, backoff, 0.0,
-                                          outcome.ip)  # fmt: skip
-            return _DONE if held == 0.0 else Settled(False, held, False)
-        policy = self._retry_policy
-        after = (
-            retry_after_s(status, outcome.retry_after, self._wall_clock())
-            if status in HOST_STATUSES
-            else None
-        )
-        failure = failure_of(outcome)
-        retry_s = None if outcome.no_retry else retry_in(outcome, ticket.attempt, after, policy)
-        if retry_s is not None:
-            held = self.retry(ticket, outcome.finished, retry_s, answer_s(outcome), failure,
-                              outcome.ip, hold_s=after or 0.0)  # fmt: skip
+        d = decide(outcome, ticket.attempt, self._retry_policy, self._wall_clock)
+        failure = d.failure
+        if d.retry_s is not None:
+            held = self.retry(ticket, outcome.finished, d.retry_s, answer_s(outcome), failure,
+                              outcome.ip, hold_s=d.hold_s)  # fmt: skip
             return Settled(True, held, failure is not Failure.NONE)
         self._revisits.stage(ticket, outcome)
         held = self.finish(ticket, outcome.finished, answer_s(outcome), failure, outcome.ip,
-                           mark_done=mark_done, hold_s=hold_for(after, policy))  # fmt: skip
-        return Settled(False, held, failure is not Failure.NONE)
+                           mark_done=mark_done, hold_s=d.hold_s)  # fmt: skip
+        if failure is Failure.NONE:
+            return _DONE if held == 0.0 else Settled(False, held, False)
+        return Settled(False, held, True)
 
     def will_retry(self, ticket: Ticket, outcome: Completion) -> bool:
         """Would :meth:`complete` retry this ticket (nothing changes)? The engine asks first
         when a final result needs work (archiving, links) before it is completed."""
-        if outcome.error is None and outcome.status < 500 and outcome.status != 429:
-            return False  # the common case: no retry, no Retry-After to read
-        after = (
-            retry_after_s(outcome.status, outcome.retry_after, self._wall_clock())
-            if outcome.status in HOST_STATUSES
-            else None
-        )
-        if outcome.no_retry:
-            return False
-        return retry_in(outcome, ticket.attempt, after, self._retry_policy) is not None
+        d = decide(outcome, ticket.attempt, self._retry_policy, self._wall_clock)
+        return d.retry_s is not None
 
     def finish(
         self,
@@ -575,7 +550,8 @@ class Frontier:
             self.mark_done((ticket.key,))
         polite, backoff = self._spacing.after(host, ticket, fetch_s, failure)
         held = self._dispatch.release(host, ticket, now, polite, backoff, hold_s, ip)
-        self._maybe_retire(host, failure)
+        if failure is Failure.CONNECTION:
+            self._connection_failed(host)
         return held
 
     def mark_done(self, keys: Iterable[bytes]) -> None:
@@ -608,27 +584,24 @@ class Frontier:
         this returns too).
         """
         host = self._hosts[ticket.origin]
-        if ticket.last is not None:
+        if ticket.last is not None:  # a revisit: back to its host's revisits
             self._revisits.retry(host, ticket, now + delay_s)
-            held = self._dispatch.release(
-                host, ticket, now, *self._spacing.after(host, ticket, fetch_s, failure), hold_s, ip
-            )
-            self._maybe_retire(host, failure)
-            return held
-        entry = QueueEntry(
-            ticket.url, ticket.depth, ticket.hops, ticket.attempt + 1, ticket.referrer,
-            ticket.callback, ticket.meta, ticket.priority,
-        )  # fmt: skip
-        self._buffer.requeue(host, ticket.key, entry, now + delay_s)
+        else:
+            entry = QueueEntry(
+                ticket.url, ticket.depth, ticket.hops, ticket.attempt + 1, ticket.referrer,
+                ticket.callback, ticket.meta, ticket.priority,
+            )  # fmt: skip
+            self._buffer.requeue(host, ticket.key, entry, now + delay_s)
         polite, backoff = self._spacing.after(host, ticket, fetch_s, failure)
         held = self._dispatch.release(host, ticket, now, polite, backoff, hold_s, ip)
-        self._maybe_retire(host, failure)
+        if failure is Failure.CONNECTION:
+            self._connection_failed(host)
         return held
 
-    def _maybe_retire(self, host: HostQueue, failure: Failure) -> None:
+    def _connection_failed(self, host: HostQueue) -> None:
+        """A connection failure: the host is retired after ``max_host_errors`` in a row."""
         if (
-            failure is Failure.CONNECTION
-            and self._max_host_errors
+            self._max_host_errors
             and host.conn_errors >= self._max_host_errors
             and host.state is not HostState.RETIRED
         ):
