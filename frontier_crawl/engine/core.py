@@ -410,9 +410,9 @@ class Engine:
                     times.requests += submitted
                     run.last_request = now
             idle = frontier.pending == 0 and fetcher.in_flight == 0
-            if not idle and frontier.blocked_queues and fetcher.in_flight == 0:
+            if not idle and frontier.holds.blocked_queues and fetcher.in_flight == 0:
                 # all that is left is held by blocks: over, unless an operator can unblock
-                idle = frontier.pending == frontier.held_by_blocks and steer.commands is None
+                idle = frontier.pending == frontier.holds.held_by_blocks and steer.commands is None
             if idle and frontier.continuous:  # never over by itself: revisits come due
                 idle = False
             if exchange is not None:
@@ -473,7 +473,7 @@ class Engine:
         wake = self.frontier.next_wake()
         if wake is None:
             frontier = self.frontier
-            if self.fetcher.in_flight == 0 and frontier.pending > frontier.held_by_blocks:
+            if self.fetcher.in_flight == 0 and frontier.pending > frontier.holds.held_by_blocks:
                 raise RuntimeError(f"frontier stalled: {self.frontier.stats()}")
             return longest
         return min(longest, max(0.0, wake - now))

@@ -336,8 +336,8 @@ class Observer:
             },
             "history": [list(point) for point in self._recorder.history],
             "paused": self._run.paused,
-            "blocked_hosts": frontier.blocked_hosts,
-            "host_delays": frontier.host_delays,
+            "blocked_hosts": frontier.holds.blocked_hosts,
+            "host_delays": frontier.holds.host_delays,
             "workers": [],
             "freshness": fresh,
         }

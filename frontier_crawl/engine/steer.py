@@ -174,22 +174,22 @@ class Steering:
                         len(command.urls))  # fmt: skip
             return {**applied, "given": len(command.urls), "admitted": admitted}
         if name == "block":
-            held = frontier.block(command.host, now)
+            held = frontier.holds.block(command.host, now)
             log.info("host %s blocked by the operator (%d URLs held)", command.host, held,
                      extra={"host": command.host})
             return {**applied, "host": command.host, "held": held}
         if name == "unblock":
-            released = frontier.unblock(command.host, now)
+            released = frontier.holds.unblock(command.host, now)
             log.info("host %s unblocked by the operator", command.host,
                      extra={"host": command.host})
             return {**applied, "host": command.host, "released": released}
         if name == "host-delay":
-            if command.delay_s is not None and not frontier.knows_host(command.host):
+            if command.delay_s is not None and not frontier.holds.knows_host(command.host):
                 # not stored: a typo must not read "delay 2 s" (ctl says the host is unknown;
                 # with worker processes only the owner of the host knows it)
                 return {**applied, "host": command.host, "delay_s": command.delay_s,
                         "origins": 0}  # fmt: skip
-            hosts = frontier.set_host_delay(command.host, command.delay_s, now)
+            hosts = frontier.holds.set_host_delay(command.host, command.delay_s, now)
             delay = command.delay_s
             said = "back to the config" if delay is None else f"set to {delay:g} s"
             log.info("host %s: delay %s by the operator", command.host, said,

@@ -141,8 +141,8 @@ class Frontier:
         self._buffer = QueueBuffer(self._store, self._tx, o.memory_urls)
         #: the delays: configured, the operator's per host name (``spacing.py``)
         self._spacing = Spacing(o.policy, o.host_error_urls, self._queues)
-        #: the operator's blocks and host delays, durable (``control.py``)
-        self._control = Control(self._queues, self._spacing, self._tx.write, self._blobs)
+        #: the operator's holds: blocks and host delays, durable (``control.py``)
+        self.holds = Control(self._queues, self._spacing, self._tx.write, self._blobs)
         #: scope, ownership, dedup and traps: which links become queued URLs
         self._admission = Admission(
             allow_domains=o.allow_domains,
@@ -715,52 +715,6 @@ class Frontier:
         recrawl; URLs that do not canonicalise or are not scheduled are skipped)."""
         return self._revisits.sitemap_lastmod(pairs)
 
-    # ----------------------------------------------------------------------------- operator
-    # (``control.py``: blocks and host delays, durable in LMDB)
-
-    @property
-    def blocked_hosts(self) -> list[str]:
-        """Host names the operator blocked (``block``), sorted."""
-        return self._control.blocked_hosts
-
-    @property
-    def host_delays(self) -> dict[str, float]:
-        """Host name -> the delay the operator set for it (``set_host_delay``)."""
-        return self._control.host_delays
-
-    @property
-    def held_by_blocks(self) -> int:
-        """URLs queued for blocked hosts (not handed out until unblocked)."""
-        return self._control.held_by_blocks
-
-    @property
-    def blocked_queues(self) -> int:
-        """Hosts with queued work held by a block."""
-        return self._control.blocked_queues
-
-    def block(self, name: str, now: float) -> int:
-        """Hand out no more URLs of host name ``name`` (every scheme and port) until
-        :meth:`unblock`: its queued and newly admitted URLs are kept (in LMDB, as always),
-        requests in flight finish. Durable with the open transaction. Returns the URLs held."""
-        return self._control.block(name, now)
-
-    def unblock(self, name: str, now: float) -> int:
-        """Undo :meth:`block`; the host's URLs are handed out again. Returns how many are
-        queued (0 and no change if ``name`` was not blocked)."""
-        return self._control.unblock(name, now)
-
-    def knows_host(self, name: str) -> bool:
-        """Whether any host (origin) of host name ``name`` is known to this frontier: queued,
-        fetched or waiting (O(hosts), for the operator's commands)."""
-        return bool(self._control.matching(name))
-
-    def set_host_delay(self, name: str, delay_s: float | None, now: float) -> int:
-        """Space requests to host name ``name`` by ``delay_s`` (None: back to the configured
-        delay), in place of min_delay_s and the adaptive delay but never below its robots.txt
-        Crawl-delay. Durable with the open transaction. Returns the hosts (origins) it applies
-        to now (``Control.set_host_delay``)."""
-        return self._control.set_host_delay(name, delay_s, now)
-
     def reconfigure(self, s: CrawlSettings, now: float) -> None:
         """Apply a reloaded config's tunables: politeness delays and limits, connections per
         host, robots timings, host error limits, the scope and exclude patterns, the trap
@@ -783,7 +737,7 @@ class Frontier:
         self._revisits.reconfigure(s.recrawl)
         if spacing.policy == policy:
             return  # the hosts' spacing stands (the adaptive part of it too)
-        self._control.reapply(now)  # the operator's delays keep the new backoff
+        self.holds.reapply(now)  # the operator's delays keep the new backoff
         for host in list(self._hosts.values()):
             spacing.respace(host, now)
 
@@ -847,7 +801,7 @@ class Frontier:
             "spilled": self.spilled,
             "refilled": self.refilled,
             "blocked_hosts": len(self._queues.blocked),
-            "held_by_blocks": self.held_by_blocks,
+            "held_by_blocks": self.holds.held_by_blocks,
         }
 
     def host_signals(self, now: float, worst: int = 5) -> HostSignals:
@@ -874,7 +828,7 @@ class Frontier:
             seen_count = self._seen.exact_count(txn)
             raw = txn.get(_ADMITTED_KEY, db=self._blobs)
             self.admitted = int.from_bytes(raw, "big") if raw is not None else 0
-            self._control.load(txn)  # the blocks: a blocked host is parked, not READY
+            self.holds.load(txn)  # the blocks: a blocked host is parked, not READY
             hosts = self._queues.restore(self._store.iter_queued_hosts(txn))
             if self._admission.limits.max_pages_per_host:
                 for host in hosts:

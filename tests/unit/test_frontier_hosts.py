@@ -147,13 +147,13 @@ def test_frontier_counts_equal_a_recount_through_a_crawl(seed: int) -> None:
                 elif op == 8:
                     name = rng.choice(("a.test", "b.test"))
                     if rng.random() < 0.5:
-                        f.block(name, now)
+                        f.holds.block(name, now)
                     else:
-                        f.unblock(name, now)
+                        f.holds.unblock(name, now)
                 else:
                     name = rng.choice(("sub.a.test", "x.b.test"))
                     if rng.random() < 0.7:
-                        f.set_host_delay(name, rng.choice((None, 0.2, 3.0)), now)
+                        f.holds.set_host_delay(name, rng.choice((None, 0.2, 3.0)), now)
                     else:
                         f.retire(f"http://{name}", "host-unreachable")
                 assert queues.recount() == {s: queues.count(s) for s in HostState}
