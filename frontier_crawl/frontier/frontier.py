@@ -68,6 +68,7 @@ from frontier_crawl.frontier.identity import LAYOUT_VERSION as LAYOUT_VERSION  #
 from frontier_crawl.frontier.identity import (
     check_identity,
 )
+from frontier_crawl.frontier.intake import Intake
 from frontier_crawl.frontier.mailbox import Link, decode_links, encode_links
 from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions, no_variant
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for
@@ -92,8 +93,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_ADMITTED_KEY = b"admitted"  #: blobs: URLs admitted by the crawl, all runs (u64)
-_ADMITTED_PREFIX = b"admitted:"  #: blobs: + origin -> its admitted URLs, with max_pages_per_host
 #: what reading a damaged environment's pages raises while the frontier resumes
 _STATE_ERRORS = (lmdb.Error, msgspec.DecodeError, struct.error, ValueError, IndexError,
                  OverflowError, KeyError)  # fmt: skip
@@ -125,8 +124,11 @@ class Frontier:
         self._sitemaps = SitemapQueue(o.sitemap_paths, o.sitemap_robots, self.add)
         self._max_host_errors = o.max_host_errors
         self._on_reject = hooks.on_reject
+        #: the host queues, where each waits, and how many are in each state (``hosts.py``)
+        self._queues = HostQueues(o.connections_per_host)
+        self._hosts: dict[str, HostQueue] = self._queues.hosts  #: origin -> queue (read only)
         #: LMDB, the robots.txt cache, the inbox: opened (and closed) together (``state.py``)
-        files = self._files = StateFiles.open(state_dir, o, hooks, self._host_id_of)
+        files = self._files = StateFiles.open(state_dir, o, hooks, self._queues.host_id_of)
         self._env, self._store, self._seen = files.env, files.store, files.seen
         self._blobs, self._outbox = files.blobs, files.outbox
         self._inbox = files.inbox
@@ -134,15 +136,27 @@ class Frontier:
         self._tx = Transactions(self._env, files.env_path, flush=self._flush, aborted=self._aborted,
                                 committed=self._committed)  # fmt: skip
         self._write = self._tx.write
-        #: the host queues, where each waits, and how many are in each state (``hosts.py``)
-        self._queues = HostQueues(o.connections_per_host)
-        self._hosts: dict[str, HostQueue] = self._queues.hosts  #: origin -> queue (read only)
         #: the queued URLs in memory, under the global budget (``buffer.py``)
         self._buffer = QueueBuffer(self._store, self._tx, o.memory_urls)
         #: the delays: configured, the operator's per host name (``spacing.py``)
         self._spacing = Spacing(o.policy, o.host_error_urls, self._queues)
         #: the operator's holds: blocks and host delays, durable (``control.py``)
         self.holds = Control(self._queues, self._spacing, self._tx.write, self._blobs)
+        #: robots.txt of every host: first fetch, refresh, redirects, the copy it falls back on
+        #: (a redirect's target is checked against the scope built below)
+        self._gate = RobotsGate(files.robots, lambda host: self._admission.domain_allowed(host),
+                                obey=o.obey_robots, ttl_s=o.robots_ttl_s, stale_s=o.robots_stale_s,
+                                retry_s=o.robots_retry_s, attempts=o.robots_attempts)  # fmt: skip
+        #: request starts and ends: ready hosts, IP groups, connections, holds (``dispatch.py``)
+        self._dispatch = Dispatch(self._queues, self._spacing, self._gate, per_ip=o.per_ip,
+                                  known_ips=o.known_ips)  # fmt: skip
+        self._per_ip = o.per_ip  #: hosts join IP groups (``Dispatch.join``; read at a restart)
+        #: hosts made, admitted URLs queued, hosts retired, the admission counts (``intake.py``)
+        self._intake = Intake(self._queues, self._buffer, self._dispatch, self._store, self._blobs,
+                              per_host_limit=lambda: self._admission.limits.max_pages_per_host,
+                              put_back=lambda txn, revisits: self._revisits.put_back(txn, revisits),
+                              on_reject=hooks.on_reject, batch=self._tx.batch,
+                              write=self._tx.write)  # fmt: skip
         #: scope, ownership, dedup and traps: which links become queued URLs
         self._admission = Admission(
             allow_domains=o.allow_domains,
@@ -154,30 +168,20 @@ class Frontier:
             worker=hooks.worker,
             seen=self._seen,
             hosts=self._hosts,
-            enqueue=self._enqueue,
-            stored_admitted=self._stored_admitted,
+            enqueue=self._intake.enqueue,
+            stored_admitted=self._intake.stored_admitted,
             on_reject=hooks.on_reject,
             on_foreign=hooks.on_foreign,
             variant=hooks.variant,
         )
-        #: robots.txt of every host: first fetch, refresh, redirects, the copy it falls back on
-        self._gate = RobotsGate(files.robots, self._admission.domain_allowed, obey=o.obey_robots,
-                                ttl_s=o.robots_ttl_s, stale_s=o.robots_stale_s,
-                                retry_s=o.robots_retry_s, attempts=o.robots_attempts)  # fmt: skip
-        #: request starts and ends: ready hosts, IP groups, connections, holds (``dispatch.py``)
-        self._dispatch = Dispatch(self._queues, self._spacing, self._gate, per_ip=o.per_ip,
-                                  known_ips=o.known_ips)  # fmt: skip
-        self._per_ip = o.per_ip  #: hosts join IP groups (``Dispatch.join``; read at a restart)
-        self.admitted = 0  #: URLs admitted by this crawl, all runs (for crawl.max_pages)
-        self._counted: dict[str, HostQueue] = {}  #: hosts whose admitted count this txn changed
         self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
         #: a continuous crawl's revisits over the host queues, or none (``revisits.py``)
         self._revisits: RevisitStrategy = OnePass(self._store)
         if files.recrawl is not None:
             self._revisits = Revisits(files.recrawl, self._queues, self._store,
                                       write=self._tx.write, read=self._tx.read,
-                                      in_scope=self._admission.in_scope, host_for=self._host_for,
-                                      on_reject=hooks.on_reject,
+                                      in_scope=self._admission.in_scope,
+                                      host_for=self._intake.host_for, on_reject=hooks.on_reject,
                                       wall_clock=hooks.wall_clock)  # fmt: skip
         try:
             self._resume()
@@ -222,13 +226,14 @@ class Frontier:
         """What the parts buffered, written into ``txn`` before it commits."""
         self._store.flush(txn)
         self._seen.flush(txn)
-        self._flush_counts(txn)
+        self._intake.flush(txn)
+        self._revisits.flush(txn)
 
     def _aborted(self) -> None:
         """A transaction was aborted: the parts forget what they staged for it."""
         self._admission.aborted()
         self._revisits.aborted()
-        self._counted.clear()
+        self._intake.aborted()
         self._store.aborted()
         self._seen.aborted()
         if self._inbox is not None:
@@ -326,66 +331,11 @@ class Frontier:
         request: tuple[str, bytes, int] | None = None,
     ) -> int:
         """:meth:`add` inside the transaction ``txn`` (``Admission.admit``)."""
-        added = self._admission.admit(txn, urls, depth, referrer, hops, now, request, self.admitted)
-        self.admitted += added
+        intake = self._intake
+        added = self._admission.admit(txn, urls, depth, referrer, hops, now, request,
+                                      intake.admitted)  # fmt: skip
+        intake.admitted += added
         return added
-
-    def _enqueue(
-        self, txn: lmdb.Transaction[bytes], host_key: str, entry: QueueEntry, now: float
-    ) -> bool:
-        """Queue an admitted URL in LMDB and, budget permitting, in memory; False if refused."""
-        host = self._hosts.get(host_key)
-        if host is None:
-            host = self._host_for(txn, host_key)
-        elif host.state is HostState.RETIRED:
-            self._on_reject(
-                Ticket(b"", host_key, entry.url, entry.depth, entry.hops, 0, entry.referrer),
-                host.retired,
-            )
-            return False
-        self._buffer.put(txn, host, entry)
-        host.admitted += 1
-        if self._admission.limits.max_pages_per_host:
-            self._counted[host_key] = host
-        if host.state in (HostState.EMPTY, HostState.BUSY):
-            self._queues.settle(host, now)
-        return True
-
-    def _host_id_of(self, host_key: str) -> int:
-        """The store's id of a host (-1 if it has none yet): referrers are stored by it."""
-        host = self._hosts.get(host_key)
-        return host.hid if host is not None else -1
-
-    def _host_for(self, txn: lmdb.Transaction[bytes], host_key: str) -> HostQueue:
-        """The host queue of ``host_key``, made (with its admitted count) if it has none."""
-        host = self._hosts.get(host_key)
-        if host is None:
-            host = self._new_host(host_key)
-            if self._admission.limits.max_pages_per_host:
-                host.admitted = self._stored_admitted(txn, host_key)
-        return host
-
-    def _new_host(self, host_key: str) -> HostQueue:
-        host = self._queues.add(HostQueue(host_key))
-        self._dispatch.join(host)
-        return host
-
-    def _stored_admitted(self, txn: lmdb.Transaction[bytes], host_key: str) -> int:
-        """URLs of ``host_key`` admitted by earlier runs (kept only with max_pages_per_host)."""
-        raw = txn.get(_ADMITTED_PREFIX + host_key.encode(), db=self._blobs)
-        return int.from_bytes(raw, "big") if raw is not None else 0
-
-    def _flush_counts(self, txn: lmdb.Transaction[bytes]) -> None:
-        """Write the admission counts the limits need, in the transaction that changed them:
-        a resumed crawl then neither restarts crawl.max_pages nor max_pages_per_host (per-host
-        counts are kept only while max_pages_per_host is set)."""
-        blobs = self._blobs
-        txn.put(_ADMITTED_KEY, self.admitted.to_bytes(8, "big"), db=blobs)
-        for host_key, host in self._counted.items():
-            count = host.admitted.to_bytes(8, "big")
-            txn.put(_ADMITTED_PREFIX + host_key.encode(), count, db=blobs)
-        self._counted.clear()
-        self._revisits.flush(txn)
 
     def ingest_inbox(self, now: float, run_id: bytes = b"", limit: int = 64) -> tuple[int, int]:
         """Admit link batches other workers delivered into this worker's inbox.
@@ -607,7 +557,7 @@ class Frontier:
         ):
             log.warning("%s: %d connection failures in a row: host retired", host.origin,
                         host.conn_errors)  # fmt: skip
-            self._retire(host, HOST_UNREACHABLE)
+            self._intake.retire(host, HOST_UNREACHABLE)
 
     def robots_redirect(self, ticket: Ticket, target: str) -> bool:
         """robots.txt (``ticket``) answered with a redirect to ``target``: fetch that next, for
@@ -623,7 +573,7 @@ class Frontier:
         host = self._hosts.get(origin)
         if host is not None and host.state is not HostState.RETIRED:
             log.warning("%s: host retired (%s)", origin, reason)
-            self._retire(host, reason)
+            self._intake.retire(host, reason)
 
     def robots_done(
         self,
@@ -658,43 +608,17 @@ class Frontier:
             self._dispatch.release(host, mine, now, 0.0, 0.0, 0.0, ip)
             if host.state is not HostState.RETIRED:
                 log.warning("%s: host retired (%s)", host.origin, retire)
-                self._retire(host, retire)
+                self._intake.retire(host, retire)
             return
         answer = self._gate.answer(host, status, body, now, hold, fallback)
         if answer.give_up:
             self._dispatch.release(host, mine, now, 0.0, 0.0, 0.0, ip)
-            self._retire(host, ROBOTS_UNAVAILABLE)
+            self._intake.retire(host, ROBOTS_UNAVAILABLE)
             return
         delay = delay_for(fetch_s, answer.crawl_delay_s, self._spacing.policy)
         self._dispatch.release(host, mine, now, delay, answer.retry_s, 0.0, ip)
         if answer.rules is not None and self._sitemaps.enabled:
             self._sitemaps.queue(host, answer.rules, now)
-
-    def _retire(self, host: HostQueue, reason: str) -> None:
-        """Give up on a host: every queued URL is recorded as failed with ``reason``."""
-        self._queues.move(host, HostState.RETIRED)
-        host.retired = reason
-        self._dispatch.holding.pop(host.origin, None)
-        with self.batch(), self._write() as txn:
-            for key, entry in self._buffer.drain(host):
-                self._reject_entry(txn, host, key, entry, reason)
-            revisits, host.revisits = host.revisits, None
-            if revisits is not None:  # due again after a while
-                self._revisits.put_back(txn, revisits)
-
-    def _reject_entry(
-        self,
-        txn: lmdb.Transaction[bytes],
-        host: HostQueue,
-        key: bytes,
-        entry: QueueEntry,
-        reason: str,
-    ) -> None:
-        ticket = Ticket(key, host.origin, entry.url, entry.depth, entry.hops, entry.attempt,
-                        entry.referrer, False, entry.callback, entry.meta,
-                        entry.priority)  # fmt: skip
-        self._on_reject(ticket, reason)
-        self._store.done(key)
 
     # ----------------------------------------------------------------------------- revisits
 
@@ -742,6 +666,11 @@ class Frontier:
             spacing.respace(host, now)
 
     # ----------------------------------------------------------------------------- lifecycle
+
+    @property
+    def admitted(self) -> int:
+        """URLs admitted by this crawl, all runs (for crawl.max_pages)."""
+        return self._intake.admitted
 
     @property
     def queued(self) -> int:
@@ -826,13 +755,12 @@ class Frontier:
         snapshot = self._files.directory / SNAPSHOT
         with self._env.begin() as txn:
             seen_count = self._seen.exact_count(txn)
-            raw = txn.get(_ADMITTED_KEY, db=self._blobs)
-            self.admitted = int.from_bytes(raw, "big") if raw is not None else 0
+            self._intake.load(txn)
             self.holds.load(txn)  # the blocks: a blocked host is parked, not READY
             hosts = self._queues.restore(self._store.iter_queued_hosts(txn))
             if self._admission.limits.max_pages_per_host:
                 for host in hosts:
-                    host.admitted = self._stored_admitted(txn, host.origin)
+                    host.admitted = self._intake.stored_admitted(txn, host.origin)
         if self._per_ip:
             for host in hosts:
                 self._dispatch.join(host)

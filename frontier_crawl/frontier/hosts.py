@@ -143,6 +143,11 @@ class HostQueues:
 
     # ----------------------------------------------------------------------------- the hosts
 
+    def host_id_of(self, host_key: str) -> int:
+        """The store's id of a host (-1 if it has none yet): referrers are stored by it."""
+        host = self.hosts.get(host_key)
+        return host.hid if host is not None else -1
+
     def add(self, host: HostQueue) -> HostQueue:
         """Count in a new host queue (EMPTY, as built)."""
         assert host.state is HostState.EMPTY and host.origin not in self.hosts
