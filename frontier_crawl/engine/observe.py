@@ -150,7 +150,7 @@ class Observer:
             "in_flight": self.fetcher.in_flight,
             "paused_for_space": self._run.low_space is not None,
             "bottleneck": f"{bottleneck['name']}: {bottleneck['detail']}",
-            **self.frontier.stats(),
+            **self.frontier.view.stats(),
             **self._spider_progress(elapsed),
         }
 
@@ -227,7 +227,7 @@ class Observer:
             t=now, wall=time.time(), pages=self._group.stats.pages, waited=self._waited(),
             parse=t.parse, callbacks=t.callbacks, warc=t.warc, frontier=t.frontier,
             fetch=t.fetch, dns=getattr(f, "dns_s", 0.0), transfer=getattr(f, "transfer_s", 0.0),
-            admitted=self.frontier.admitted,
+            admitted=self.frontier.view.admitted,
         )  # fmt: skip
         self._recorder.add(sample)
         if force or now - self._status_wanted < STATUS_WANTED_S:
@@ -236,7 +236,7 @@ class Observer:
     def freshness(self, now: float) -> dict[str, Any]:
         """The ``freshness`` dict of the status and the report (docs/continuous.md): the frontier's,
         with the ``per_hour`` rates; ``{"enabled": false}`` without ``[recrawl]``."""
-        fresh: dict[str, Any] = dict(self.frontier.freshness(time.time()))
+        fresh: dict[str, Any] = dict(self.frontier.view.freshness(time.time()))
         if fresh.get("enabled"):
             fresh["per_hour"] = self._rates.rates(now, fresh.get("visits") or {})
         return fresh
@@ -252,7 +252,7 @@ class Observer:
         self, now: float, window_busy: float, shares: dict[str, float], dns_share: float,
         fresh: Mapping[str, Any],
     ) -> tuple[Signals, HostSignals]:  # fmt: skip
-        hs = self.frontier.host_signals(now)
+        hs = self.frontier.view.host_signals(now)
         holds: tuple[HostHold, ...] = ()
         if hs.next_due is not None:
             origin_, reason, wait = hs.next_due
@@ -271,7 +271,7 @@ class Observer:
             in_flight=fetcher.in_flight,
             # the configured number (in flight + free is more while a lowered one drains)
             concurrency=getattr(fetcher, "concurrency", fetcher.in_flight + fetcher.free_slots),
-            queued=self.frontier.queued,
+            queued=self.frontier.view.queued,
             hosts_total=hs.total,
             hosts_ready=hs.ready,
             hosts_waiting=hs.waiting,
@@ -299,12 +299,12 @@ class Observer:
             t0 = time.perf_counter()
             self._busiest = [
                 {"host": h, "pages": started, "queued": queued}
-                for h, started, queued in frontier.busiest(10)
+                for h, started, queued in frontier.view.busiest(10)
             ]
             spent = time.perf_counter() - t0
             self._busiest_at = now + max(BUSIEST_EVERY_S, spent / BUSIEST_SHARE)
         failing = sorted(self._failing.items(), key=lambda kv: kv[1][0], reverse=True)[:10]
-        queued, hot = frontier.queued, frontier.hot_total
+        queued, hot = frontier.view.queued, frontier.view.hot_total
         status: dict[str, Any] = {
             "state": sig.state,
             "bottleneck": classify(sig).as_dict(),
@@ -348,7 +348,7 @@ class Observer:
         self, status: dict[str, Any], admitted_per_s: float, retired: int
     ) -> dict[str, Any]:
         """The counters ``render_metrics`` turns into Prometheus metrics (worker's label)."""
-        f, t, seen = self.fetcher, self._times, self.frontier.seen_stats()
+        f, t, seen = self.fetcher, self._times, self.frontier.view.seen_stats()
         warc_bytes = 0
         if self._archive is not None:
             for path in self._archive.paths:
@@ -362,7 +362,7 @@ class Observer:
             "fetch_time_counts": list(getattr(f, "fetch_times", [])),
             "fetch_time_sum": getattr(f, "transfer_s", 0.0),
             "requests": t.requests,
-            "admitted": self.frontier.admitted,
+            "admitted": self.frontier.view.admitted,
             "admitted_per_s": admitted_per_s,
             "hosts_retired": retired,
             "bloom_fill": float(seen.get("bloom_fill", 0.0)),

@@ -79,8 +79,8 @@ from frontier_crawl.frontier.scope import check_scope
 from frontier_crawl.frontier.sitemapqueue import SitemapQueue
 from frontier_crawl.frontier.spacing import Spacing
 from frontier_crawl.frontier.state import FRESH_FRONTIER, SNAPSHOT, StateFiles
+from frontier_crawl.frontier.status import FrontierView
 from frontier_crawl.frontier.status import HostSignals as HostSignals  # (re-exported)
-from frontier_crawl.frontier.status import busiest, host_signals
 from frontier_crawl.frontier.store import (
     QueueEntry,
 )
@@ -174,7 +174,6 @@ class Frontier:
             on_foreign=hooks.on_foreign,
             variant=hooks.variant,
         )
-        self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
         #: a continuous crawl's revisits over the host queues, or none (``revisits.py``)
         self._revisits: RevisitStrategy = OnePass(self._store)
         if files.recrawl is not None:
@@ -183,6 +182,10 @@ class Frontier:
                                       in_scope=self._admission.in_scope,
                                       host_for=self._intake.host_for, on_reject=hooks.on_reject,
                                       wall_clock=hooks.wall_clock)  # fmt: skip
+        #: the frontier read, never written: the status's, the report's (``status.py``)
+        self.view = FrontierView(self._queues, self._buffer, self._dispatch, self._gate,
+                                 self._spacing, self.holds, self._intake, self._revisits,
+                                 self._seen.stats)  # fmt: skip
         try:
             self._resume()
         except _STATE_ERRORS as exc:  # pages of the queue or seen-set unreadable
@@ -622,17 +625,6 @@ class Frontier:
 
     # ----------------------------------------------------------------------------- revisits
 
-    @property
-    def continuous(self) -> bool:
-        """A continuous crawl (``[recrawl] enabled``): it never ends by itself."""
-        return self._revisits.continuous
-
-    def freshness(self, now_wall: float) -> dict[str, object]:
-        """The schedule's figures (the ``freshness`` dict of docs/continuous.md without
-        ``per_hour``, which observe computes from the visit totals); ``{"enabled": False}``
-        without recrawl. Counts due keys up to a cap: call it every few seconds, not per tick."""
-        return self._revisits.freshness(now_wall)
-
     def sitemap_lastmod(self, pairs: Iterable[tuple[str, float]]) -> int:
         """A sitemap's ``(<loc>, <lastmod> epoch seconds)`` pairs: each scheduled URL whose last
         capture is older than its lastmod becomes due now. Returns how many did (0 without
@@ -668,83 +660,9 @@ class Frontier:
     # ----------------------------------------------------------------------------- lifecycle
 
     @property
-    def admitted(self) -> int:
-        """URLs admitted by this crawl, all runs (for crawl.max_pages)."""
-        return self._intake.admitted
-
-    @property
-    def queued(self) -> int:
-        """URLs admitted and not yet complete, in flight excluded."""
-        return self._buffer.queued
-
-    @property
-    def hot_total(self) -> int:
-        """URLs held in memory (under ``memory_urls``)."""
-        return self._buffer.hot_total
-
-    @property
-    def peak_hot(self) -> int:
-        """The most URLs held in memory at once."""
-        return self._buffer.peak_hot
-
-    @property
-    def spilled(self) -> int:
-        """URLs that went to LMDB only, past the memory budget."""
-        return self._buffer.spilled
-
-    @property
-    def refilled(self) -> int:
-        """URLs read back from LMDB into memory."""
-        return self._buffer.refilled
-
-    @property
-    def in_flight(self) -> int:
-        """Requests handed out and not yet complete (robots.txt included)."""
-        return self._dispatch.in_flight
-
-    @property
-    def robots_waiting(self) -> int:
-        """Hosts waiting for their robots.txt (nothing else issued)."""
-        return self._gate.waiting
-
-    @property
     def pending(self) -> int:
         """URLs queued or in flight; the crawl is over when this is 0."""
-        return self.queued + self.in_flight
-
-    def host_state(self, host_key: str) -> HostState | None:
-        """State of a host queue (for tests and progress)."""
-        host = self._hosts.get(host_key)
-        return host.state if host is not None else None
-
-    def stats(self) -> dict[str, float | int]:
-        """Counters for the report and progress lines."""
-        return {
-            "hosts": len(self._hosts),
-            "queued": self.queued,
-            "in_flight": self.in_flight,
-            "admitted": self.admitted,
-            "resumed": self.resumed,
-            "hot": self.hot_total,
-            "peak_hot": self.peak_hot,
-            "spilled": self.spilled,
-            "refilled": self.refilled,
-            "blocked_hosts": len(self._queues.blocked),
-            "held_by_blocks": self.holds.held_by_blocks,
-        }
-
-    def host_signals(self, now: float, worst: int = 5) -> HostSignals:
-        """Hosts by state, the worst held ones and the next one due (``status.host_signals``)."""
-        return host_signals(self._queues, self._dispatch.holding, self._gate.waiting,
-                            self._spacing.policy.min_delay_s, now, worst)  # fmt: skip
-
-    def busiest(self, n: int = 10) -> list[tuple[str, int, int]]:
-        """The ``n`` hosts with the most requests started this run (``status.busiest``)."""
-        return busiest(self._queues, n)
-
-    def seen_stats(self) -> dict[str, float | int]:
-        """The seen-set's counters (Bloom filter size, estimated false positives...)."""
-        return self._seen.stats()
+        return self._buffer.queued + self._dispatch.in_flight
 
     def _resume(self) -> None:
         """Rebuild in-memory state from LMDB left by an earlier run of this crawl.
@@ -769,9 +687,9 @@ class Frontier:
             with self._env.begin() as txn:
                 self._seen.rebuild(txn)
         self._buffer.queued += sum(host.unloaded for host in hosts)
-        self.resumed = self.queued
+        self.view.resumed = queued = self._buffer.queued
         if hosts:
-            log.info("resumed: %d URLs queued over %d hosts", self.queued, len(hosts))
+            log.info("resumed: %d URLs queued over %d hosts", queued, len(hosts))
 
     def checkpoint(self) -> None:
         """Flush LMDB to disk and snapshot the Bloom filter (``StateFiles.checkpoint``: a

@@ -122,7 +122,7 @@ def test_block_keeps_urls_until_unblocked(tmp_path: Path) -> None:
     assert f.holds.block("a.test", 0.0) == 2
     assert urls(f.next_ready(0.0, 10)) == [f"{B}/1"]
     f.add([f"{A}/3"], depth=0, now=0.0)  # admitted, and held too
-    assert f.host_state(A) is HostState.BLOCKED and f.holds.held_by_blocks == 3
+    assert f.view.host_state(A) is HostState.BLOCKED and f.holds.held_by_blocks == 3
     assert f.pending == 4 and f.next_wake() is None
     assert f.holds.unblock("a.test", 1.0) == 3
     assert urls(f.next_ready(1.0, 10)) == [f"{A}/1"]
