@@ -7,7 +7,7 @@ the HTML parser or a spider callback. A 2xx body is read by ``parse.sitemap.pars
 * a ``urlset`` (or text sitemap): its ``<loc>`` URLs are admitted through ``Frontier.add`` at
   the sitemap's depth + 1 with the sitemap as referrer (scope, seen-set, traps, robots.txt and
   politeness apply as to any link; a spider's default callback gets the pages); with
-  ``[recrawl]`` on, its ``(<loc>, <lastmod>)`` pairs go to ``Frontier.sitemap_lastmod``: a
+  ``[recrawl]`` on, its ``(<loc>, <lastmod>)`` pairs go to ``Frontier.revisits.sitemap_lastmod``: a
   scheduled page whose last capture is older than its lastmod is due now (a sitemap is itself
   revisited on its own schedule, so a changed lastmod is seen at the sitemap's next visit);
 * a ``sitemapindex``: its children are admitted as sitemaps (``SITEMAP_CALLBACK``) at the same
@@ -109,5 +109,5 @@ class SitemapFeed:
             if self._recrawl:  # a page whose lastmod is newer than its last capture: due now
                 dated = [(loc, when) for loc, when in sitemap.entries if when is not None]
                 if dated:
-                    self.made_due += self._frontier.sitemap_lastmod(dated)
+                    self.made_due += self._frontier.revisits.sitemap_lastmod(dated)
         return _OUTCOMES.get(sitemap.problem, Outcome.SITEMAP_INVALID)

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import bisect  # noqa: F401  (the priority tests patch bisect.bisect through this name)
 import logging
-import os
 import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -68,8 +67,9 @@ from frontier_crawl.frontier.identity import LAYOUT_VERSION as LAYOUT_VERSION  #
 from frontier_crawl.frontier.identity import (
     check_identity,
 )
+from frontier_crawl.frontier.intake import HOST_UNREACHABLE as HOST_UNREACHABLE  # (re-exported)
 from frontier_crawl.frontier.intake import Intake
-from frontier_crawl.frontier.mailbox import Link, decode_links, encode_links
+from frontier_crawl.frontier.mailbox import Link, PeerMail
 from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions, no_variant
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for
 from frontier_crawl.frontier.records import Ticket
@@ -100,7 +100,6 @@ _STATE_ERRORS = (lmdb.Error, msgspec.DecodeError, struct.error, ValueError, Inde
 #: reasons passed to the reject callback (they become crawl-log outcomes)
 ROBOTS_DENIED = "robots-denied"
 ROBOTS_UNAVAILABLE = "robots-unavailable"
-HOST_UNREACHABLE = "host-unreachable"
 
 _NO_HOOKS = FrontierHooks()
 _DONE = Settled(False, 0.0, False)  #: a response the host meant, holding it no longer
@@ -122,7 +121,6 @@ class Frontier:
         self._wall_clock = hooks.wall_clock
         #: ``[sitemaps]``: each host's sitemaps, queued once its robots.txt is known
         self._sitemaps = SitemapQueue(o.sitemap_paths, o.sitemap_robots, self.add)
-        self._max_host_errors = o.max_host_errors
         self._on_reject = hooks.on_reject
         #: the host queues, where each waits, and how many are in each state (``hosts.py``)
         self._queues = HostQueues(o.connections_per_host)
@@ -154,8 +152,9 @@ class Frontier:
         #: hosts made, admitted URLs queued, hosts retired, the admission counts (``intake.py``)
         self._intake = Intake(self._queues, self._buffer, self._dispatch, self._store, self._blobs,
                               per_host_limit=lambda: self._admission.limits.max_pages_per_host,
-                              put_back=lambda txn, revisits: self._revisits.put_back(txn, revisits),
-                              on_reject=hooks.on_reject, batch=self._tx.batch,
+                              put_back=lambda txn, revisits: self.revisits.put_back(txn, revisits),
+                              max_host_errors=o.max_host_errors, on_reject=hooks.on_reject,
+                              batch=self._tx.batch,
                               write=self._tx.write)  # fmt: skip
         #: scope, ownership, dedup and traps: which links become queued URLs
         self._admission = Admission(
@@ -174,17 +173,21 @@ class Frontier:
             on_foreign=hooks.on_foreign,
             variant=hooks.variant,
         )
-        #: a continuous crawl's revisits over the host queues, or none (``revisits.py``)
-        self._revisits: RevisitStrategy = OnePass(self._store)
+        #: a continuous crawl's revisits over the host queues, or none (``revisits.py``); the
+        #: engine's sitemaps give it their ``<lastmod>`` dates (``sitemap_lastmod``)
+        self.revisits: RevisitStrategy = OnePass(self._store)
         if files.recrawl is not None:
-            self._revisits = Revisits(files.recrawl, self._queues, self._store,
+            self.revisits = Revisits(files.recrawl, self._queues, self._store,
                                       write=self._tx.write, read=self._tx.read,
                                       in_scope=self._admission.in_scope,
                                       host_for=self._intake.host_for, on_reject=hooks.on_reject,
                                       wall_clock=hooks.wall_clock)  # fmt: skip
+        #: link batches to and from other workers (``mailbox.py``; worker mode)
+        self.mail = PeerMail(self._env, self._outbox, self._inbox, self._tx.batch, self._write,
+                             self.add)  # fmt: skip
         #: the frontier read, never written: the status's, the report's (``status.py``)
         self.view = FrontierView(self._queues, self._buffer, self._dispatch, self._gate,
-                                 self._spacing, self.holds, self._intake, self._revisits,
+                                 self._spacing, self.holds, self._intake, self.revisits,
                                  self._seen.stats)  # fmt: skip
         try:
             self._resume()
@@ -230,12 +233,12 @@ class Frontier:
         self._store.flush(txn)
         self._seen.flush(txn)
         self._intake.flush(txn)
-        self._revisits.flush(txn)
+        self.revisits.flush(txn)
 
     def _aborted(self) -> None:
         """A transaction was aborted: the parts forget what they staged for it."""
         self._admission.aborted()
-        self._revisits.aborted()
+        self.revisits.aborted()
         self._intake.aborted()
         self._store.aborted()
         self._seen.aborted()
@@ -246,7 +249,7 @@ class Frontier:
         """A transaction committed: what the parts learn only once it is durable."""
         self._store.committed()
         self._admission.committed()
-        self._revisits.committed()
+        self.revisits.committed()
         if self._inbox is not None:
             self._inbox.ack()
 
@@ -340,50 +343,6 @@ class Frontier:
         intake.admitted += added
         return added
 
-    def ingest_inbox(self, now: float, run_id: bytes = b"", limit: int = 64) -> tuple[int, int]:
-        """Admit link batches other workers delivered into this worker's inbox.
-
-        The links are admitted in the current (batch) transaction; the batches leave the inbox
-        once it has committed (``frontier/mailbox.py``). Returns the number of batches
-        ingested, and how many of them were delivered during run ``run_id`` (the termination
-        count of ``frontier_crawl.workers``). Nothing to do outside worker mode.
-        """
-        if self._inbox is None:
-            return 0, 0
-        with self.batch():
-            batches = self._inbox.take(limit)
-            for _key, value in batches:
-                for url, depth, referrer, hops, callback, meta, priority in decode_links(value):
-                    self.add((url,), depth=depth, referrer=referrer, hops=hops, now=now,
-                             callback=callback, meta=meta, priority=priority)  # fmt: skip
-        return len(batches), sum(key.startswith(run_id) for key, _ in batches)
-
-    def queue_outgoing(self, dest: int, links: list[Link]) -> None:
-        """Keep a batch for another worker in this frontier's outbox, in the current transaction.
-
-        Delivery (:meth:`outgoing` / :meth:`delivered`) happens after the commit, never inside
-        a transaction of ours: holding our writer lock while waiting for a peer's (which may be
-        waiting for ours) would deadlock. A kill between commit and delivery only delays it.
-        """
-        with self._write() as txn:
-            txn.put(dest.to_bytes(2, "big") + os.urandom(14), encode_links(links), db=self._outbox)
-
-    def outgoing(self, limit: int = 256) -> list[tuple[bytes, int, bytes]]:
-        """Committed batches not yet delivered: (key, destination worker, encoded links)."""
-        with self._env.begin(db=self._outbox) as txn:
-            out = []
-            for key, value in txn.cursor():
-                out.append((bytes(key), int.from_bytes(key[:2], "big"), bytes(value)))
-                if len(out) >= limit:
-                    break
-        return out
-
-    def delivered(self, keys: Iterable[bytes]) -> None:
-        """Forget outbox batches now committed into their destinations' inboxes."""
-        with self._write() as txn:
-            for key in keys:
-                txn.delete(key, db=self._outbox)
-
     # ----------------------------------------------------------------------------- scheduling
 
     def next_wake(self) -> float | None:
@@ -391,7 +350,7 @@ class Frontier:
         becomes due (None if no host is snoozed and no revisit is scheduled)."""
         host = self._queues.first_snoozed()
         wake = host.wake_at if host is not None else None
-        at = self._revisits.next_wake()
+        at = self.revisits.next_wake()
         if at is not None:
             wake = at if wake is None else min(wake, at)
         return wake
@@ -404,7 +363,7 @@ class Frontier:
 
     def next_ready(self, now: float, limit: int) -> list[Ticket]:
         """Up to ``limit`` tickets from hosts whose politeness slot is open at ``now``."""
-        self._revisits.pump(now)
+        self.revisits.pump(now)
         out = self._dispatch.hand_out(now, limit, self._take)
         self._sitemaps.queue_due(now)
         return out
@@ -421,8 +380,8 @@ class Frontier:
         if host.rules.refresh_at <= now:  # fetched again in this request slot
             return self._gate.refresh(host, now)
         revisits = host.revisits
-        if revisits is not None and self._revisits.turn(host, revisits, now):
-            revisit = self._revisits.take(host, revisits, now, ROBOTS_DENIED)
+        if revisits is not None and self.revisits.turn(host, revisits, now):
+            revisit = self.revisits.take(host, revisits, now, ROBOTS_DENIED)
             if revisit is not None:
                 return revisit
         buffer = self._buffer
@@ -444,7 +403,7 @@ class Frontier:
                 self._store.done(key)
         revisits = host.revisits
         if revisits is not None and revisits.ready_at() <= now:
-            return self._revisits.take(host, revisits, now, ROBOTS_DENIED)  # nothing new
+            return self.revisits.take(host, revisits, now, ROBOTS_DENIED)  # nothing new
         return None
 
     # ----------------------------------------------------------------------------- completion
@@ -464,7 +423,7 @@ class Frontier:
             held = self.retry(ticket, outcome.finished, d.retry_s, answer_s(outcome), failure,
                               outcome.ip, hold_s=d.hold_s)  # fmt: skip
             return Settled(True, held, failure is not Failure.NONE)
-        self._revisits.stage(ticket, outcome)
+        self.revisits.stage(ticket, outcome)
         held = self.finish(ticket, outcome.finished, answer_s(outcome), failure, outcome.ip,
                            mark_done=mark_done, hold_s=d.hold_s)  # fmt: skip
         if failure is Failure.NONE:
@@ -504,7 +463,7 @@ class Frontier:
         polite, backoff = self._spacing.after(host, ticket, fetch_s, failure)
         held = self._dispatch.release(host, ticket, now, polite, backoff, hold_s, ip)
         if failure is Failure.CONNECTION:
-            self._connection_failed(host)
+            self._intake.connection_failed(host)
         return held
 
     def mark_done(self, keys: Iterable[bytes]) -> None:
@@ -512,10 +471,10 @@ class Frontier:
         continuous crawl's next visits, staged when they completed, are written with them."""
         txn = self._tx.txn
         if txn is not None:  # the usual case (the engine's group): no context manager
-            self._revisits.done(txn, keys)
+            self.revisits.done(txn, keys)
         else:
             with self._write() as txn:
-                self._revisits.done(txn, keys)
+                self.revisits.done(txn, keys)
 
     def retry(
         self,
@@ -538,7 +497,7 @@ class Frontier:
         """
         host = self._hosts[ticket.origin]
         if ticket.last is not None:  # a revisit: back to its host's revisits
-            self._revisits.retry(host, ticket, now + delay_s)
+            self.revisits.retry(host, ticket, now + delay_s)
         else:
             entry = QueueEntry(
                 ticket.url, ticket.depth, ticket.hops, ticket.attempt + 1, ticket.referrer,
@@ -548,19 +507,8 @@ class Frontier:
         polite, backoff = self._spacing.after(host, ticket, fetch_s, failure)
         held = self._dispatch.release(host, ticket, now, polite, backoff, hold_s, ip)
         if failure is Failure.CONNECTION:
-            self._connection_failed(host)
+            self._intake.connection_failed(host)
         return held
-
-    def _connection_failed(self, host: HostQueue) -> None:
-        """A connection failure: the host is retired after ``max_host_errors`` in a row."""
-        if (
-            self._max_host_errors
-            and host.conn_errors >= self._max_host_errors
-            and host.state is not HostState.RETIRED
-        ):
-            log.warning("%s: %d connection failures in a row: host retired", host.origin,
-                        host.conn_errors)  # fmt: skip
-            self._intake.retire(host, HOST_UNREACHABLE)
 
     def robots_redirect(self, ticket: Ticket, target: str) -> bool:
         """robots.txt (``ticket``) answered with a redirect to ``target``: fetch that next, for
@@ -625,12 +573,6 @@ class Frontier:
 
     # ----------------------------------------------------------------------------- revisits
 
-    def sitemap_lastmod(self, pairs: Iterable[tuple[str, float]]) -> int:
-        """A sitemap's ``(<loc>, <lastmod> epoch seconds)`` pairs: each scheduled URL whose last
-        capture is older than its lastmod becomes due now. Returns how many did (0 without
-        recrawl; URLs that do not canonicalise or are not scheduled are skipped)."""
-        return self._revisits.sitemap_lastmod(pairs)
-
     def reconfigure(self, s: CrawlSettings, now: float) -> None:
         """Apply a reloaded config's tunables: politeness delays and limits, connections per
         host, robots timings, host error limits, the scope and exclude patterns, the trap
@@ -647,10 +589,10 @@ class Frontier:
         gate = self._gate
         gate.obey, gate.retry_s, gate.attempts = (p.obey_robots, p.robots_retry_s,
                                                   p.robots_attempts)  # fmt: skip
-        self._max_host_errors = p.max_host_errors
+        self._intake.max_host_errors = p.max_host_errors
         spacing.host_error_urls = p.host_error_urls
         self._buffer.memory_urls = s.frontier.memory_urls
-        self._revisits.reconfigure(s.recrawl)
+        self.revisits.reconfigure(s.recrawl)
         if spacing.policy == policy:
             return  # the hosts' spacing stands (the adaptive part of it too)
         self.holds.reapply(now)  # the operator's delays keep the new backoff

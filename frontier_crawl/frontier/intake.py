@@ -12,6 +12,7 @@ transaction that changed them (:meth:`Intake.flush`), so a resumed crawl restart
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,11 @@ if TYPE_CHECKING:
     from frontier_crawl.frontier.recrawl import HostRevisits
     from frontier_crawl.frontier.store import QueueEntry, QueueStore
 
+log = logging.getLogger(__name__)
+
+#: the reason a host given up after connection failures is recorded with (a crawl-log outcome)
+HOST_UNREACHABLE = "host-unreachable"
+
 ADMITTED_KEY = b"admitted"  #: blobs: URLs admitted by the crawl, all runs (u64)
 ADMITTED_PREFIX = b"admitted:"  #: blobs: + origin -> its admitted URLs, with max_pages_per_host
 
@@ -37,10 +43,12 @@ class Intake:
     """Admitted URLs into their host queues (see the module). ``per_host_limit``: the
     current ``max_pages_per_host`` (a reload may change it); ``put_back``: a retired host's
     revisits go back on the schedule (``RevisitStrategy.put_back``); ``batch``, ``write``: the
-    frontier's transactions."""
+    frontier's transactions; ``max_host_errors``: connection failures in a row that retire a
+    host (0: never)."""
 
     __slots__ = ("_blobs", "_buffer", "_counted", "_dispatch", "_on_reject", "_per_host_limit",
-                 "_put_back", "_queues", "_store", "_tx_batch", "_write", "admitted")  # fmt: skip
+                 "_put_back", "_queues", "_store", "_tx_batch", "_write", "admitted",
+                 "max_host_errors")  # fmt: skip
 
     def __init__(
         self,
@@ -51,6 +59,7 @@ class Intake:
         blobs: lmdb._Database,
         *,
         per_host_limit: Callable[[], int],
+        max_host_errors: int,
         put_back: Callable[[lmdb.Transaction[bytes], HostRevisits], None],
         on_reject: Callable[[Ticket, str], None],
         batch: Callable[[], AbstractContextManager[None]],
@@ -63,6 +72,7 @@ class Intake:
         self._blobs = blobs
         self._per_host_limit = per_host_limit
         self._put_back = put_back
+        self.max_host_errors = max_host_errors  #: connection failures in a row that retire a host
         self._on_reject = on_reject
         self._tx_batch = batch
         self._write = write
@@ -123,6 +133,17 @@ class Intake:
 
     def aborted(self) -> None:
         self._counted.clear()
+
+    def connection_failed(self, host: HostQueue) -> None:
+        """A connection failure: the host is retired after ``max_host_errors`` in a row."""
+        if (
+            self.max_host_errors
+            and host.conn_errors >= self.max_host_errors
+            and host.state is not HostState.RETIRED
+        ):
+            log.warning("%s: %d connection failures in a row: host retired", host.origin,
+                        host.conn_errors)  # fmt: skip
+            self.retire(host, HOST_UNREACHABLE)
 
     def retire(self, host: HostQueue, reason: str) -> None:
         """Give up on a host: every queued URL is recorded as failed with ``reason``."""

@@ -3,14 +3,19 @@ them (a leaf module: it imports no other part of the frontier).
 
 * :class:`Ticket`: one URL handed out for fetching (``hosts.py``, ``dispatch.py``);
 * :class:`LastCapture`: what a revisit ticket carries of the URL's previous visits;
-* :class:`Visit`: the stored record of a scheduled URL (``recrawl.py``'s ``b"recrawl-visits"``).
+* :class:`Visit`: the stored record of a scheduled URL (``recrawl.py``'s ``b"recrawl-visits"``);
+* :data:`Link`: a link for a host another worker owns (``mailbox.py``).
 """
 
 from __future__ import annotations
 
 import msgspec
 
-__all__ = ["LastCapture", "Ticket", "Visit"]
+__all__ = ["LastCapture", "Link", "PlainLink", "Ticket", "Visit"]
+
+#: url, depth, referrer, hops, callback, meta, priority (the request's, for a spider; "", b"", 0)
+Link = tuple[str, int, str | None, int, str, bytes, int]
+PlainLink = tuple[str, int, str | None, int]  #: url, depth, referrer, hops
 
 
 class LastCapture(msgspec.Struct, frozen=True, gc=False):

@@ -264,7 +264,7 @@ def test_without_recrawl_nothing_of_it_exists(tmp_path: Path) -> None:
     (t,) = f.next_ready(0.0, 5)
     f.complete(t, Completion(1.0, 200))
     assert not f.view.continuous and f.view.freshness(0.0) == {"enabled": False}
-    assert f.sitemap_lastmod([(f"{A}/x", 1.0)]) == 0
+    assert f.revisits.sitemap_lastmod([(f"{A}/x", 1.0)]) == 0
     assert f.pending == 0
     f.close()
     env = lmdb.open(str(tmp_path / "state" / "frontier.lmdb"), max_dbs=16, readonly=True)
@@ -520,7 +520,7 @@ def test_sitemap_lastmod_makes_an_older_capture_due_now(tmp_path: Path) -> None:
     f = recrawling(tmp_path, clock)
     _schedule(f, clock, [f"{A}/a", f"{A}/b"])
     fetched = clock.now
-    made = f.sitemap_lastmod([(f"{A}/a", fetched + 5.0), (f"{A}/b", fetched - 5.0),
+    made = f.revisits.sitemap_lastmod([(f"{A}/a", fetched + 5.0), (f"{A}/b", fetched - 5.0),
                               (f"{A}/unknown", fetched + 5.0), ("not a url", 0.0)])  # fmt: skip
     assert made == 1
     clock.now += 1.0
