@@ -128,8 +128,7 @@ class Frontier:
         #: LMDB, the robots.txt cache, the inbox: opened (and closed) together (``state.py``)
         files = self._files = StateFiles.open(state_dir, o, hooks, self._queues.host_id_of)
         self._env, self._store, self._seen = files.env, files.store, files.seen
-        self._blobs, self._outbox = files.blobs, files.outbox
-        self._inbox = files.inbox
+        self._blobs = files.blobs
         #: the write transactions (one per batch) and what is done around their commits
         self._tx = Transactions(self._env, files.env_path, flush=self._flush, aborted=self._aborted,
                                 committed=self._committed)  # fmt: skip
@@ -148,7 +147,6 @@ class Frontier:
         #: request starts and ends: ready hosts, IP groups, connections, holds (``dispatch.py``)
         self._dispatch = Dispatch(self._queues, self._spacing, self._gate, per_ip=o.per_ip,
                                   known_ips=o.known_ips)  # fmt: skip
-        self._per_ip = o.per_ip  #: hosts join IP groups (``Dispatch.join``; read at a restart)
         #: hosts made, admitted URLs queued, hosts retired, the admission counts (``intake.py``)
         self._intake = Intake(self._queues, self._buffer, self._dispatch, self._store, self._blobs,
                               per_host_limit=lambda: self._admission.limits.max_pages_per_host,
@@ -183,7 +181,7 @@ class Frontier:
                                       host_for=self._intake.host_for, on_reject=hooks.on_reject,
                                       wall_clock=hooks.wall_clock)  # fmt: skip
         #: link batches to and from other workers (``mailbox.py``; worker mode)
-        self.mail = PeerMail(self._env, self._outbox, self._inbox, self._tx.batch, self._write,
+        self.mail = PeerMail(self._env, files.outbox, files.inbox, self._tx.batch, self._write,
                              self.add)  # fmt: skip
         #: the frontier read, never written: the status's, the report's (``status.py``)
         self.view = FrontierView(self._queues, self._buffer, self._dispatch, self._gate,
@@ -242,16 +240,14 @@ class Frontier:
         self._intake.aborted()
         self._store.aborted()
         self._seen.aborted()
-        if self._inbox is not None:
-            self._inbox.release()  # their links were not committed: take them again
+        self.mail.aborted()
 
     def _committed(self) -> None:
         """A transaction committed: what the parts learn only once it is durable."""
         self._store.committed()
         self._admission.committed()
         self.revisits.committed()
-        if self._inbox is not None:
-            self._inbox.ack()
+        self.mail.committed()
 
     def save_blob(self, name: str, data: bytes) -> None:
         """Store a small named blob (e.g. the engine's counters) in the current transaction,
@@ -621,9 +617,7 @@ class Frontier:
             if self._admission.limits.max_pages_per_host:
                 for host in hosts:
                     host.admitted = self._intake.stored_admitted(txn, host.origin)
-        if self._per_ip:
-            for host in hosts:
-                self._dispatch.join(host)
+        self._dispatch.join_all(hosts)
         if seen_count and not self._seen.load_snapshot(snapshot, seen_count):
             log.warning("seen-set snapshot missing or stale: rebuilding the Bloom filter")
             with self._env.begin() as txn:

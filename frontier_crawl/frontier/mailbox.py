@@ -252,6 +252,16 @@ class PeerMail:
         self._write = write
         self._add = add
 
+    def aborted(self) -> None:
+        """The frontier's transaction was aborted: the batches it took are taken again."""
+        if self._inbox is not None:
+            self._inbox.release()  # their links were not committed
+
+    def committed(self) -> None:
+        """The frontier's transaction committed: the batches it admitted leave the inbox."""
+        if self._inbox is not None:
+            self._inbox.ack()
+
     def ingest_inbox(self, now: float, run_id: bytes = b"", limit: int = 64) -> tuple[int, int]:
         """Admit link batches other workers delivered into this worker's inbox.
 

@@ -89,7 +89,7 @@ def test_inbox_take_ack_release(tmp_path: Path) -> None:
 def test_batches_leave_the_inbox_only_after_the_commit(owner: Frontier, tmp_path: Path) -> None:
     path = tmp_path / "state" / INBOX_ENV
     deliver(path, ["/x", "/y"], ["/z"])
-    inbox = owner._inbox
+    inbox = owner._files.inbox
     assert inbox is not None
     with owner.batch():
         assert owner.mail.ingest_inbox(0.0, RUN) == (2, 2)
@@ -113,7 +113,7 @@ def test_an_aborted_ingest_takes_the_batches_again(tmp_path: Path) -> None:
         with pytest.raises(RuntimeError), owner.batch():
             assert owner.mail.ingest_inbox(0.0, RUN) == (1, 1)
             raise RuntimeError("the batch fails before its commit")
-        inbox = owner._inbox
+        inbox = owner._files.inbox
         assert inbox is not None and inbox.pending() == 1
         assert len(inbox.take(10)) == 1  # released: handed out again
     finally:
@@ -123,7 +123,7 @@ def test_an_aborted_ingest_takes_the_batches_again(tmp_path: Path) -> None:
         assert owner.pending == 0  # the admission was rolled back with the transaction
         assert owner.mail.ingest_inbox(0.0, RUN) == (1, 1)
         assert owner.pending == 1
-        assert owner._inbox is not None and owner._inbox.pending() == 0
+        assert owner._files.inbox is not None and owner._files.inbox.pending() == 0
     finally:
         owner.close()
 
@@ -147,7 +147,7 @@ def test_admitted_batches_are_deleted_together(tmp_path: Path) -> None:
     deliver(path, ["/a"], ["/b"], ["/c"], ["/d"])
     owner = open_owner(tmp_path)
     try:
-        inbox = owner._inbox
+        inbox = owner._files.inbox
         assert inbox is not None
         txnid = inbox._env.info()["last_txnid"]
         for _ in range(4):  # one commit per batch, well within ACK_EVERY_S
