@@ -19,7 +19,7 @@ import time
 from frontier_crawl.engine.commit import CommitGroup
 from frontier_crawl.engine.seams import PeersLike
 from frontier_crawl.engine.state import LoopState
-from frontier_crawl.frontier import Frontier
+from frontier_crawl.frontier.faces import Exchanged
 from frontier_crawl.frontier.mailbox import Link
 
 #: a batch the transport cannot take now (a full Redis) is tried again this much later; it
@@ -31,7 +31,7 @@ class PeerExchange:
     """One worker's outbox and inbox, committed with its group commit."""
 
     def __init__(
-        self, peers: PeersLike, frontier: Frontier, group: CommitGroup, run: LoopState
+        self, peers: PeersLike, frontier: Exchanged, group: CommitGroup, run: LoopState
     ) -> None:
         self.peers = peers
         self._frontier = frontier

@@ -31,7 +31,8 @@ from frontier_crawl.engine.commit import CommitGroup
 from frontier_crawl.engine.seams import FetcherLike, PeersLike
 from frontier_crawl.engine.state import LoopState
 from frontier_crawl.fetch import FETCH_TIME_BUCKETS, ErrorKind
-from frontier_crawl.frontier import Frontier, HostSignals
+from frontier_crawl.frontier import HostSignals
+from frontier_crawl.frontier.faces import Watched
 from frontier_crawl.output import WarcWriter
 
 #: a status is built (hosts scanned for the busiest ones...) only while someone asked for one
@@ -82,7 +83,7 @@ class Observer:
 
     def __init__(
         self,
-        frontier: Frontier,
+        frontier: Watched,
         fetcher: FetcherLike,
         group: CommitGroup,
         times: LoopTimes,

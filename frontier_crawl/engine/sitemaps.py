@@ -28,7 +28,8 @@ from collections.abc import Callable
 
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.fetch import FetchRequest, FetchResult
-from frontier_crawl.frontier import Frontier, Ticket
+from frontier_crawl.frontier import Ticket
+from frontier_crawl.frontier.faces import SitemapTarget
 from frontier_crawl.output import Outcome
 from frontier_crawl.parse.sitemap import (
     SITEMAP_CALLBACK as SITEMAP_CALLBACK,  # (re-exported for the loop)
@@ -56,7 +57,7 @@ class SitemapFeed:
 
     __slots__ = ("_frontier", "_limits", "_max_level", "_recrawl", "_warned_depth", "made_due")
 
-    def __init__(self, frontier: Frontier, settings: CrawlSettings) -> None:
+    def __init__(self, frontier: SitemapTarget, settings: CrawlSettings) -> None:
         self._frontier = frontier
         self._limits = SitemapLimits.from_settings(settings)
         self._max_level = settings.sitemaps.max_index_depth

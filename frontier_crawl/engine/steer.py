@@ -22,7 +22,7 @@ from frontier_crawl.engine.commit import CommitGroup
 from frontier_crawl.engine.observe import Observer
 from frontier_crawl.engine.seams import CommandSource, FetcherLike, PeersLike
 from frontier_crawl.engine.state import LoopState, quiet
-from frontier_crawl.frontier import Frontier
+from frontier_crawl.frontier.faces import Steered
 from frontier_crawl.frontier.scope import check_scope
 from frontier_crawl.spider.adopt import adopt
 
@@ -39,7 +39,7 @@ class Steering:
         self,
         settings: CrawlSettings,
         *,
-        frontier: Frontier,
+        frontier: Steered,
         fetcher: FetcherLike,
         group: CommitGroup,
         run: LoopState,
