@@ -1,13 +1,18 @@
 """The frontier: which URL to fetch next, and when, so that every host is treated politely.
 
-:class:`Frontier` is the facade the engine and the workers call (``add``, ``next_ready``,
-``complete``, ``robots_done``, ``batch``...). It decides from the facts of a result
-(:meth:`Frontier.complete`: a ``Completion``) whether a URL is retried, finished or its host
-held, and hands the mechanism to one part per job, each in its own module and given explicit
-references to what it needs:
+:class:`Frontier` is what the engine's loop calls for scheduling (``next_ready``, ``complete``,
+``robots_done``), admission (``add``) and durability (``batch``, ``mark_done``,
+``checkpoint``, ``close``); its other roles are objects of their own, reached from it:
+``holds`` (the operator's, ``control.py``), ``view`` (the figures, read only, ``status.py``),
+``mail`` (link batches to and from other workers, ``mailbox.py``) and ``revisits`` (a
+continuous crawl's, or none, ``revisits.py``). Each of the engine's parts is typed with the
+face it uses (``faces.py``). It decides from the facts of a result (:meth:`Frontier.complete`:
+a ``Completion``) whether a URL is retried, finished or its host held, and hands the mechanism
+to one part per job, each in its own module and given explicit references to what it needs:
 
 ==================  =========================================================================
 ``admission.py``    which links become queued URLs: scope, ownership, seen-set, trap limits
+``intake.py``       where they are queued: hosts made, URLs queued, hosts retired, the counts
 ``buffer.py``       queued URLs in memory under one global budget, the rest in LMDB (flat
                     memory, guarantee 3); retries behind their host's other URLs (8)
 ``hosts.py``        the host queues, their :class:`HostState` and the one transition
@@ -16,13 +21,14 @@ references to what it needs:
 ``robotsgate.py``   robots.txt of each host: first fetch, refresh, redirects, stale copy (13)
 ``completion.py``   a result's facts, the retry policy (8)
 ``control.py``      the operator's blocks and host delays, durable
-``revisits.py``     a continuous crawl's revisits over the host queues (``recrawl.py``: the
-                    schedule)
+``revisits.py``     a continuous crawl's revisits over the host queues, or none: a strategy
+                    chosen once (``recrawl.py``: the schedule)
 ``status.py``       read-only: hosts by state, the held ones, the next due, the busiest
 ``txn.py``          one LMDB write transaction per batch, and what is done around commits
 ``state.py``        the files on disk, opened, checkpointed and closed together (4)
 ``store.py``        the LMDB queue (key layout, blocks, done marks); ``seen.py`` the seen-set (1)
 ``identity.py``     what a crawl cannot change between runs (layout version, seen-set sizing)
+``records.py``      the records handed out and kept: ``Ticket``, ``LastCapture``, ``Visit``
 ==================  =========================================================================
 
 Every admitted URL is written to LMDB in the same transaction that records it in the
