@@ -55,7 +55,7 @@ from frontier_crawl.spider import SpiderHost
 if TYPE_CHECKING:
     from frontier_crawl.control.server import ControlServer
 
-from frontier_crawl.workers.merge import merge_progress, merge_reports, merge_status
+from frontier_crawl.workers.merge import merge_reports, merge_status
 from frontier_crawl.workers.partition import (
     CLUSTER_UPGRADABLE,
     _is_batch,
@@ -66,6 +66,8 @@ from frontier_crawl.workers.partition import (
     worker_count,
     worker_dir,
 )
+from frontier_crawl.workers.pipes import WorkerPipes
+from frontier_crawl.workers.progress import ProgressFeed
 from frontier_crawl.workers.seam import _FIELDS
 
 log = logging.getLogger(__name__)
@@ -225,33 +227,28 @@ class Coordinator:
         self._stop: Synchronized[int] = ctx.Value("i", 0)
         #: [stop requested, reloads ordered]: the signals the workers ignore, passed on
         self._orders: SynchronizedArray[int] = ctx.Array("q", 2)
-        self._on_progress = on_progress
-        every = settings.output.progress_interval_s
-        self._progress_every = every if on_progress is not None and every > 0 else 0.0
-        #: (in a cluster always: the snapshots feed the node's live summary)
-        self._progress_q: Any = ctx.Queue() if self._progress_every or c.redis_url else None
-        self._progress: dict[int, dict[str, Any]] = {}  #: each worker's latest snapshot
-        self._next_progress = time.monotonic() + self._progress_every
+        #: the workers' progress (in a cluster always: it feeds the node's live summary)
+        self._progress = ProgressFeed(ctx, on_progress, settings.output.progress_interval_s,
+                                      bool(c.redis_url))  # fmt: skip
         self._started = time.monotonic()
         raw = msgspec.msgpack.encode(settings)
         #: the coordinator's ends of the workers' command pipes (with the control API only), in
         #: the order of ``self.partitions``
-        self._pipes: list[Connection] = []
+        pipes: list[Connection] = []
         ends: list[Connection | None] = [None] * self.count
         if settings.control.listen:
             for i in range(self.count):
                 mine, theirs = ctx.Pipe(duplex=True)
-                self._pipes.append(mine)
+                pipes.append(mine)
                 ends[i] = theirs
-        self._pipe_locks = [threading.Lock() for _ in self._pipes]
-        self._rid = 0
+        self._pipes = WorkerPipes(pipes)
         path = str(config_path) if config_path is not None else None
         self._procs = [
             ctx.Process(
                 target=_worker_entry,
                 args=(raw, p, self.partitions, self.total, self._status, self._stop, run_id,
                       ends[slot], path, file_output_dir, self._orders, os.getpid(),
-                      self._progress_q),
+                      self._progress.queue),
                 name=f"frontier-crawl-worker-{p}",
             )
             for slot, p in enumerate(self.partitions)
@@ -397,23 +394,6 @@ class Coordinator:
 
     # -- the control API (HTTP threads) ------------------------------------------------------
 
-    def _ask(self, index: int, command: Command, timeout_s: float = 10.0) -> dict[str, Any]:
-        """Send ``command`` to worker ``index`` and wait for its reply."""
-        conn = self._pipes[index]
-        with self._pipe_locks[index]:
-            self._rid += 1
-            rid = self._rid
-            try:
-                conn.send((rid, command))
-                deadline = time.monotonic() + timeout_s
-                while (left := deadline - time.monotonic()) > 0 and conn.poll(left):
-                    got, reply = conn.recv()
-                    if got == rid:
-                        return dict(reply)
-            except (EOFError, OSError):
-                return {"error": f"worker {index} has ended"}
-        return {"error": f"worker {index} did not answer within {timeout_s:.0f} s"}
-
     def dispatch(self, command: Command) -> dict[str, Any]:
         """Route an API command to the workers it concerns and merge their replies."""
         if command.name == "seeds":
@@ -429,10 +409,10 @@ class Coordinator:
                 if owner not in self.partitions:  # another node's (cluster mode): through Redis
                     owner = first  # this node's first worker sends it on like any link
                 groups.setdefault(owner - first, []).append(url)
-            replies = [self._ask(i, Command("seeds", urls=tuple(urls)))
+            replies = [self._pipes.ask(i, Command("seeds", urls=tuple(urls)))
                        for i, urls in sorted(groups.items())]  # fmt: skip
         else:
-            replies = [self._ask(i, command) for i in range(self.count)]
+            replies = [self._pipes.ask(i, command) for i in range(self.count)]
         errors = [r["error"] for r in replies if "error" in r]
         if errors:
             return {"error": "; ".join(dict.fromkeys(errors)), "workers": replies}
@@ -452,7 +432,7 @@ class Coordinator:
         """Every live worker's status (with its metrics snapshot under ``"metrics"``)."""
         snaps = []
         for i in range(self.count):
-            reply = self._ask(i, Command("status"), timeout_s=2.0)
+            reply = self._pipes.ask(i, Command("status"), timeout_s=2.0)
             if "error" not in reply and reply:
                 snaps.append({**reply, "worker": self.partitions[i]})
         return snaps
@@ -537,8 +517,7 @@ class Coordinator:
             node.publish_summary(self._summary(node))
 
     def _latest_progress(self) -> dict[str, Any]:
-        snaps = list(self._progress.values())
-        return merge_progress(snaps, time.monotonic() - self._started) if snaps else {}
+        return self._progress.latest(time.monotonic() - self._started)
 
     def _summary(
         self, node: ClusterNode, state: str | None = None, report: Mapping[str, Any] | None = None
@@ -622,17 +601,12 @@ class Coordinator:
     def _show_progress(self) -> None:
         """Take the workers' progress snapshots; every ``progress_interval_s``, show them
         merged (``on_progress``)."""
-        if self._progress_q is None:
-            return
-        with contextlib.suppress(Exception):  # queue.Empty, or a worker gone mid-message
-            while not self._progress_q.empty():
-                snap = self._progress_q.get_nowait()
-                self._progress[int(snap.get("worker", 0))] = snap
+        feed = self._progress
+        feed.take()
         now = time.monotonic()
-        if now < self._next_progress or self._on_progress is None or not self._progress_every:
+        if not feed.due(now):
             return
-        self._next_progress = now + self._progress_every
-        merged = merge_progress(list(self._progress.values()), now - self._started)
+        merged = feed.merged(now - self._started)
         if self._cluster is not None:  # which node it waits for, how long (cluster/view.py)
             merged["waiting"] = self.cluster_view()["waiting"]
-        self._on_progress(merged)
+        feed.show(merged)
