@@ -90,7 +90,7 @@ def main() -> int:
     )
     print(f"{n:,} URLs over {hosts:,} hosts in {work}")
     f = Frontier(work / "state", options, FrontierHooks(wall_clock=clock))
-    rc = f._recrawl
+    rc = f._files.recrawl
     assert rc is not None
     data = work / "state" / "frontier.lmdb" / "data.mdb"
     base = data.stat().st_size
