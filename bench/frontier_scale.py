@@ -241,16 +241,16 @@ def run(args: argparse.Namespace) -> None:
             )
 
         frontier = timed("construct", build)
-        seen = frontier.seen_stats()
+        seen = frontier.view.seen_stats()
         bloom_bytes = int(seen["bloom_bytes"])
         print(f"Bloom filter: {bloom_bytes / MB:.1f} MB; after construct: {rss_line()}")
         add_phase(frontier, n_urls, n_hosts, args)
-        queued = frontier.queued
+        queued = frontier.view.queued
         peak = rss()
         for line in lmdb_figures(frontier, queued):
             print(line)
-        print("frontier:", frontier.stats())
-        print("seen:", {k: v for k, v in frontier.seen_stats().items()})
+        print("frontier:", frontier.view.stats())
+        print("seen:", {k: v for k, v in frontier.view.seen_stats().items()})
         timed("checkpoint at peak (sync + Bloom snapshot)", frontier.checkpoint)
         if args.restart:
             timed("close", frontier.close)
@@ -262,7 +262,7 @@ def run(args: argparse.Namespace) -> None:
                 frontier = timed("reopen (resume: host counts + snapshot)", build)
             print(f"reopen CPU: {time.process_time() - cpu0:.2f} s")
             print(
-                f"after reopen: queued {frontier.queued:,}; {rss_line()}; RssAnon peak during "
+                f"after reopen: queued {frontier.view.queued:,}; {rss_line()}; RssAnon peak during "
                 f"reopen {reopen_peak.peak / MB:.1f} MB (sampled every 5 ms)"
             )
         if not args.no_drain:
@@ -418,13 +418,13 @@ def drain_phase(frontier: Frontier, args: argparse.Namespace) -> None:
         popped += len(tickets)
         rounds += 1
         if not tickets and not frontier.has_ready and frontier.next_wake() is None:
-            print(f"drain stuck with {frontier.pending:,} pending: {frontier.stats()}")
+            print(f"drain stuck with {frontier.pending:,} pending: {frontier.view.stats()}")
             break
         if popped >= next_report:
             elapsed = clock() - t_start
             print(
                 f"drained {popped:>12,}  {popped / elapsed:>9,.0f} pops/s  "
-                f"queued {frontier.queued:>12,}  {rss_line()}",
+                f"queued {frontier.view.queued:>12,}  {rss_line()}",
                 flush=True,
             )
             next_report += every
@@ -440,7 +440,7 @@ def drain_phase(frontier: Frontier, args: argparse.Namespace) -> None:
         f"{checkpoints.summary()} (not included)",
         flush=True,
     )
-    print("frontier:", frontier.stats())
+    print("frontier:", frontier.view.stats())
 
 
 def main(argv: list[str] | None = None) -> None:

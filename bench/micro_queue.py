@@ -1,4 +1,4 @@
-"""Per-URL cost of a host queue: ``Frontier._enqueue`` (LMDB block entry, in-memory deque) and
+"""Per-URL cost of a host queue: ``Intake.enqueue`` (LMDB block entry, in-memory deque) and
 ``Frontier._pop``, with every URL at priority 0 (the common case) and with mixed priorities.
 
     .venv/bin/python bench/micro_queue.py [--urls 20000] [--hosts 50] [--rounds 7]
@@ -66,7 +66,7 @@ def one_round(
     with f.batch():
         txn = f._tx.txn
         assert txn is not None
-        enqueue = f._enqueue
+        enqueue = f._intake.enqueue
         t0 = time.process_time()
         for origin, entry in entries:
             enqueue(txn, origin, entry, 0.0)

@@ -90,8 +90,8 @@ def child(state: Path, what: str) -> None:
         c1 = time.process_time()
         gc.collect()  # what each full collection of the crawl then costs (it visits every host)
         full = time.process_time() - c1
-        print(f"frontier: reopen {wall:.2f} s wall, {cpu:.2f} s CPU; queued {frontier.queued:,} "
-              f"over {frontier.stats()['hosts']:,} hosts; RssAnon {anon0 / MB:.0f} -> peak "
+        print(f"frontier: reopen {wall:.2f} s wall, {cpu:.2f} s CPU; queued {frontier.view.queued:,} "
+              f"over {frontier.view.stats()['hosts']:,} hosts; RssAnon {anon0 / MB:.0f} -> peak "
               f"{peak.peak / MB:.0f} MB, {rss_anon() / MB:.0f} MB after; a full GC pass after: "
               f"{full:.2f} s CPU")  # fmt: skip
         frontier.close()

@@ -90,7 +90,7 @@ def main() -> int:
     )
     print(f"{n:,} URLs over {hosts:,} hosts in {work}")
     f = Frontier(work / "state", options, FrontierHooks(wall_clock=clock))
-    rc = f._recrawl
+    rc = f._files.recrawl
     assert rc is not None
     data = work / "state" / "frontier.lmdb" / "data.mdb"
     base = data.stat().st_size
@@ -136,7 +136,7 @@ def main() -> int:
     gc.collect()
     # ------------------------------------------------------------------ pops
     clock.now = step + args.spread_s + policy.default.initial_s + 1.0  # everything due
-    fresh = f.freshness(clock.now)
+    fresh = f.view.freshness(clock.now)
     print(f"due now: {fresh['due_now']:,}{' (capped)' if fresh['due_now_capped'] else ''}, "
           f"scheduled {fresh['scheduled']:,}")  # fmt: skip
     pops, now = 0, 0.0
@@ -176,7 +176,7 @@ def main() -> int:
     print(f"popping: {pops:,} revisits in {pop_s:.0f} s ({pops / pop_s:,.0f}/s, next_ready + "
           f"complete + commits; {pop_cpu:.0f} CPU s, {pops / pop_cpu:,.0f} per CPU second); "
           f"most in memory at once {peak_present:,}; {rss()}")  # fmt: skip
-    fresh = f.freshness(clock.now)
+    fresh = f.view.freshness(clock.now)
     print("freshness:", msgspec.json.encode(fresh).decode())
     f.close()
     if not args.dir:

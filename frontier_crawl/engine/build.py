@@ -21,7 +21,9 @@ import msgspec
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.engine.seams import FetcherLike, Layout, PeersLike
 from frontier_crawl.fetch import AddressPolicy, CacheUnusable, Fetcher
-from frontier_crawl.frontier import DamagedState, Frontier, StateMismatch, Ticket
+from frontier_crawl.frontier import DamagedState, StateMismatch, Ticket
+from frontier_crawl.frontier.faces import Durability
+from frontier_crawl.frontier.frontier import Frontier
 from frontier_crawl.frontier.mailbox import Link
 from frontier_crawl.frontier.urls import canonicalize
 from frontier_crawl.output import CrawlStats
@@ -48,7 +50,7 @@ class SavedStats(msgspec.Struct):
     repairs: list[str] = msgspec.field(default_factory=list)
 
 
-def load_stats(frontier: Frontier) -> tuple[CrawlStats, float, list[str]]:
+def load_stats(frontier: Durability) -> tuple[CrawlStats, float, list[str]]:
     """Counters (and start-up repairs) of earlier runs, so the report covers the crawl."""
     blob = frontier.load_blob(STATS_BLOB)
     if blob is None:

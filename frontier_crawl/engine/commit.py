@@ -32,7 +32,7 @@ import msgspec
 from frontier_crawl.control.status import LoopTimes
 from frontier_crawl.engine.build import STATS_BLOB, SavedStats
 from frontier_crawl.figures import Figures
-from frontier_crawl.frontier import Frontier
+from frontier_crawl.frontier.faces import Durability
 from frontier_crawl.output import CrawlStats
 from frontier_crawl.output.feeds import Feed
 from frontier_crawl.output.protocol import Output, blob_name
@@ -61,7 +61,7 @@ class CommitGroup:
 
     def __init__(
         self,
-        frontier: Frontier,
+        frontier: Durability,
         outputs: Sequence[Output],
         *,
         archive: Output | None,

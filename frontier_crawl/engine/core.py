@@ -484,10 +484,10 @@ class Engine:
                     times.requests += submitted
                     run.last_request = now
             idle = frontier.pending == 0 and fetcher.in_flight == 0
-            if not idle and frontier.blocked_queues and fetcher.in_flight == 0:
+            if not idle and frontier.holds.blocked_queues and fetcher.in_flight == 0:
                 # all that is left is held by blocks: over, unless an operator can unblock
-                idle = frontier.pending == frontier.held_by_blocks and steer.commands is None
-            if idle and frontier.continuous:  # never over by itself: revisits come due
+                idle = frontier.pending == frontier.holds.held_by_blocks and steer.commands is None
+            if idle and frontier.view.continuous:  # never over by itself: revisits come due
                 idle = False
             if exchange is not None:
                 if exchange.swap(now, idle):
@@ -549,8 +549,8 @@ class Engine:
         wake = self.frontier.next_wake()
         if wake is None:
             frontier = self.frontier
-            if self.fetcher.in_flight == 0 and frontier.pending > frontier.held_by_blocks:
-                raise RuntimeError(f"frontier stalled: {self.frontier.stats()}")
+            if self.fetcher.in_flight == 0 and frontier.pending > frontier.holds.held_by_blocks:
+                raise RuntimeError(f"frontier stalled: {self.frontier.view.stats()}")
             return longest
         return min(longest, max(0.0, wake - now))
 
@@ -1024,11 +1024,11 @@ class Engine:
             # what LMDB holds: exact on resume
             self._group.stats, elapsed, _repairs = load_stats(self.frontier)
             figures = None
-        report = self._group.stats.report(elapsed, self.frontier.seen_stats(), figures)
-        report["frontier"] = self.frontier.stats()
+        report = self._group.stats.report(elapsed, self.frontier.view.seen_stats(), figures)
+        report["frontier"] = self.frontier.view.stats()
         report["complete"] = (  # (a continuous crawl never is: its revisits come due)
             self.frontier.pending == 0 and not self._run.halt and not failed
-            and not self.frontier.continuous
+            and not self.frontier.view.continuous
         )  # fmt: skip
         report["stopped_by_signal"] = bool(self._run.stop_requested)
         report["stopped_for_low_space"] = self._run.halt == "low-disk-space"

@@ -19,7 +19,7 @@ import time
 from frontier_crawl.engine.commit import CommitGroup
 from frontier_crawl.engine.seams import PeersLike
 from frontier_crawl.engine.state import LoopState
-from frontier_crawl.frontier import Frontier
+from frontier_crawl.frontier.faces import Exchanged
 from frontier_crawl.frontier.mailbox import Link, decode_links, encode_batches
 
 #: a batch the transport cannot take now (a full Redis) is tried again this much later; it
@@ -33,7 +33,7 @@ class PeerExchange:
     def __init__(
         self,
         peers: PeersLike,
-        frontier: Frontier,
+        frontier: Exchanged,
         group: CommitGroup,
         run: LoopState,
         max_batch_bytes: int,
@@ -72,15 +72,15 @@ class PeerExchange:
         if self._run.held_up and not group.is_open:  # (else the group's commit tries again)
             self._deliver()
         if self._forget and not group.is_open:  # (else in the group's transaction)
-            frontier.delivered(self._forget)  # one commit for them all
+            frontier.mail.delivered(self._forget)  # one commit for them all
             self._forget = []
         if group.is_open:  # the links join the group's transaction, committed with it
-            ingested, counted = frontier.ingest_inbox(now, peers.run_id)
+            ingested, counted = frontier.mail.ingest_inbox(now, peers.run_id)
             if ingested:
                 group.dirty = True
         else:
             with frontier.batch():
-                ingested, counted = frontier.ingest_inbox(now, peers.run_id)
+                ingested, counted = frontier.mail.ingest_inbox(now, peers.run_id)
                 if ingested:
                     group.dirty = True
                     group.sync()
@@ -95,12 +95,12 @@ class PeerExchange:
         """Before a commit: the outbox's batches into its transaction (delivered after it),
         and the delivered ones out of it."""
         if self._forget:
-            self._frontier.delivered(self._forget)
+            self._frontier.mail.delivered(self._forget)
             self._forgetting.extend(self._forget)
             self._forget = []
         if self._outbox:
             for dest, links in self._outbox.items():
-                self._frontier.queue_outgoing(dest, links, self._max_bytes)
+                self._frontier.mail.queue_outgoing(dest, links, self._max_bytes)
             self._outbox.clear()
             self._undelivered = True
 
@@ -117,7 +117,7 @@ class PeerExchange:
             return
         frontier = self._frontier
         while True:
-            listed = frontier.outgoing(256 + len(self._forget) + len(self._forgetting))
+            listed = frontier.mail.outgoing(256 + len(self._forget) + len(self._forgetting))
             gone = {*self._forget, *self._forgetting}  # delivered, their deletion not committed
             pending = [entry for entry in listed if entry[0] not in gone]
             if self._split_large(pending):
@@ -149,6 +149,6 @@ class PeerExchange:
                 continue
             pieces = encode_batches(decode_links(batch), self._max_bytes)
             if len(pieces) > 1:  # (one link larger than the cap: sent as it is)
-                self._frontier.split_outgoing(key, dest, pieces)
+                self._frontier.mail.split_outgoing(key, dest, pieces)
                 split = True
         return split

@@ -31,7 +31,8 @@ from frontier_crawl.engine.commit import CommitGroup
 from frontier_crawl.engine.seams import FetcherLike, PeersLike
 from frontier_crawl.engine.state import LoopState
 from frontier_crawl.fetch import FETCH_TIME_BUCKETS, ErrorKind
-from frontier_crawl.frontier import Frontier, HostSignals
+from frontier_crawl.frontier import HostSignals
+from frontier_crawl.frontier.faces import Watched
 from frontier_crawl.output import WarcWriter
 
 #: a status is built only while someone asked for one in the last this many seconds
@@ -78,7 +79,7 @@ class Observer:
 
     def __init__(
         self,
-        frontier: Frontier,
+        frontier: Watched,
         fetcher: FetcherLike,
         group: CommitGroup,
         times: LoopTimes,
@@ -142,7 +143,7 @@ class Observer:
         status = self.status()
         bottleneck = status["bottleneck"]
         return {
-            **self.frontier.stats(),
+            **self.frontier.view.stats(),
             "elapsed_s": status["elapsed_s"],
             "pages": status["pages"],
             "revisits": status["revisits"],
@@ -231,7 +232,7 @@ class Observer:
             revisits=self._group.stats.revisits, waited=self._waited(),
             parse=t.parse, callbacks=t.callbacks, warc=t.warc, frontier=t.frontier,
             fetch=t.fetch, dns=getattr(f, "dns_s", 0.0), transfer=getattr(f, "transfer_s", 0.0),
-            admitted=self.frontier.admitted,
+            admitted=self.frontier.view.admitted,
         )  # fmt: skip
         self._recorder.add(sample)
         if force or now - self._status_wanted < STATUS_WANTED_S:
@@ -240,13 +241,13 @@ class Observer:
     def begin(self, now: float) -> None:
         """The run begins: the freshness rates count from here (not from the first status
         someone asks for)."""
-        if self.frontier.continuous:
+        if self.frontier.view.continuous:
             self.freshness(now)
 
     def freshness(self, now: float) -> dict[str, Any]:
         """The ``freshness`` dict of the status and the report (docs/continuous.md): the frontier's,
         with the ``per_hour`` rates; ``{"enabled": false}`` without ``[recrawl]``."""
-        fresh: dict[str, Any] = dict(self.frontier.freshness(time.time()))
+        fresh: dict[str, Any] = dict(self.frontier.view.freshness(time.time()))
         if fresh.get("enabled"):
             fresh["per_hour"] = self._rates.rates(now, fresh.get("visits") or {})
         return fresh
@@ -262,7 +263,7 @@ class Observer:
         self, now: float, window_busy: float, shares: dict[str, float], dns_share: float,
         fresh: Mapping[str, Any],
     ) -> tuple[Signals, HostSignals]:  # fmt: skip
-        hs = self.frontier.host_signals(now)
+        hs = self.frontier.view.host_signals(now)
         holds: tuple[HostHold, ...] = ()
         if hs.next_due is not None:
             origin_, reason, wait = hs.next_due
@@ -281,7 +282,7 @@ class Observer:
             in_flight=fetcher.in_flight,
             # the configured number (in flight + free is more while a lowered one drains)
             concurrency=getattr(fetcher, "concurrency", fetcher.in_flight + fetcher.free_slots),
-            queued=self.frontier.queued,
+            queued=self.frontier.view.queued,
             hosts_total=hs.total,
             hosts_ready=hs.ready,
             hosts_waiting=hs.waiting,
@@ -307,10 +308,10 @@ class Observer:
         frontier = self.frontier
         busiest = [  # kept as requests start: no scan of the hosts
             {"host": h, "pages": started, "queued": queued}
-            for h, started, queued in frontier.busiest(10)
+            for h, started, queued in frontier.view.busiest(10)
         ]
         failing = sorted(self._failing.items(), key=lambda kv: kv[1][0], reverse=True)[:10]
-        queued, hot = frontier.queued, frontier.hot_total
+        queued, hot = frontier.view.queued, frontier.view.hot_total
         figures = self._group.figures(now)
         status: dict[str, Any] = {
             "state": sig.state,
@@ -346,8 +347,8 @@ class Observer:
             },
             "history": [list(point) for point in self._recorder.history],
             "paused": self._run.paused,
-            "blocked_hosts": frontier.blocked_hosts,
-            "host_delays": frontier.host_delays,
+            "blocked_hosts": frontier.holds.blocked_hosts,
+            "host_delays": frontier.holds.host_delays,
             "workers": [],
             "freshness": fresh,
         }
@@ -358,7 +359,7 @@ class Observer:
         self, status: dict[str, Any], admitted_per_s: float, retired: int
     ) -> dict[str, Any]:
         """The counters ``render_metrics`` turns into Prometheus metrics (worker's label)."""
-        f, t, seen = self.fetcher, self._times, self.frontier.seen_stats()
+        f, t, seen = self.fetcher, self._times, self.frontier.view.seen_stats()
         if self._archive is not None:  # finished files keep their size: each is read once
             paths = self._archive.paths
             for path in paths[self._warc_files :]:
@@ -373,7 +374,7 @@ class Observer:
             "fetch_time_counts": list(getattr(f, "fetch_times", [])),
             "fetch_time_sum": getattr(f, "transfer_s", 0.0),
             "requests": t.requests,
-            "admitted": self.frontier.admitted,
+            "admitted": self.frontier.view.admitted,
             "admitted_per_s": admitted_per_s,
             "hosts_retired": retired,
             "bloom_fill": float(seen.get("bloom_fill", 0.0)),

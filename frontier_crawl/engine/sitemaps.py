@@ -7,7 +7,7 @@ the HTML parser or a spider callback. A 2xx body is read by ``parse.sitemap.pars
 * a ``urlset`` (or text sitemap): its ``<loc>`` URLs are admitted through ``Frontier.add`` at
   the sitemap's depth + 1 with the sitemap as referrer (scope, seen-set, traps, robots.txt and
   politeness apply as to any link; a spider's default callback gets the pages); with
-  ``[recrawl]`` on, its ``(<loc>, <lastmod>)`` pairs go to ``Frontier.sitemap_lastmod``: a
+  ``[recrawl]`` on, its ``(<loc>, <lastmod>)`` pairs go to ``Frontier.revisits.sitemap_lastmod``: a
   scheduled page whose last capture is older than its lastmod is due now (a sitemap is itself
   revisited on its own schedule, so a changed lastmod is seen at the sitemap's next visit);
 * a ``sitemapindex``: its children are admitted as sitemaps (``SITEMAP_CALLBACK``) at the same
@@ -30,7 +30,8 @@ from collections.abc import Callable
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.engine.poison import read
 from frontier_crawl.fetch import FetchRequest, FetchResult
-from frontier_crawl.frontier import Frontier, Ticket
+from frontier_crawl.frontier import Ticket
+from frontier_crawl.frontier.faces import SitemapTarget
 from frontier_crawl.output import Outcome
 from frontier_crawl.parse.sitemap import (
     SITEMAP_CALLBACK as SITEMAP_CALLBACK,  # (re-exported for the loop)
@@ -58,7 +59,7 @@ class SitemapFeed:
 
     __slots__ = ("_frontier", "_limits", "_max_level", "_recrawl", "_warned_depth", "made_due")
 
-    def __init__(self, frontier: Frontier, settings: CrawlSettings) -> None:
+    def __init__(self, frontier: SitemapTarget, settings: CrawlSettings) -> None:
         self._frontier = frontier
         self._limits = SitemapLimits.from_settings(settings)
         self._max_level = settings.sitemaps.max_index_depth
@@ -111,5 +112,5 @@ class SitemapFeed:
             if self._recrawl:  # a page whose lastmod is newer than its last capture: due now
                 dated = [(loc, when) for loc, when in sitemap.entries if when is not None]
                 if dated:
-                    self.made_due += self._frontier.sitemap_lastmod(dated)
+                    self.made_due += self._frontier.revisits.sitemap_lastmod(dated)
         return _OUTCOMES.get(sitemap.problem, Outcome.SITEMAP_INVALID)

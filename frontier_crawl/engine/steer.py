@@ -23,7 +23,7 @@ from frontier_crawl.engine.deadline import StopDeadline
 from frontier_crawl.engine.observe import Observer
 from frontier_crawl.engine.seams import CommandSource, FetcherLike, PeersLike
 from frontier_crawl.engine.state import LoopState, quiet
-from frontier_crawl.frontier import Frontier
+from frontier_crawl.frontier.faces import Steered
 from frontier_crawl.frontier.scope import check_scope
 from frontier_crawl.proctree import EXPIRE_SIGNAL
 from frontier_crawl.spider.adopt import adopt
@@ -41,7 +41,7 @@ class Steering:
         self,
         settings: CrawlSettings,
         *,
-        frontier: Frontier,
+        frontier: Steered,
         fetcher: FetcherLike,
         group: CommitGroup,
         run: LoopState,
@@ -184,22 +184,22 @@ class Steering:
                         len(command.urls))  # fmt: skip
             return {**applied, "given": len(command.urls), "admitted": admitted}
         if name == "block":
-            held = frontier.block(command.host, now)
+            held = frontier.holds.block(command.host, now)
             log.info("host %s blocked by the operator (%d URLs held)", command.host, held,
                      extra={"host": command.host})
             return {**applied, "host": command.host, "held": held}
         if name == "unblock":
-            released = frontier.unblock(command.host, now)
+            released = frontier.holds.unblock(command.host, now)
             log.info("host %s unblocked by the operator", command.host,
                      extra={"host": command.host})
             return {**applied, "host": command.host, "released": released}
         if name == "host-delay":
-            if command.delay_s is not None and not frontier.knows_host(command.host):
+            if command.delay_s is not None and not frontier.holds.knows_host(command.host):
                 # not stored: a typo must not read "delay 2 s" (ctl says the host is unknown;
                 # with worker processes only the owner of the host knows it)
                 return {**applied, "host": command.host, "delay_s": command.delay_s,
                         "origins": 0}  # fmt: skip
-            hosts = frontier.set_host_delay(command.host, command.delay_s, now)
+            hosts = frontier.holds.set_host_delay(command.host, command.delay_s, now)
             delay = command.delay_s
             said = "back to the config" if delay is None else f"set to {delay:g} s"
             log.info("host %s: delay %s by the operator", command.host, said,

@@ -9,9 +9,10 @@ if TYPE_CHECKING:
     from frontier_crawl.frontier.completion import Completion, Failure, Settled
     from frontier_crawl.frontier.damage import DamagedState
     from frontier_crawl.frontier.frontier import Frontier
-    from frontier_crawl.frontier.hosts import HostState, Ticket
+    from frontier_crawl.frontier.hosts import HostState
     from frontier_crawl.frontier.identity import StateMismatch
-    from frontier_crawl.frontier.recrawl import LastCapture, changed
+    from frontier_crawl.frontier.records import LastCapture, Ticket
+    from frontier_crawl.frontier.recrawl import changed
     from frontier_crawl.frontier.status import HostSignals
     from frontier_crawl.frontier.store import StorageError
 
@@ -19,8 +20,8 @@ if TYPE_CHECKING:
 #: part (the coordinator: the mailbox, URLs, scope) never imports the whole frontier
 _LAZY = {
     "Completion": "completion", "Failure": "completion", "Settled": "completion",
-    "DamagedState": "damage", "Frontier": "frontier", "HostState": "hosts", "Ticket": "hosts",
-    "StateMismatch": "identity", "LastCapture": "recrawl", "changed": "recrawl",
+    "DamagedState": "damage", "Frontier": "frontier", "HostState": "hosts", "Ticket": "records",
+    "StateMismatch": "identity", "LastCapture": "records", "changed": "recrawl",
     "HostSignals": "status", "StorageError": "store",
 }  # fmt: skip
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from itertools import filterfalse, islice
 from typing import TYPE_CHECKING
 
-from frontier_crawl.frontier.hosts import Ticket
+from frontier_crawl.frontier.records import Ticket
 from frontier_crawl.frontier.scope import ANY_PORT, PortScope, domain_allowed, domain_table
 from frontier_crawl.frontier.store import QueueEntry
 from frontier_crawl.frontier.traps import MAX_HOST_PAGES, Limits, trap_reason

@@ -9,7 +9,8 @@ frontier decides from them, in :meth:`Frontier.complete`, with the pure function
   status); the host is held that long, capped at ``fetch.max_retry_delay_s`` (:func:`hold_for`);
 * :func:`retry_in` — whether the URL is tried again and after how long: a transient failure
   (the error kinds in :data:`TRANSIENT_ERRORS`, 429, 5xx) with retries left, unless its
-  Retry-After is longer than the cap (then it is given up and its host held for the cap).
+  Retry-After is longer than the cap (then it is given up and its host held for the cap);
+* :func:`decide` — the three together, as the frontier applies them to one result.
 
 The error kinds are ``fetch.types.ErrorKind`` values (strings): the frontier never imports
 ``fetch``; ``tests/unit/test_frontier_completion.py`` checks that both agree.
@@ -17,6 +18,7 @@ The error kinds are ``fetch.types.ErrorKind`` values (strings): the frontier nev
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -141,3 +143,33 @@ def retry_in(c: Completion, attempt: int, after: float | None, p: RetryPolicy) -
     if after is not None and after > p.max_delay_s:
         return None
     return retry_delay(attempt, p.backoff_s, p.max_delay_s, after)
+
+
+class Decision(msgspec.Struct, frozen=True, gc=False):
+    """What the policy decides of one result (:func:`decide`)."""
+
+    retry_s: float | None  #: seconds before the URL is tried again; None: it is finished
+    failure: Failure  #: how the result bears on its host's politeness
+    hold_s: float  #: how long the result holds the host (a 429/503's Retry-After)
+
+
+#: a response the host meant (2xx, 3xx, 4xx but 429): finished, no failure, no hold
+_MEANT = Decision(None, Failure.NONE, 0.0)
+
+
+def decide(
+    c: Completion, attempt: int, p: RetryPolicy, wall_clock: Callable[[], float]
+) -> Decision:
+    """The policy for attempt ``attempt`` of a URL that came back with ``c``: retried or
+    finished (:func:`retry_in`), the failure (:func:`failure_of`) and the hold of a 429/503's
+    Retry-After (uncapped for a retry, which a longer one never is; capped by :func:`hold_for`
+    when finished). ``wall_clock`` dates an HTTP-date Retry-After; read only for a 429/503."""
+    status = c.status
+    if c.error is None and status < 500 and status != 429:
+        return _MEANT  # what the steps below decide for it, without taking them
+    after = retry_after_s(status, c.retry_after, wall_clock()) if status in HOST_STATUSES else None
+    failure = failure_of(c)
+    retry_s = None if c.no_retry else retry_in(c, attempt, after, p)
+    if retry_s is not None:
+        return Decision(retry_s, failure, after or 0.0)
+    return Decision(None, failure, hold_for(after, p))

@@ -75,9 +75,15 @@ class Control:
         """Every known host (origin) whose host name is ``name``: O(hosts), for commands."""
         return [host for key, host in self._queues.hosts.items() if host_of(key) == name]
 
+    def knows_host(self, name: str) -> bool:
+        """Whether any host (origin) of host name ``name`` is known to this frontier: queued,
+        fetched or waiting (O(hosts), for the operator's commands)."""
+        return bool(self.matching(name))
+
     def block(self, name: str, now: float) -> int:
-        """Hand out no more URLs of host name ``name`` until :meth:`unblock`. Durable with the
-        open transaction. Returns the URLs held."""
+        """Hand out no more URLs of host name ``name`` (every scheme and port) until
+        :meth:`unblock`: its queued and newly admitted URLs are kept (in LMDB, as always),
+        requests in flight finish. Durable with the open transaction. Returns the URLs held."""
         self._queues.blocked.add(name)
         self.save()
         held = 0

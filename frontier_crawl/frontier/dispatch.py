@@ -14,7 +14,7 @@ its politeness delay is recorded in ``holding`` for the status (``status.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from frontier_crawl.frontier.hosts import HostState, IpGroup
@@ -22,7 +22,8 @@ from frontier_crawl.frontier.status import Busiest, Holds
 from frontier_crawl.frontier.urls import host_of
 
 if TYPE_CHECKING:
-    from frontier_crawl.frontier.hosts import HostQueue, HostQueues, Ticket
+    from frontier_crawl.frontier.hosts import HostQueue, HostQueues
+    from frontier_crawl.frontier.records import Ticket
     from frontier_crawl.frontier.robotsgate import RobotsGate
     from frontier_crawl.frontier.spacing import Spacing
 
@@ -64,6 +65,12 @@ class Dispatch:
             ip = self._known_ips.get(host_of(host.origin))
             if ip is not None:
                 host.group = self._groups.setdefault(ip, IpGroup())
+
+    def join_all(self, hosts: Iterable[HostQueue]) -> None:
+        """The hosts a restart built join their IP groups (nothing to do without ``per_ip``)."""
+        if self._per_ip:
+            for host in hosts:
+                self.join(host)
 
     def hand_out(self, now: float, limit: int, take: Take) -> list[Ticket]:
         """Up to ``limit`` tickets: robots.txt redirect hops first, then one ``take`` of each

@@ -1,13 +1,18 @@
 """The frontier: which URL to fetch next, and when, so that every host is treated politely.
 
-:class:`Frontier` is the facade the engine and the workers call (``add``, ``next_ready``,
-``complete``, ``robots_done``, ``batch``...). It decides from the facts of a result
-(:meth:`Frontier.complete`: a ``Completion``) whether a URL is retried, finished or its host
-held, and hands the mechanism to one part per job, each in its own module and given explicit
-references to what it needs:
+:class:`Frontier` is what the engine's loop calls for scheduling (``next_ready``, ``complete``,
+``robots_done``), admission (``add``) and durability (``batch``, ``mark_done``,
+``checkpoint``, ``close``); its other roles are objects of their own, reached from it:
+``holds`` (the operator's, ``control.py``), ``view`` (the figures, read only, ``status.py``),
+``mail`` (link batches to and from other workers, ``mailbox.py``) and ``revisits`` (a
+continuous crawl's, or none, ``revisits.py``). Each of the engine's parts is typed with the
+face it uses (``faces.py``). It decides from the facts of a result (:meth:`Frontier.complete`:
+a ``Completion``) whether a URL is retried, finished or its host held, and hands the mechanism
+to one part per job, each in its own module and given explicit references to what it needs:
 
 ==================  =========================================================================
 ``admission.py``    which links become queued URLs: scope, ownership, seen-set, trap limits
+``intake.py``       where they are queued: hosts made, URLs queued, hosts retired, the counts
 ``buffer.py``       queued URLs in memory under one global budget, the rest in LMDB (flat
                     memory, guarantee 3); retries behind their host's other URLs (8)
 ``hosts.py``        the host queues, their :class:`HostState` and the one transition
@@ -16,13 +21,14 @@ references to what it needs:
 ``robotsgate.py``   robots.txt of each host: first fetch, refresh, redirects, stale copy (13)
 ``completion.py``   a result's facts, the retry policy (8)
 ``control.py``      the operator's blocks and host delays, durable
-``revisits.py``     a continuous crawl's revisits over the host queues (``recrawl.py``: the
-                    schedule)
+``revisits.py``     a continuous crawl's revisits over the host queues, or none: a strategy
+                    chosen once (``recrawl.py``: the schedule)
 ``status.py``       read-only: hosts by state, the held ones, the next due, the busiest
 ``txn.py``          one LMDB write transaction per batch, and what is done around commits
 ``state.py``        the files on disk, opened, checkpointed and closed together (4)
 ``store.py``        the LMDB queue (key layout, blocks, done marks); ``seen.py`` the seen-set (1)
 ``identity.py``     what a crawl cannot change between runs (layout version, seen-set sizing)
+``records.py``      the records handed out and kept: ``Ticket``, ``LastCapture``, ``Visit``
 ==================  =========================================================================
 
 Every admitted URL is written to LMDB in the same transaction that records it in the
@@ -35,7 +41,6 @@ from __future__ import annotations
 
 import bisect  # noqa: F401  (the priority tests patch bisect.bisect through this name)
 import logging
-import os
 import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -56,31 +61,32 @@ from frontier_crawl.frontier.completion import (
     RetryPolicy,
     Settled,
     answer_s,
-    failure_of,
+    decide,
     hold_for,
     retry_after_s,
-    retry_in,
 )
 from frontier_crawl.frontier.control import Control
 from frontier_crawl.frontier.damage import DamagedState
 from frontier_crawl.frontier.dispatch import Dispatch
-from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState, Ticket
+from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState
 from frontier_crawl.frontier.identity import LAYOUT_VERSION as LAYOUT_VERSION  # (re-exported)
 from frontier_crawl.frontier.identity import (
     check_identity,
 )
-from frontier_crawl.frontier.mailbox import Link, decode_links, encode_batches
+from frontier_crawl.frontier.intake import HOST_UNREACHABLE as HOST_UNREACHABLE  # (re-exported)
+from frontier_crawl.frontier.intake import Intake
+from frontier_crawl.frontier.mailbox import Link, PeerMail
 from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions, no_variant
 from frontier_crawl.frontier.politeness import DelayPolicy, delay_for
-from frontier_crawl.frontier.recrawl import RecrawlPolicy
-from frontier_crawl.frontier.revisits import Revisits
+from frontier_crawl.frontier.records import Ticket
+from frontier_crawl.frontier.revisits import OnePass, Revisits, RevisitStrategy
 from frontier_crawl.frontier.robotsgate import RobotsGate
 from frontier_crawl.frontier.scope import check_scope, scope_ports
 from frontier_crawl.frontier.sitemapqueue import SitemapQueue
 from frontier_crawl.frontier.spacing import Spacing
 from frontier_crawl.frontier.state import FRESH_FRONTIER, SNAPSHOT, StateFiles
+from frontier_crawl.frontier.status import FrontierView
 from frontier_crawl.frontier.status import HostSignals as HostSignals  # (re-exported)
-from frontier_crawl.frontier.status import host_signals
 from frontier_crawl.frontier.store import (
     QueueEntry,
 )
@@ -93,8 +99,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_ADMITTED_KEY = b"admitted"  #: blobs: URLs admitted by the crawl, all runs (u64)
-_ADMITTED_PREFIX = b"admitted:"  #: blobs: + origin -> its admitted URLs, with max_pages_per_host
 #: what reading a damaged environment's pages raises while the frontier resumes
 _STATE_ERRORS = (lmdb.Error, msgspec.DecodeError, struct.error, ValueError, IndexError,
                  OverflowError, KeyError)  # fmt: skip
@@ -102,7 +106,6 @@ _STATE_ERRORS = (lmdb.Error, msgspec.DecodeError, struct.error, ValueError, Inde
 #: reasons passed to the reject callback (they become crawl-log outcomes)
 ROBOTS_DENIED = "robots-denied"
 ROBOTS_UNAVAILABLE = "robots-unavailable"
-HOST_UNREACHABLE = "host-unreachable"
 
 _NO_HOOKS = FrontierHooks()
 _DONE = Settled(False, 0.0, False)  #: a response the host meant, holding it no longer
@@ -124,26 +127,39 @@ class Frontier:
         self._wall_clock = hooks.wall_clock
         #: ``[sitemaps]``: each host's sitemaps, queued once its robots.txt is known
         self._sitemaps = SitemapQueue(o.sitemap_paths, o.sitemap_robots, self.add)
-        self._max_host_errors = o.max_host_errors
         self._on_reject = hooks.on_reject
+        #: the host queues, where each waits, and how many are in each state (``hosts.py``)
+        self._queues = HostQueues(o.connections_per_host)
+        self._hosts: dict[str, HostQueue] = self._queues.hosts  #: origin -> queue (read only)
         #: LMDB, the robots.txt cache, the inbox: opened (and closed) together (``state.py``)
-        files = self._files = StateFiles.open(state_dir, o, hooks, self._host_id_of)
+        files = self._files = StateFiles.open(state_dir, o, hooks, self._queues.host_id_of)
         self._env, self._store, self._seen = files.env, files.store, files.seen
-        self._blobs, self._outbox = files.blobs, files.outbox
-        self._recrawl, self._inbox = files.recrawl, files.inbox
+        self._blobs = files.blobs
         #: the write transactions (one per batch) and what is done around their commits
         self._tx = Transactions(self._env, files.env_path, flush=self._flush, aborted=self._aborted,
                                 committed=self._committed)  # fmt: skip
         self._write = self._tx.write
-        #: the host queues, where each waits, and how many are in each state (``hosts.py``)
-        self._queues = HostQueues(o.connections_per_host)
-        self._hosts: dict[str, HostQueue] = self._queues.hosts  #: origin -> queue (read only)
         #: the queued URLs in memory, under the global budget (``buffer.py``)
         self._buffer = QueueBuffer(self._store, self._tx, o.memory_urls)
         #: the delays: configured, the operator's per host name (``spacing.py``)
         self._spacing = Spacing(o.policy, o.host_error_urls, self._queues)
-        #: the operator's blocks and host delays, durable (``control.py``)
-        self._control = Control(self._queues, self._spacing, self._tx.write, self._blobs)
+        #: the operator's holds: blocks and host delays, durable (``control.py``)
+        self.holds = Control(self._queues, self._spacing, self._tx.write, self._blobs)
+        #: robots.txt of every host: first fetch, refresh, redirects, the copy it falls back on
+        #: (a redirect's target is checked against the scope built below)
+        self._gate = RobotsGate(files.robots, lambda url: self._admission.origin_allowed(url),
+                                obey=o.obey_robots, ttl_s=o.robots_ttl_s, stale_s=o.robots_stale_s,
+                                retry_s=o.robots_retry_s, attempts=o.robots_attempts)  # fmt: skip
+        #: request starts and ends: ready hosts, IP groups, connections, holds (``dispatch.py``)
+        self._dispatch = Dispatch(self._queues, self._spacing, self._gate, per_ip=o.per_ip,
+                                  known_ips=o.known_ips)  # fmt: skip
+        #: hosts made, admitted URLs queued, hosts retired, the admission counts (``intake.py``)
+        self._intake = Intake(self._queues, self._buffer, self._dispatch, self._store, self._blobs,
+                              per_host_limit=lambda: self._admission.limits.max_pages_per_host,
+                              put_back=lambda txn, revisits: self.revisits.put_back(txn, revisits),
+                              max_host_errors=o.max_host_errors, on_reject=hooks.on_reject,
+                              batch=self._tx.batch,
+                              write=self._tx.write)  # fmt: skip
         #: scope, ownership, dedup and traps: which links become queued URLs
         self._admission = Admission(
             allow_domains=o.allow_domains,
@@ -156,32 +172,28 @@ class Frontier:
             worker=hooks.worker,
             seen=self._seen,
             hosts=self._hosts,
-            enqueue=self._enqueue,
-            stored_admitted=self._stored_admitted,
+            enqueue=self._intake.enqueue,
+            stored_admitted=self._intake.stored_admitted,
             on_reject=hooks.on_reject,
             on_foreign=hooks.on_foreign,
             variant=hooks.variant,
         )
-        #: robots.txt of every host: first fetch, refresh, redirects, the copy it falls back on
-        self._gate = RobotsGate(files.robots, self._admission.origin_allowed, obey=o.obey_robots,
-                                ttl_s=o.robots_ttl_s, stale_s=o.robots_stale_s,
-                                retry_s=o.robots_retry_s, attempts=o.robots_attempts)  # fmt: skip
-        #: request starts and ends: ready hosts, IP groups, connections, holds (``dispatch.py``)
-        self._dispatch = Dispatch(self._queues, self._spacing, self._gate, per_ip=o.per_ip,
-                                  known_ips=o.known_ips)  # fmt: skip
-        self._per_ip = o.per_ip  #: hosts join IP groups (``Dispatch.join``; read at a restart)
-        self.admitted = 0  #: URLs admitted by this crawl, all runs (for crawl.max_pages)
-        self._counted: dict[str, HostQueue] = {}  #: hosts whose admitted count this txn changed
-        self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
-        #: the continuous crawl's revisits over the host queues (None: recrawl off)
-        self._revisits: Revisits | None = None
-        if self._recrawl is not None:
-            self._revisits = Revisits(self._recrawl, self._queues, self._store,
-                                      write=self._tx.write, in_scope=self._admission.in_scope,
-                                      host_for=self._host_for, on_reject=hooks.on_reject,
+        #: a continuous crawl's revisits over the host queues, or none (``revisits.py``); the
+        #: engine's sitemaps give it their ``<lastmod>`` dates (``sitemap_lastmod``)
+        self.revisits: RevisitStrategy = OnePass(self._store)
+        if files.recrawl is not None:
+            self.revisits = Revisits(files.recrawl, self._queues, self._store,
+                                      write=self._tx.write, read=self._tx.read,
+                                      in_scope=self._admission.in_scope,
+                                      host_for=self._intake.host_for, on_reject=hooks.on_reject,
                                       wall_clock=hooks.wall_clock)  # fmt: skip
-            # a ticket's completion also schedules its next visit
-            self.mark_done = self._revisits.mark_done  # type: ignore[method-assign]
+        #: link batches to and from other workers (``mailbox.py``; worker mode)
+        self.mail = PeerMail(self._env, files.outbox, files.inbox, self._tx.batch, self._write,
+                             self.add)  # fmt: skip
+        #: the frontier read, never written: the status's, the report's (``status.py``)
+        self.view = FrontierView(self._queues, self._buffer, self._dispatch, self._gate,
+                                 self._spacing, self.holds, self._intake, self.revisits,
+                                 self._seen.stats)  # fmt: skip
         try:
             self._resume()
         except _STATE_ERRORS as exc:  # pages of the queue or seen-set unreadable
@@ -225,27 +237,24 @@ class Frontier:
         """What the parts buffered, written into ``txn`` before it commits."""
         self._store.flush(txn)
         self._seen.flush(txn)
-        self._flush_counts(txn)
+        self._intake.flush(txn)
+        self.revisits.flush(txn)
 
     def _aborted(self) -> None:
         """A transaction was aborted: the parts forget what they staged for it."""
         self._admission.aborted()
-        if self._recrawl is not None:
-            self._recrawl.aborted()
-        self._counted.clear()
+        self.revisits.aborted()
+        self._intake.aborted()
         self._store.aborted()
         self._seen.aborted()
-        if self._inbox is not None:
-            self._inbox.release()  # their links were not committed: take them again
+        self.mail.aborted()
 
     def _committed(self) -> None:
         """A transaction committed: what the parts learn only once it is durable."""
         self._store.committed()
         self._admission.committed()
-        if self._recrawl is not None:
-            self._recrawl.committed()
-        if self._inbox is not None:
-            self._inbox.ack()
+        self.revisits.committed()
+        self.mail.committed()
 
     def save_blob(self, name: str, data: bytes) -> None:
         """Store a small named blob (e.g. the engine's counters) in the current transaction,
@@ -331,122 +340,11 @@ class Frontier:
         request: tuple[str, bytes, int] | None = None,
     ) -> int:
         """:meth:`add` inside the transaction ``txn`` (``Admission.admit``)."""
-        added = self._admission.admit(txn, urls, depth, referrer, hops, now, request, self.admitted)
-        self.admitted += added
+        intake = self._intake
+        added = self._admission.admit(txn, urls, depth, referrer, hops, now, request,
+                                      intake.admitted)  # fmt: skip
+        intake.admitted += added
         return added
-
-    def _enqueue(
-        self, txn: lmdb.Transaction[bytes], host_key: str, entry: QueueEntry, now: float
-    ) -> bool:
-        """Queue an admitted URL in LMDB and, budget permitting, in memory; False if refused."""
-        host = self._hosts.get(host_key)
-        if host is None:
-            host = self._host_for(txn, host_key)
-        elif host.state is HostState.RETIRED:
-            self._on_reject(
-                Ticket(b"", host_key, entry.url, entry.depth, entry.hops, 0, entry.referrer),
-                host.retired,
-            )
-            return False
-        self._buffer.put(txn, host, entry)
-        host.admitted += 1
-        if self._admission.limits.max_pages_per_host:
-            self._counted[host_key] = host
-        if host.state in (HostState.EMPTY, HostState.BUSY):
-            self._queues.settle(host, now)
-        return True
-
-    def _host_id_of(self, host_key: str) -> int:
-        """The store's id of a host (-1 if it has none yet): referrers are stored by it."""
-        host = self._hosts.get(host_key)
-        return host.hid if host is not None else -1
-
-    def _host_for(self, txn: lmdb.Transaction[bytes], host_key: str) -> HostQueue:
-        """The host queue of ``host_key``, made (with its admitted count) if it has none."""
-        host = self._hosts.get(host_key)
-        if host is None:
-            host = self._new_host(host_key)
-            if self._admission.limits.max_pages_per_host:
-                host.admitted = self._stored_admitted(txn, host_key)
-        return host
-
-    def _new_host(self, host_key: str) -> HostQueue:
-        host = self._queues.add(HostQueue(host_key))
-        self._dispatch.join(host)
-        return host
-
-    def _stored_admitted(self, txn: lmdb.Transaction[bytes], host_key: str) -> int:
-        """URLs of ``host_key`` admitted by earlier runs (kept only with max_pages_per_host)."""
-        raw = txn.get(_ADMITTED_PREFIX + host_key.encode(), db=self._blobs)
-        return int.from_bytes(raw, "big") if raw is not None else 0
-
-    def _flush_counts(self, txn: lmdb.Transaction[bytes]) -> None:
-        """Write the admission counts the limits need, in the transaction that changed them:
-        a resumed crawl then neither restarts crawl.max_pages nor max_pages_per_host (per-host
-        counts are kept only while max_pages_per_host is set)."""
-        blobs = self._blobs
-        txn.put(_ADMITTED_KEY, self.admitted.to_bytes(8, "big"), db=blobs)
-        for host_key, host in self._counted.items():
-            count = host.admitted.to_bytes(8, "big")
-            txn.put(_ADMITTED_PREFIX + host_key.encode(), count, db=blobs)
-        self._counted.clear()
-        if self._recrawl is not None:
-            self._recrawl.flush(txn)
-
-    def ingest_inbox(self, now: float, run_id: bytes = b"", limit: int = 64) -> tuple[int, int]:
-        """Admit link batches other workers delivered into this worker's inbox.
-
-        The links are admitted in the current (batch) transaction; the batches leave the inbox
-        once it has committed (``frontier/mailbox.py``). Returns the number of batches
-        ingested, and how many of them were delivered during run ``run_id`` (the termination
-        count of ``frontier_crawl.workers``). Nothing to do outside worker mode.
-        """
-        if self._inbox is None:
-            return 0, 0
-        with self.batch():
-            batches = self._inbox.take(limit)
-            for _key, value in batches:
-                for url, depth, referrer, hops, callback, meta, priority in decode_links(value):
-                    self.add((url,), depth=depth, referrer=referrer, hops=hops, now=now,
-                             callback=callback, meta=meta, priority=priority)  # fmt: skip
-        return len(batches), sum(key.startswith(run_id) for key, _ in batches)
-
-    def queue_outgoing(self, dest: int, links: list[Link], max_bytes: int) -> None:
-        """Keep links for another worker in this frontier's outbox, in the current transaction:
-        one batch, or several of at most ``max_bytes`` each (``mailbox.encode_batches``), each
-        delivered (and, across nodes, acknowledged) on its own.
-
-        Delivery (:meth:`outgoing` / :meth:`delivered`) happens after the commit, never inside
-        a transaction of ours: holding our writer lock while waiting for a peer's (which may be
-        waiting for ours) would deadlock. A kill between commit and delivery only delays it.
-        """
-        with self._write() as txn:
-            for batch in encode_batches(links, max_bytes):
-                txn.put(dest.to_bytes(2, "big") + os.urandom(14), batch, db=self._outbox)
-
-    def outgoing(self, limit: int = 256) -> list[tuple[bytes, int, bytes]]:
-        """Committed batches not yet delivered: (key, destination worker, encoded links)."""
-        with self._env.begin(db=self._outbox) as txn:
-            out = []
-            for key, value in txn.cursor():
-                out.append((bytes(key), int.from_bytes(key[:2], "big"), bytes(value)))
-                if len(out) >= limit:
-                    break
-        return out
-
-    def split_outgoing(self, key: bytes, dest: int, batches: Sequence[bytes]) -> None:
-        """Replace one outbox batch by ``batches`` (its links, split), in one transaction:
-        the links are in the outbox before and after, never twice and never lost."""
-        with self._write() as txn:
-            txn.delete(key, db=self._outbox)
-            for batch in batches:
-                txn.put(dest.to_bytes(2, "big") + os.urandom(14), batch, db=self._outbox)
-
-    def delivered(self, keys: Iterable[bytes]) -> None:
-        """Forget outbox batches now committed into their destinations' inboxes."""
-        with self._write() as txn:
-            for key in keys:
-                txn.delete(key, db=self._outbox)
 
     # ----------------------------------------------------------------------------- scheduling
 
@@ -455,10 +353,9 @@ class Frontier:
         becomes due (None if no host is snoozed and no revisit is scheduled)."""
         host = self._queues.first_snoozed()
         wake = host.wake_at if host is not None else None
-        if self._revisits is not None:
-            at = self._revisits.next_wake()
-            if at is not None:
-                wake = at if wake is None else min(wake, at)
+        at = self.revisits.next_wake()
+        if at is not None:
+            wake = at if wake is None else min(wake, at)
         return wake
 
     @property
@@ -469,8 +366,7 @@ class Frontier:
 
     def next_ready(self, now: float, limit: int) -> list[Ticket]:
         """Up to ``limit`` tickets from hosts whose politeness slot is open at ``now``."""
-        if self._revisits is not None:
-            self._revisits.pump(now)
+        self.revisits.pump(now)
         out = self._dispatch.hand_out(now, limit, self._take)
         self._sitemaps.queue_due(now)
         return out
@@ -487,10 +383,8 @@ class Frontier:
         if host.rules.refresh_at <= now:  # fetched again in this request slot
             return self._gate.refresh(host, now)
         revisits = host.revisits
-        if revisits is not None and self._revisits is not None and self._revisits.turn(
-            host, revisits, now
-        ):
-            revisit = self._revisits.take(host, revisits, now, ROBOTS_DENIED)
+        if revisits is not None and self.revisits.turn(host, revisits, now):
+            revisit = self.revisits.take(host, revisits, now, ROBOTS_DENIED)
             if revisit is not None:
                 return revisit
         buffer = self._buffer
@@ -511,8 +405,8 @@ class Frontier:
             with self._write():
                 self._store.done(key)
         revisits = host.revisits
-        if revisits is not None and revisits.ready_at() <= now and self._revisits is not None:
-            return self._revisits.take(host, revisits, now, ROBOTS_DENIED)  # nothing new
+        if revisits is not None and revisits.ready_at() <= now:
+            return self.revisits.take(host, revisits, now, ROBOTS_DENIED)  # nothing new
         return None
 
     # ----------------------------------------------------------------------------- completion
@@ -520,59 +414,30 @@ class Frontier:
     def complete(self, ticket: Ticket, outcome: Completion, *, mark_done: bool = True) -> Settled:
         """A page ticket's fetch came back with ``outcome`` (its facts): the frontier decides.
 
-        A transient failure with retries left (``completion.retry_in``) goes back into its
+        A transient failure with retries left (``completion.decide``) goes back into its
         host's retry heap (:meth:`retry`); anything else is finished (:meth:`finish`). A
         429/503's Retry-After holds the host (capped at fetch.max_retry_delay_s; a longer one
         is not retried). Connection failures, 429/503 and runs of failing URLs back the host
-        off (``_delay_after``). ``mark_done``: as for :meth:`finish` (a retry is never done).
+        off (``Spacing.after``). ``mark_done``: as for :meth:`finish` (a retry is never done).
         """
-        status = outcome.status
-        if outcome.error is None and status < 500 and status != 429:
-            # the common case, as the policy below decides it: finished, no failure, no hold
-            # (finish, inlined: one call less per page)
-            host = self._hosts[ticket.origin]
-            if self._recrawl is not None:
-                self._recrawl.stage(ticket, outcome)
-            if mark_done:
-                if self._tx.txn is not None and self._revisits is None:  # mark_done, inlined
-                    self._store.done(ticket.key)
-                else:
-                    self.mark_done((ticket.key,))
-            polite, backoff = self._spacing.after(host, ticket, outcome.duration_s, Failure.NONE)
-            held = self._dispatch.release(host, ticket, outcome.finished, polite, backoff, 0.0,
-                                          outcome.ip)  # fmt: skip
-            return _DONE if held == 0.0 else Settled(False, held, False)
-        policy = self._retry_policy
-        after = (
-            retry_after_s(status, outcome.retry_after, self._wall_clock())
-            if status in HOST_STATUSES
-            else None
-        )
-        failure = failure_of(outcome)
-        retry_s = None if outcome.no_retry else retry_in(outcome, ticket.attempt, after, policy)
-        if retry_s is not None:
-            held = self.retry(ticket, outcome.finished, retry_s, answer_s(outcome), failure,
-                              outcome.ip, hold_s=after or 0.0)  # fmt: skip
+        d = decide(outcome, ticket.attempt, self._retry_policy, self._wall_clock)
+        failure = d.failure
+        if d.retry_s is not None:
+            held = self.retry(ticket, outcome.finished, d.retry_s, answer_s(outcome), failure,
+                              outcome.ip, hold_s=d.hold_s)  # fmt: skip
             return Settled(True, held, failure is not Failure.NONE)
-        if self._recrawl is not None:
-            self._recrawl.stage(ticket, outcome)
+        self.revisits.stage(ticket, outcome)
         held = self.finish(ticket, outcome.finished, answer_s(outcome), failure, outcome.ip,
-                           mark_done=mark_done, hold_s=hold_for(after, policy))  # fmt: skip
-        return Settled(False, held, failure is not Failure.NONE)
+                           mark_done=mark_done, hold_s=d.hold_s)  # fmt: skip
+        if failure is Failure.NONE:
+            return _DONE if held == 0.0 else Settled(False, held, False)
+        return Settled(False, held, True)
 
     def will_retry(self, ticket: Ticket, outcome: Completion) -> bool:
         """Would :meth:`complete` retry this ticket (nothing changes)? The engine asks first
         when a final result needs work (archiving, links) before it is completed."""
-        if outcome.error is None and outcome.status < 500 and outcome.status != 429:
-            return False  # the common case: no retry, no Retry-After to read
-        after = (
-            retry_after_s(outcome.status, outcome.retry_after, self._wall_clock())
-            if outcome.status in HOST_STATUSES
-            else None
-        )
-        if outcome.no_retry:
-            return False
-        return retry_in(outcome, ticket.attempt, after, self._retry_policy) is not None
+        d = decide(outcome, ticket.attempt, self._retry_policy, self._wall_clock)
+        return d.retry_s is not None
 
     def finish(
         self,
@@ -600,18 +465,19 @@ class Frontier:
             self.mark_done((ticket.key,))
         polite, backoff = self._spacing.after(host, ticket, fetch_s, failure)
         held = self._dispatch.release(host, ticket, now, polite, backoff, hold_s, ip)
-        self._maybe_retire(host, failure)
+        if failure is Failure.CONNECTION:
+            self._intake.connection_failed(host)
         return held
 
     def mark_done(self, keys: Iterable[bytes]) -> None:
-        """Record completed tickets' entries as finished (durable at the next commit)."""
-        if self._tx.txn is not None:  # the usual case (the engine's group): no context manager
-            for key in keys:
-                self._store.done(key)
+        """Record completed tickets' entries as finished (durable at the next commit); a
+        continuous crawl's next visits, staged when they completed, are written with them."""
+        txn = self._tx.txn
+        if txn is not None:  # the usual case (the engine's group): no context manager
+            self.revisits.done(txn, keys)
         else:
-            with self._write():
-                for key in keys:
-                    self._store.done(key)
+            with self._write() as txn:
+                self.revisits.done(txn, keys)
 
     def retry(
         self,
@@ -633,33 +499,19 @@ class Frontier:
         this returns too).
         """
         host = self._hosts[ticket.origin]
-        if ticket.last is not None and self._revisits is not None:
-            self._revisits.retry(host, ticket, now + delay_s)
-            held = self._dispatch.release(
-                host, ticket, now, *self._spacing.after(host, ticket, fetch_s, failure), hold_s, ip
-            )
-            self._maybe_retire(host, failure)
-            return held
-        entry = QueueEntry(
-            ticket.url, ticket.depth, ticket.hops, ticket.attempt + 1, ticket.referrer,
-            ticket.callback, ticket.meta, ticket.priority,
-        )  # fmt: skip
-        self._buffer.requeue(host, ticket.key, entry, now + delay_s)
+        if ticket.last is not None:  # a revisit: back to its host's revisits
+            self.revisits.retry(host, ticket, now + delay_s)
+        else:
+            entry = QueueEntry(
+                ticket.url, ticket.depth, ticket.hops, ticket.attempt + 1, ticket.referrer,
+                ticket.callback, ticket.meta, ticket.priority,
+            )  # fmt: skip
+            self._buffer.requeue(host, ticket.key, entry, now + delay_s)
         polite, backoff = self._spacing.after(host, ticket, fetch_s, failure)
         held = self._dispatch.release(host, ticket, now, polite, backoff, hold_s, ip)
-        self._maybe_retire(host, failure)
+        if failure is Failure.CONNECTION:
+            self._intake.connection_failed(host)
         return held
-
-    def _maybe_retire(self, host: HostQueue, failure: Failure) -> None:
-        if (
-            failure is Failure.CONNECTION
-            and self._max_host_errors
-            and host.conn_errors >= self._max_host_errors
-            and host.state is not HostState.RETIRED
-        ):
-            log.warning("%s: %d connection failures in a row: host retired", host.origin,
-                        host.conn_errors)  # fmt: skip
-            self._retire(host, HOST_UNREACHABLE)
 
     def robots_redirect(self, ticket: Ticket, target: str) -> bool:
         """robots.txt (``ticket``) answered with a redirect to ``target``: fetch that next, for
@@ -675,7 +527,7 @@ class Frontier:
         host = self._hosts.get(origin)
         if host is not None and host.state is not HostState.RETIRED:
             log.warning("%s: host retired (%s)", origin, reason)
-            self._retire(host, reason)
+            self._intake.retire(host, reason)
 
     def robots_done(
         self,
@@ -710,113 +562,19 @@ class Frontier:
             self._dispatch.release(host, mine, now, 0.0, 0.0, 0.0, ip)
             if host.state is not HostState.RETIRED:
                 log.warning("%s: host retired (%s)", host.origin, retire)
-                self._retire(host, retire)
+                self._intake.retire(host, retire)
             return
         answer = self._gate.answer(host, status, body, now, hold, fallback)
         if answer.give_up:
             self._dispatch.release(host, mine, now, 0.0, 0.0, 0.0, ip)
-            self._retire(host, ROBOTS_UNAVAILABLE)
+            self._intake.retire(host, ROBOTS_UNAVAILABLE)
             return
         delay = delay_for(fetch_s, answer.crawl_delay_s, self._spacing.policy)
         self._dispatch.release(host, mine, now, delay, answer.retry_s, 0.0, ip)
         if answer.rules is not None and self._sitemaps.enabled:
             self._sitemaps.queue(host, answer.rules, now)
 
-    def _retire(self, host: HostQueue, reason: str) -> None:
-        """Give up on a host: every queued URL is recorded as failed with ``reason``."""
-        self._queues.move(host, HostState.RETIRED)
-        host.retired = reason
-        self._dispatch.holding.release(host.origin)
-        with self.batch(), self._write() as txn:
-            for key, entry in self._buffer.drain(host):
-                self._reject_entry(txn, host, key, entry, reason)
-            revisits, host.revisits = host.revisits, None
-            if revisits is not None and self._revisits is not None:  # due again after a while
-                self._revisits.put_back(txn, revisits)
-
-    def _reject_entry(
-        self,
-        txn: lmdb.Transaction[bytes],
-        host: HostQueue,
-        key: bytes,
-        entry: QueueEntry,
-        reason: str,
-    ) -> None:
-        ticket = Ticket(key, host.origin, entry.url, entry.depth, entry.hops, entry.attempt,
-                        entry.referrer, False, entry.callback, entry.meta,
-                        entry.priority)  # fmt: skip
-        self._on_reject(ticket, reason)
-        self._store.done(key)
-
     # ----------------------------------------------------------------------------- revisits
-
-    @property
-    def continuous(self) -> bool:
-        """A continuous crawl (``[recrawl] enabled``): it never ends by itself."""
-        return self._recrawl is not None
-
-    def freshness(self, now_wall: float) -> dict[str, object]:
-        """The schedule's figures (the ``freshness`` dict of docs/continuous.md without
-        ``per_hour``, which observe computes from the visit totals); ``{"enabled": False}``
-        without recrawl. Counts due keys up to a cap: call it every few seconds, not per tick."""
-        if self._recrawl is None:
-            return {"enabled": False}
-        if (txn := self._tx.txn) is not None:
-            return self._recrawl.freshness(txn, now_wall)
-        with self._env.begin() as txn:
-            return self._recrawl.freshness(txn, now_wall)
-
-    def sitemap_lastmod(self, pairs: Iterable[tuple[str, float]]) -> int:
-        """A sitemap's ``(<loc>, <lastmod> epoch seconds)`` pairs: each scheduled URL whose last
-        capture is older than its lastmod becomes due now. Returns how many did (0 without
-        recrawl; URLs that do not canonicalise or are not scheduled are skipped)."""
-        return self._revisits.sitemap_lastmod(pairs) if self._revisits is not None else 0
-
-    # ----------------------------------------------------------------------------- operator
-    # (``control.py``: blocks and host delays, durable in LMDB)
-
-    @property
-    def blocked_hosts(self) -> list[str]:
-        """Host names the operator blocked (``block``), sorted."""
-        return self._control.blocked_hosts
-
-    @property
-    def host_delays(self) -> dict[str, float]:
-        """Host name -> the delay the operator set for it (``set_host_delay``)."""
-        return self._control.host_delays
-
-    @property
-    def held_by_blocks(self) -> int:
-        """URLs queued for blocked hosts (not handed out until unblocked)."""
-        return self._control.held_by_blocks
-
-    @property
-    def blocked_queues(self) -> int:
-        """Hosts with queued work held by a block."""
-        return self._control.blocked_queues
-
-    def block(self, name: str, now: float) -> int:
-        """Hand out no more URLs of host name ``name`` (every scheme and port) until
-        :meth:`unblock`: its queued and newly admitted URLs are kept (in LMDB, as always),
-        requests in flight finish. Durable with the open transaction. Returns the URLs held."""
-        return self._control.block(name, now)
-
-    def unblock(self, name: str, now: float) -> int:
-        """Undo :meth:`block`; the host's URLs are handed out again. Returns how many are
-        queued (0 and no change if ``name`` was not blocked)."""
-        return self._control.unblock(name, now)
-
-    def knows_host(self, name: str) -> bool:
-        """Whether any host (origin) of host name ``name`` is known to this frontier: queued,
-        fetched or waiting (O(hosts), for the operator's commands)."""
-        return bool(self._control.matching(name))
-
-    def set_host_delay(self, name: str, delay_s: float | None, now: float) -> int:
-        """Space requests to host name ``name`` by ``delay_s`` (None: back to the configured
-        delay), in place of min_delay_s and the adaptive delay but never below its robots.txt
-        Crawl-delay. Durable with the open transaction. Returns the hosts (origins) it applies
-        to now (``Control.set_host_delay``)."""
-        return self._control.set_host_delay(name, delay_s, now)
 
     def reconfigure(self, s: CrawlSettings, now: float) -> None:
         """Apply a reloaded config's tunables: politeness delays and limits, connections per
@@ -834,93 +592,22 @@ class Frontier:
         gate = self._gate
         gate.obey, gate.retry_s, gate.attempts = (p.obey_robots, p.robots_retry_s,
                                                   p.robots_attempts)  # fmt: skip
-        self._max_host_errors = p.max_host_errors
+        self._intake.max_host_errors = p.max_host_errors
         spacing.host_error_urls = p.host_error_urls
         self._buffer.memory_urls = s.frontier.memory_urls
-        if self._recrawl is not None and s.recrawl.enabled:
-            self._recrawl.policy = RecrawlPolicy.from_settings(s.recrawl)
+        self.revisits.reconfigure(s.recrawl)
         if spacing.policy == policy:
             return  # the hosts' spacing stands (the adaptive part of it too)
-        self._control.reapply(now)  # the operator's delays keep the new backoff
+        self.holds.reapply(now)  # the operator's delays keep the new backoff
         for host in list(self._hosts.values()):
             spacing.respace(host, now)
 
     # ----------------------------------------------------------------------------- lifecycle
 
     @property
-    def queued(self) -> int:
-        """URLs admitted and not yet complete, in flight excluded."""
-        return self._buffer.queued
-
-    @property
-    def hot_total(self) -> int:
-        """URLs held in memory (under ``memory_urls``)."""
-        return self._buffer.hot_total
-
-    @property
-    def peak_hot(self) -> int:
-        """The most URLs held in memory at once."""
-        return self._buffer.peak_hot
-
-    @property
-    def spilled(self) -> int:
-        """URLs that went to LMDB only, past the memory budget."""
-        return self._buffer.spilled
-
-    @property
-    def refilled(self) -> int:
-        """URLs read back from LMDB into memory."""
-        return self._buffer.refilled
-
-    @property
-    def in_flight(self) -> int:
-        """Requests handed out and not yet complete (robots.txt included)."""
-        return self._dispatch.in_flight
-
-    @property
-    def robots_waiting(self) -> int:
-        """Hosts waiting for their robots.txt (nothing else issued)."""
-        return self._gate.waiting
-
-    @property
     def pending(self) -> int:
         """URLs queued or in flight; the crawl is over when this is 0."""
-        return self.queued + self.in_flight
-
-    def host_state(self, host_key: str) -> HostState | None:
-        """State of a host queue (for tests and progress)."""
-        host = self._hosts.get(host_key)
-        return host.state if host is not None else None
-
-    def stats(self) -> dict[str, float | int]:
-        """Counters for the report and progress lines."""
-        return {
-            "hosts": len(self._hosts),
-            "queued": self.queued,
-            "in_flight": self.in_flight,
-            "admitted": self.admitted,
-            "resumed": self.resumed,
-            "hot": self.hot_total,
-            "peak_hot": self.peak_hot,
-            "spilled": self.spilled,
-            "refilled": self.refilled,
-            "blocked_hosts": len(self._queues.blocked),
-            "held_by_blocks": self.held_by_blocks,
-        }
-
-    def host_signals(self, now: float, worst: int = 5) -> HostSignals:
-        """Hosts by state, the worst held ones and the next one due (``status.host_signals``)."""
-        return host_signals(self._queues, self._dispatch.holding, self._gate.waiting,
-                            self._spacing.policy.min_delay_s, now, worst)  # fmt: skip
-
-    def busiest(self, n: int = 10) -> list[tuple[str, int, int]]:
-        """The ``n`` hosts with the most requests started this run (``status.Busiest``):
-        (origin, started, queued), most first; no scan of every host."""
-        return self._dispatch.busiest.top(n)
-
-    def seen_stats(self) -> dict[str, float | int]:
-        """The seen-set's counters (Bloom filter size, estimated false positives...)."""
-        return self._seen.stats()
+        return self._buffer.queued + self._dispatch.in_flight
 
     def _resume(self) -> None:
         """Rebuild in-memory state from LMDB left by an earlier run of this crawl.
@@ -931,24 +618,21 @@ class Frontier:
         snapshot = self._files.directory / SNAPSHOT
         with self._env.begin() as txn:
             seen_count = self._seen.exact_count(txn)
-            raw = txn.get(_ADMITTED_KEY, db=self._blobs)
-            self.admitted = int.from_bytes(raw, "big") if raw is not None else 0
-            self._control.load(txn)  # the blocks: a blocked host is parked, not READY
+            self._intake.load(txn)
+            self.holds.load(txn)  # the blocks: a blocked host is parked, not READY
             hosts = self._queues.restore(self._store.iter_queued_hosts(txn))
             if self._admission.limits.max_pages_per_host:
                 for host in hosts:
-                    host.admitted = self._stored_admitted(txn, host.origin)
-        if self._per_ip:
-            for host in hosts:
-                self._dispatch.join(host)
+                    host.admitted = self._intake.stored_admitted(txn, host.origin)
+        self._dispatch.join_all(hosts)
         if seen_count and not self._seen.load_snapshot(snapshot, seen_count):
             log.warning("seen-set snapshot missing or stale: rebuilding the Bloom filter")
             with self._env.begin() as txn:
                 self._seen.rebuild(txn)
         self._buffer.queued += sum(host.unloaded for host in hosts)
-        self.resumed = self.queued
+        self.view.resumed = queued = self._buffer.queued
         if hosts:
-            log.info("resumed: %d URLs queued over %d hosts", self.queued, len(hosts))
+            log.info("resumed: %d URLs queued over %d hosts", queued, len(hosts))
 
     def checkpoint(self) -> None:
         """Flush LMDB to disk and snapshot the Bloom filter (``StateFiles.checkpoint``: a

@@ -26,38 +26,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from frontier_crawl.frontier.identity import StateMismatch
+from frontier_crawl.frontier.records import Ticket as Ticket  # (re-exported)
 from frontier_crawl.frontier.urls import host_of
 
 if TYPE_CHECKING:
-    from frontier_crawl.frontier.recrawl import HostRevisits, LastCapture
+    from frontier_crawl.frontier.recrawl import HostRevisits
     from frontier_crawl.frontier.robots import Rules
     from frontier_crawl.frontier.store import QueueEntry
-
-
-class Ticket(msgspec.Struct, frozen=True, gc=False):
-    """One URL handed out for fetching; give it back with complete/retry/robots_done.
-
-    A frozen msgspec Struct rather than a frozen dataclass: one is built per URL handed out,
-    and a frozen dataclass's ``__init__`` (``object.__setattr__`` per field) costs ~2 us where
-    this costs ~0.1 us. ``gc=False``: it holds only str, bytes, int, bool and None.
-    """
-
-    key: bytes  #: queue entry key, ``store.py`` (b"" for robots.txt tickets and rejected URLs)
-    origin: str
-    url: str
-    depth: int
-    hops: int = 0
-    attempt: int = 0
-    referrer: str | None = None
-    robots: bool = False
-    callback: str = ""  #: the spider callback its response goes to ("": the default)
-    meta: bytes = b""  #: the request's meta (msgpack; b"": none)
-    priority: int = 0  #: the request's priority (stored with the URL; orders its host's queue)
-    #: a revisit's previous captures (``recrawl.py``); None: a first fetch
-    last: LastCapture | None = None
 
 
 class HostState(Enum):
@@ -166,6 +142,11 @@ class HostQueues:
         self._counts: dict[HostState, int] = dict.fromkeys(HostState, 0)
 
     # ----------------------------------------------------------------------------- the hosts
+
+    def host_id_of(self, host_key: str) -> int:
+        """The store's id of a host (-1 if it has none yet): referrers are stored by it."""
+        host = self.hosts.get(host_key)
+        return host.hid if host is not None else -1
 
     def add(self, host: HostQueue) -> HostQueue:
         """Count in a new host queue (EMPTY, as built)."""

@@ -42,22 +42,23 @@ import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import lmdb
 import msgspec
 
 from frontier_crawl.frontier.damage import DamagedState
+from frontier_crawl.frontier.faces import Add
+from frontier_crawl.frontier.records import Link as Link  # (re-exported)
+from frontier_crawl.frontier.records import PlainLink
 from frontier_crawl.frontier.store import open_checked_env, open_env, storage_errors
 
 INBOX_DB = b"inbox"
 INBOX_ENV = "inbox.lmdb"
 """A worker's inbox environment, inside its state directory."""
 
-#: url, depth, referrer, hops, callback, meta, priority (the request's, for a spider; "", b"", 0)
-Link = tuple[str, int, str | None, int, str, bytes, int]
-PlainLink = tuple[str, int, str | None, int]  #: url, depth, referrer, hops
 
 #: admitted batches are deleted from the inbox at most this often (and at close), in one
 #: transaction for them all (:meth:`Inbox.ack`)
@@ -254,3 +255,94 @@ class Inbox:
         with contextlib.suppress(lmdb.Error, OSError):
             self.flush()
         self._env.close()
+
+
+class PeerMail:
+    """A worker's side of the link exchange, over its frontier (``Frontier.mail``): batches
+    for other workers kept in the outbox with the transaction that found them, delivered
+    after it committed; batches from them admitted from the inbox (``None`` outside worker
+    mode: nothing to ingest). ``batch``, ``write``: the frontier's transactions; ``add``: its
+    admission."""
+
+    __slots__ = ("_add", "_batch", "_env", "_inbox", "_outbox", "_write")
+
+    def __init__(
+        self,
+        env: lmdb.Environment,
+        outbox: lmdb._Database,
+        inbox: Inbox | None,
+        batch: Callable[[], AbstractContextManager[None]],
+        write: Callable[[], AbstractContextManager[lmdb.Transaction[bytes]]],
+        add: Add,
+    ) -> None:
+        self._env = env
+        self._outbox = outbox
+        self._inbox = inbox
+        self._batch = batch
+        self._write = write
+        self._add = add
+
+    def aborted(self) -> None:
+        """The frontier's transaction was aborted: the batches it took are taken again."""
+        if self._inbox is not None:
+            self._inbox.release()  # their links were not committed
+
+    def committed(self) -> None:
+        """The frontier's transaction committed: the batches it admitted leave the inbox."""
+        if self._inbox is not None:
+            self._inbox.ack()
+
+    def ingest_inbox(self, now: float, run_id: bytes = b"", limit: int = 64) -> tuple[int, int]:
+        """Admit link batches other workers delivered into this worker's inbox.
+
+        The links are admitted in the current (batch) transaction; the batches leave the inbox
+        once it has committed (``frontier/mailbox.py``). Returns the number of batches
+        ingested, and how many of them were delivered during run ``run_id`` (the termination
+        count of ``frontier_crawl.workers``). Nothing to do outside worker mode.
+        """
+        if self._inbox is None:
+            return 0, 0
+        with self._batch():
+            batches = self._inbox.take(limit)
+            for _key, value in batches:
+                for url, depth, referrer, hops, callback, meta, priority in decode_links(value):
+                    self._add((url,), depth=depth, referrer=referrer, hops=hops, now=now,
+                              callback=callback, meta=meta, priority=priority)  # fmt: skip
+        return len(batches), sum(key.startswith(run_id) for key, _ in batches)
+
+    def queue_outgoing(self, dest: int, links: list[Link], max_bytes: int) -> None:
+        """Keep links for another worker in this frontier's outbox, in the current transaction:
+        one batch, or several of at most ``max_bytes`` each (:func:`encode_batches`), each
+        delivered (and, across nodes, acknowledged) on its own.
+
+        Delivery (:meth:`outgoing` / :meth:`delivered`) happens after the commit, never inside
+        a transaction of ours: holding our writer lock while waiting for a peer's (which may be
+        waiting for ours) would deadlock. A kill between commit and delivery only delays it.
+        """
+        with self._write() as txn:
+            for batch in encode_batches(links, max_bytes):
+                txn.put(dest.to_bytes(2, "big") + os.urandom(14), batch, db=self._outbox)
+
+    def outgoing(self, limit: int = 256) -> list[tuple[bytes, int, bytes]]:
+        """Committed batches not yet delivered: (key, destination worker, encoded links)."""
+        with self._env.begin(db=self._outbox) as txn:
+            out = []
+            for key, value in txn.cursor():
+                out.append((bytes(key), int.from_bytes(key[:2], "big"), bytes(value)))
+                if len(out) >= limit:
+                    break
+        return out
+
+    def split_outgoing(self, key: bytes, dest: int, batches: Sequence[bytes]) -> None:
+        """Replace one outbox batch by ``batches`` (its links, split), in one transaction:
+        the links are in the outbox before and after, never twice and never lost."""
+        with self._write() as txn:
+            txn.delete(key, db=self._outbox)
+            for batch in batches:
+                txn.put(dest.to_bytes(2, "big") + os.urandom(14), batch, db=self._outbox)
+
+    def delivered(self, keys: Iterable[bytes]) -> None:
+        """Forget outbox batches now committed into their destinations' inboxes."""
+        with self._write() as txn:
+            for key in keys:
+                txn.delete(key, db=self._outbox)

@@ -22,8 +22,8 @@ from frontier_crawl.frontier.traps import Limits
 
 if TYPE_CHECKING:
     from frontier_crawl.config import CrawlSettings
-    from frontier_crawl.frontier.hosts import Ticket
     from frontier_crawl.frontier.mailbox import Link
+    from frontier_crawl.frontier.records import Ticket
 
 #: links remembered as settled (see Frontier.add): about 150 bytes each with their strings
 #: (a link string is usually shared with the parser's output, so often less)

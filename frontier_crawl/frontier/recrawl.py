@@ -88,12 +88,13 @@ from typing import TYPE_CHECKING
 import lmdb
 import msgspec
 
+from frontier_crawl.frontier.records import LastCapture, Visit
 from frontier_crawl.frontier.urls import url_digest
 
 if TYPE_CHECKING:
     from frontier_crawl.config.settings import RecrawlSection
     from frontier_crawl.frontier.completion import Completion
-    from frontier_crawl.frontier.hosts import Ticket
+    from frontier_crawl.frontier.records import Ticket
 
 __all__ = [
     "DUE_KEY_LEN",
@@ -135,49 +136,6 @@ _U64 = struct.Struct(">Q")
 KINDS = ("new", "changed", "unchanged", "not_modified", "gone", "failed")
 #: upper bounds of the interval histogram (seconds; the last bucket is everything above)
 INTERVAL_BUCKETS: tuple[float, ...] = (60, 300, 900, 3600, 21600, 86400, 604800, 2592000)
-
-
-class LastCapture(msgspec.Struct, frozen=True, gc=False):
-    """What the frontier keeps of a URL's previous visits, handed out with its revisit ticket."""
-
-    etag: str = ""  #: validators of the last 2xx (sent as If-None-Match / If-Modified-Since)
-    last_modified: str = ""
-    digest: bytes = b""  #: SHA-1 of the payload of the last full capture (20 bytes)
-    record_id: str = ""  #: WARC-Record-ID of that capture's response record ("": WARC off)
-    uri: str = ""  #: its WARC-Target-URI
-    date: float = 0.0  #: its WARC-Date, epoch seconds
-    visits: int = 0  #: completed visits so far (>= 1 for a revisit)
-    interval_s: float = 0.0  #: the interval that made it due
-    due: float = 0.0  #: wall time it was due (for overdue figures)
-
-
-class Visit(msgspec.Struct, array_like=True, frozen=True, gc=False):
-    """The stored record of a scheduled URL (``b"recrawl-visits"``)."""
-
-    url: str
-    depth: int = 0
-    referrer: str | None = None
-    callback: str = ""
-    meta: bytes = b""
-    priority: int = 0
-    etag: str = ""
-    last_modified: str = ""
-    digest: bytes = b""
-    record_id: str = ""
-    uri: str = ""  #: the capture's WARC-Target-URI ("": ``url``, the usual case)
-    date: float = 0.0
-    visits: int = 0
-    interval_s: float = 0.0
-    due: float = 0.0  #: wall time the next visit is due
-    gone: int = 0  #: 404/410 answers in a row
-    status: int = 0  #: of the last visit (0: no response)
-    location: str = ""  #: the last visit's redirect target ("": none)
-    visited: float = 0.0  #: wall time of the last visit
-
-    def last(self) -> LastCapture:
-        uri = self.uri or (self.url if self.date else "")
-        return LastCapture(self.etag, self.last_modified, self.digest, self.record_id, uri,
-                           self.date, self.visits, self.interval_s, self.due)  # fmt: skip
 
 
 _encoder = msgspec.msgpack.Encoder()

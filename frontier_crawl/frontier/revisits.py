@@ -7,7 +7,12 @@ at a time into their host's ``revisits`` heap (:meth:`Revisits.pump`) and handed
 (:meth:`Revisits.turn`: their share of a host with new URLs queued bounded by
 ``revisit_share``; :meth:`Revisits.take`), their ticket's ``last`` holding the previous
 capture. A ticket's next visit, staged when it completes, is written with its done mark
-(:meth:`Revisits.mark_done`). Without recrawl the frontier builds none of it.
+(:meth:`Revisits.done`).
+
+Continuous crawling is a strategy the frontier chooses once (:func:`revisits_for`):
+:class:`Revisits` for a continuous crawl, :class:`OnePass` (no revisits: its steps do nothing
+or only what a one-pass crawl does) otherwise. The frontier calls the same steps either way
+(:class:`RevisitStrategy`) and never asks which one it holds.
 """
 
 from __future__ import annotations
@@ -16,21 +21,117 @@ import heapq
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from frontier_crawl.frontier.hosts import HostState, Ticket
-from frontier_crawl.frontier.recrawl import DUE_KEY_LEN, HostRevisits
+from frontier_crawl.frontier.hosts import HostState
+from frontier_crawl.frontier.records import Ticket
+from frontier_crawl.frontier.recrawl import DUE_KEY_LEN, HostRevisits, RecrawlPolicy
 from frontier_crawl.frontier.urls import canonicalize, origin
 
 if TYPE_CHECKING:
     import lmdb
 
+    from frontier_crawl.config.settings import RecrawlSection
+    from frontier_crawl.frontier.completion import Completion
     from frontier_crawl.frontier.hosts import HostQueue, HostQueues
     from frontier_crawl.frontier.recrawl import Recrawl
     from frontier_crawl.frontier.store import QueueStore
 
 #: the frontier's host queue for an origin, made (with its admitted count) if it has none
 HostFor = Callable[["lmdb.Transaction[bytes]", str], "HostQueue"]
+#: a transaction to read in: the open batch's, else a read-only one of its own
+Read = Callable[[], AbstractContextManager["lmdb.Transaction[bytes]"]]
+
+
+class RevisitStrategy(Protocol):
+    """The steps of a crawl's revisits the frontier takes (:class:`Revisits`, :class:`OnePass`)."""
+
+    @property
+    def continuous(self) -> bool:
+        """A continuous crawl (``[recrawl] enabled``): it never ends by itself."""
+        ...
+
+    def stage(self, ticket: Ticket, c: Completion) -> None:
+        """A ticket's final outcome (its next visit, written by :meth:`done`)."""
+        ...
+
+    def done(self, txn: lmdb.Transaction[bytes], keys: Iterable[bytes]) -> None:
+        """Completed tickets: their queue entries marked done, their next visits written."""
+        ...
+
+    def next_wake(self) -> float | None: ...
+    def pump(self, now: float) -> None: ...
+    def turn(self, host: HostQueue, revisits: HostRevisits, now: float) -> bool: ...
+    def take(
+        self, host: HostQueue, revisits: HostRevisits, now: float, denied: str
+    ) -> Ticket | None: ...
+    def retry(self, host: HostQueue, ticket: Ticket, at: float) -> None: ...
+    def put_back(self, txn: lmdb.Transaction[bytes], revisits: HostRevisits) -> None: ...
+    def sitemap_lastmod(self, pairs: Iterable[tuple[str, float]]) -> int: ...
+    def freshness(self, now_wall: float) -> dict[str, object]: ...
+    def reconfigure(self, r: RecrawlSection) -> None: ...
+    def flush(self, txn: lmdb.Transaction[bytes]) -> None: ...
+    def committed(self) -> None: ...
+    def aborted(self) -> None: ...
+
+
+class OnePass:
+    """A one-pass crawl's revisits: none. A completed ticket's entry is marked done, nothing
+    is scheduled; a host never holds revisits, so the steps that hand them out are never
+    reached (they hand out nothing)."""
+
+    __slots__ = ("_store",)
+
+    continuous = False
+
+    def __init__(self, store: QueueStore) -> None:
+        self._store = store
+
+    def stage(self, ticket: Ticket, c: Completion) -> None:
+        pass
+
+    def done(self, txn: lmdb.Transaction[bytes], keys: Iterable[bytes]) -> None:
+        done = self._store.done
+        for key in keys:
+            done(key)
+
+    def next_wake(self) -> float | None:
+        return None
+
+    def pump(self, now: float) -> None:
+        pass
+
+    def turn(self, host: HostQueue, revisits: HostRevisits, now: float) -> bool:
+        return False
+
+    def take(
+        self, host: HostQueue, revisits: HostRevisits, now: float, denied: str
+    ) -> Ticket | None:
+        return None
+
+    def retry(self, host: HostQueue, ticket: Ticket, at: float) -> None:
+        pass
+
+    def put_back(self, txn: lmdb.Transaction[bytes], revisits: HostRevisits) -> None:
+        pass
+
+    def sitemap_lastmod(self, pairs: Iterable[tuple[str, float]]) -> int:
+        return 0
+
+    def freshness(self, now_wall: float) -> dict[str, object]:
+        return {"enabled": False}
+
+    def reconfigure(self, r: RecrawlSection) -> None:
+        pass
+
+    def flush(self, txn: lmdb.Transaction[bytes]) -> None:
+        pass
+
+    def committed(self) -> None:
+        pass
+
+    def aborted(self) -> None:
+        pass
 
 
 class Revisits:
@@ -39,8 +140,10 @@ class Revisits:
     leave a scheduled URL out); ``host_for``: the host queue of an origin; ``on_reject``:
     records a revisit robots.txt now denies."""
 
-    __slots__ = ("_host_for", "_in_scope", "_on_reject", "_queues", "_store", "_wall_clock",
-                 "_write", "recrawl")  # fmt: skip
+    __slots__ = ("_host_for", "_in_scope", "_on_reject", "_queues", "_read", "_store",
+                 "_wall_clock", "_write", "recrawl")  # fmt: skip
+
+    continuous = True
 
     def __init__(
         self,
@@ -49,6 +152,7 @@ class Revisits:
         store: QueueStore,
         *,
         write: Callable[[], AbstractContextManager[lmdb.Transaction[bytes]]],
+        read: Read,
         in_scope: Callable[[str], bool],
         host_for: HostFor,
         on_reject: Callable[[Ticket, str], None],
@@ -58,20 +162,23 @@ class Revisits:
         self._queues = queues
         self._store = store
         self._write = write
+        self._read = read
         self._in_scope = in_scope
         self._host_for = host_for
         self._on_reject = on_reject
         self._wall_clock = wall_clock
 
-    def mark_done(self, keys: Iterable[bytes]) -> None:
-        """``Frontier.mark_done`` of a continuous crawl: each ticket's next visit, staged when
-        it completed, is written in the same transaction as its entry's done mark."""
+    def stage(self, ticket: Ticket, c: Completion) -> None:
+        self.recrawl.stage(ticket, c)
+
+    def done(self, txn: lmdb.Transaction[bytes], keys: Iterable[bytes]) -> None:
+        """Each ticket's next visit, staged when it completed, is written in the same
+        transaction as its entry's done mark."""
         recrawl = self.recrawl
-        with self._write() as txn:
-            for key in keys:
-                if len(key) != DUE_KEY_LEN:  # a revisit has no queue entry
-                    self._store.done(key)
-                recrawl.apply(txn, key)
+        for key in keys:
+            if len(key) != DUE_KEY_LEN:  # a revisit has no queue entry
+                self._store.done(key)
+            recrawl.apply(txn, key)
 
     def next_wake(self) -> float | None:
         """Monotonic time at which the next revisit becomes due (None: none scheduled)."""
@@ -162,3 +269,22 @@ class Revisits:
                 if canonical is not None:
                     made += self.recrawl.make_due(txn, canonical, lastmod)
         return made
+
+    def freshness(self, now_wall: float) -> dict[str, object]:
+        """The schedule's figures (``Recrawl.freshness``)."""
+        with self._read() as txn:
+            return self.recrawl.freshness(txn, now_wall)
+
+    def reconfigure(self, r: RecrawlSection) -> None:
+        """A reloaded ``[recrawl]``: its policy applies from each URL's next visit."""
+        if r.enabled:
+            self.recrawl.policy = RecrawlPolicy.from_settings(r)
+
+    def flush(self, txn: lmdb.Transaction[bytes]) -> None:
+        self.recrawl.flush(txn)
+
+    def committed(self) -> None:
+        self.recrawl.committed()
+
+    def aborted(self) -> None:
+        self.recrawl.aborted()

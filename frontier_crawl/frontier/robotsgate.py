@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from frontier_crawl.frontier.hosts import Ticket
+from frontier_crawl.frontier.records import Ticket
 from frontier_crawl.frontier.robots import MAX_ROBOTS_TTL_S, Rules
 from frontier_crawl.frontier.urls import canonicalize
 

@@ -20,7 +20,8 @@ from frontier_crawl.frontier.politeness import DelayPolicy, delay_for, host_back
 from frontier_crawl.frontier.urls import host_of
 
 if TYPE_CHECKING:
-    from frontier_crawl.frontier.hosts import HostQueue, HostQueues, Ticket
+    from frontier_crawl.frontier.hosts import HostQueue, HostQueues
+    from frontier_crawl.frontier.records import Ticket
 
 
 class Spacing:

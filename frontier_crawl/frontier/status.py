@@ -4,15 +4,28 @@ scans every host, or every held one: the status is as cheap at 10^6 hosts as at 
 
 * :func:`host_signals`: hosts by state (the counts :meth:`HostQueues.move` keeps), the hosts
   held longest by a Retry-After or a backoff (:class:`Holds`), and the next one due;
-* :class:`Busiest`: the hosts with the most requests started, kept as requests start.
+* :class:`Busiest`: the hosts with the most requests started, kept as requests start;
+* :class:`FrontierView`: the frontier read, never written (``Frontier.view``): its counts, the
+  two above, the seen-set's and the revisit schedule's figures.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState
+
+if TYPE_CHECKING:
+    from frontier_crawl.frontier.buffer import QueueBuffer
+    from frontier_crawl.frontier.control import Control
+    from frontier_crawl.frontier.dispatch import Dispatch
+    from frontier_crawl.frontier.intake import Intake
+    from frontier_crawl.frontier.revisits import RevisitStrategy
+    from frontier_crawl.frontier.robotsgate import RobotsGate
+    from frontier_crawl.frontier.spacing import Spacing
 
 #: most heap entries :meth:`Holds.worst` looks at (held hosts doing something else meanwhile,
 #: busy or with nothing queued, are passed over; past this many it answers with what it found)
@@ -104,7 +117,7 @@ class Holds:
 
 @dataclass(slots=True, frozen=True)
 class HostSignals:
-    """Hosts by state for the status (``Frontier.host_signals``)."""
+    """Hosts by state for the status (``FrontierView.host_signals``)."""
 
     total: int  #: hosts with work queued or in flight (ready, snoozed, busy)
     ready: int  #: due now, waiting for a fetch slot
@@ -215,3 +228,120 @@ class Busiest:
 
 def _starts(host: HostQueue) -> int:
     return host.starts
+
+
+class FrontierView:
+    """The frontier read, never written: what the status, the report and the tests read of it
+    (``Frontier.view``). ``seen_stats``: the seen-set's counters (``SeenSet.stats``)."""
+
+    __slots__ = ("_buffer", "_dispatch", "_gate", "_holds", "_intake", "_queues", "_revisits",
+                 "_seen_stats", "_spacing", "resumed")  # fmt: skip
+
+    def __init__(
+        self,
+        queues: HostQueues,
+        buffer: QueueBuffer,
+        dispatch: Dispatch,
+        gate: RobotsGate,
+        spacing: Spacing,
+        holds: Control,
+        intake: Intake,
+        revisits: RevisitStrategy,
+        seen_stats: Callable[[], dict[str, float | int]],
+    ) -> None:
+        self._queues = queues
+        self._buffer = buffer
+        self._dispatch = dispatch
+        self._gate = gate
+        self._spacing = spacing
+        self._holds = holds
+        self._intake = intake
+        self._revisits = revisits
+        self._seen_stats = seen_stats
+        self.resumed = 0  #: URLs found queued in LMDB at start (an earlier run's work)
+
+    @property
+    def admitted(self) -> int:
+        """URLs admitted by this crawl, all runs (for crawl.max_pages)."""
+        return self._intake.admitted
+
+    @property
+    def queued(self) -> int:
+        """URLs admitted and not yet complete, in flight excluded."""
+        return self._buffer.queued
+
+    @property
+    def hot_total(self) -> int:
+        """URLs held in memory (under ``memory_urls``)."""
+        return self._buffer.hot_total
+
+    @property
+    def peak_hot(self) -> int:
+        """The most URLs held in memory at once."""
+        return self._buffer.peak_hot
+
+    @property
+    def spilled(self) -> int:
+        """URLs that went to LMDB only, past the memory budget."""
+        return self._buffer.spilled
+
+    @property
+    def refilled(self) -> int:
+        """URLs read back from LMDB into memory."""
+        return self._buffer.refilled
+
+    @property
+    def in_flight(self) -> int:
+        """Requests handed out and not yet complete (robots.txt included)."""
+        return self._dispatch.in_flight
+
+    @property
+    def robots_waiting(self) -> int:
+        """Hosts waiting for their robots.txt (nothing else issued)."""
+        return self._gate.waiting
+
+    @property
+    def continuous(self) -> bool:
+        """A continuous crawl (``[recrawl] enabled``): it never ends by itself."""
+        return self._revisits.continuous
+
+    def host_state(self, host_key: str) -> HostState | None:
+        """State of a host queue (for tests and progress)."""
+        host = self._queues.hosts.get(host_key)
+        return host.state if host is not None else None
+
+    def stats(self) -> dict[str, float | int]:
+        """Counters for the report and progress lines."""
+        return {
+            "hosts": len(self._queues.hosts),
+            "queued": self.queued,
+            "in_flight": self.in_flight,
+            "admitted": self.admitted,
+            "resumed": self.resumed,
+            "hot": self.hot_total,
+            "peak_hot": self.peak_hot,
+            "spilled": self.spilled,
+            "refilled": self.refilled,
+            "blocked_hosts": len(self._queues.blocked),
+            "held_by_blocks": self._holds.held_by_blocks,
+        }
+
+    def host_signals(self, now: float, worst: int = 5) -> HostSignals:
+        """Hosts by state, the worst held ones and the next one due (:func:`host_signals`)."""
+        return host_signals(self._queues, self._dispatch.holding, self._gate.waiting,
+                            self._spacing.policy.min_delay_s, now, worst)  # fmt: skip
+
+    def busiest(self, n: int = 10) -> list[tuple[str, int, int]]:
+        """The ``n`` hosts with the most requests started this run (:class:`Busiest`):
+        (origin, started, queued), most first; no scan of every host."""
+        return self._dispatch.busiest.top(n)
+
+    def seen_stats(self) -> dict[str, float | int]:
+        """The seen-set's counters (Bloom filter size, estimated false positives...)."""
+        return self._seen_stats()
+
+    def freshness(self, now_wall: float) -> dict[str, object]:
+        """The schedule's figures (the ``freshness`` dict of docs/continuous.md without
+        ``per_hour``, which observe computes from the visit totals); ``{"enabled": False}``
+        without recrawl. Counts due keys up to a cap: call it every few seconds, not per tick."""
+        return self._revisits.freshness(now_wall)

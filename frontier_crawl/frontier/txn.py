@@ -67,6 +67,15 @@ class Transactions:
                 yield txn
 
     @contextmanager
+    def read(self) -> Iterator[lmdb.Transaction[bytes]]:
+        """The batch's transaction if one is open, else a read-only one of its own."""
+        if self.txn is not None:
+            yield self.txn
+        else:
+            with self._env.begin() as txn:
+                yield txn
+
+    @contextmanager
     def transaction(self) -> Iterator[lmdb.Transaction[bytes]]:
         """A new write transaction: flushed and committed at the end, aborted by an exception."""
         try:

@@ -13,9 +13,7 @@ import os
 import signal
 import socket
 import sys
-import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
@@ -37,7 +35,6 @@ from frontier_crawl.cluster import (
 )
 from frontier_crawl.config import CrawlSettings
 from frontier_crawl.control.commands import Command
-from frontier_crawl.control.status import HISTORY_EVERY_S, HISTORY_S
 from frontier_crawl.frontier import DamagedState, StateMismatch
 from frontier_crawl.frontier.mailbox import INBOX_ENV, Inbox, Mailbox
 from frontier_crawl.frontier.urls import canonicalize, origin
@@ -46,8 +43,6 @@ from frontier_crawl.output import (
     write_report_html,
 )
 from frontier_crawl.proctree import (
-    EXPIRE_SIGNAL,
-    FORCE_AFTER_S,
     StateLock,
     spawning,
     unlink_semaphores,
@@ -58,7 +53,7 @@ from frontier_crawl.spider import SpiderHost
 if TYPE_CHECKING:
     from frontier_crawl.control.server import ControlServer
 
-from frontier_crawl.workers.merge import merge_progress, merge_reports, merge_status
+from frontier_crawl.workers.merge import merge_reports, merge_status
 from frontier_crawl.workers.partition import (
     CLUSTER_UPGRADABLE,
     _is_batch,
@@ -69,14 +64,14 @@ from frontier_crawl.workers.partition import (
     worker_count,
     worker_dir,
 )
+from frontier_crawl.workers.pipes import WorkerPipes
+from frontier_crawl.workers.progress import History, ProgressFeed
 from frontier_crawl.workers.seam import _FIELDS
+from frontier_crawl.workers.stopping import StopDeadline
 
 log = logging.getLogger(__name__)
 
 COORDINATOR_TICK_S = 0.05
-#: how long a worker told its stop's deadline passed (``EXPIRE_SIGNAL``) has to end, beyond
-#: the time its user code may refuse (``FORCE_AFTER_S``), before it is killed
-KILL_GRACE_S = 5.0
 
 
 @contextlib.contextmanager
@@ -235,43 +230,36 @@ class Coordinator:
         #: [stop requested, reloads ordered]: the signals the workers ignore, passed on; then
         #: the workers started (each adds 1 once it holds the objects above: ``_unlinked``)
         self._orders: SynchronizedArray[int] = ctx.Array("q", 3)
-        self._on_progress = on_progress
-        every = settings.output.progress_interval_s
-        self._progress_every = every if on_progress is not None and every > 0 else 0.0
-        #: (in a cluster always: the snapshots feed the node's live summary)
-        self._progress_q: Any = ctx.Queue() if self._progress_every or c.redis_url else None
-        self._progress: dict[int, dict[str, Any]] = {}  #: each worker's latest snapshot
-        self._next_progress = time.monotonic() + self._progress_every
-        self._started = time.monotonic()
+        #: the workers' progress (in a cluster always: it feeds the node's live summary)
+        self._progress = ProgressFeed(ctx, on_progress, settings.output.progress_interval_s,
+                                      bool(c.redis_url))  # fmt: skip
         raw = msgspec.msgpack.encode(settings)
         #: the coordinator's ends of the workers' command pipes (with the control API only), in
         #: the order of ``self.partitions``
-        self._pipes: list[Connection] = []
+        pipes: list[Connection] = []
         ends: list[Connection | None] = [None] * self.count
         if settings.control.listen:
             for i in range(self.count):
                 mine, theirs = ctx.Pipe(duplex=True)
-                self._pipes.append(mine)
+                pipes.append(mine)
                 ends[i] = theirs
-        self._pipe_locks = [threading.Lock() for _ in self._pipes]
-        self._rid = 0
+        self._pipes = WorkerPipes(pipes)
         path = str(config_path) if config_path is not None else None
         self._procs = [
             ctx.Process(
                 target=_worker_entry,
                 args=(raw, p, self.partitions, self.total, self._status, self._stop, run_id,
                       ends[slot], path, file_output_dir, self._orders, os.getpid(),
-                      self._progress_q),
+                      self._progress.queue),
                 name=f"frontier-crawl-worker-{p}",
             )
             for slot, p in enumerate(self.partitions)
         ]
-        self._signals = 0
-        self._stop_since = 0.0  #: when the first stop signal came (monotonic; 0: none)
+        #: the stop signals received, and the deadline the first set (``stopping.py``)
+        self._stopping = StopDeadline(settings.crawl.stop_timeout_s)
         self._semaphores_named = True  #: the shared objects' semaphores still have names
         self._control: ControlServer | None = None
-        self._history: deque[tuple[float, int, int]] = deque()
-        self._history_lock = threading.Lock()
+        self._history = History()  #: the status's pages over time
         self._cluster_error: ClusterError | None = None
         self._cluster_over = False  #: the cluster's crawl ended (``done``) while this node ran
         #: the cluster's view as last read (``cluster/view.py``) and when (monotonic)
@@ -353,7 +341,7 @@ class Coordinator:
                 self._wait_for_the_cluster(self._cluster, inboxes)
             else:
                 self._wait_for_the_end()
-            killed = self._join_workers()
+            killed = self._stopping.join(self._procs)
         finally:
             if self._control is not None:
                 self._control.close()
@@ -367,7 +355,8 @@ class Coordinator:
              if slot not in killed and (worker_dir(self.root, i) / "report.json").exists()]
         )  # fmt: skip
         report["workers"] = self.count
-        report["stopped_by_signal"] = bool(report.get("stopped_by_signal") or self._signals)
+        signalled = self._stopping.signals
+        report["stopped_by_signal"] = bool(report.get("stopped_by_signal") or signalled)
         report["output_dir"] = str(self.root)
         report["warnings"] = [
             *repairs,
@@ -397,47 +386,7 @@ class Coordinator:
         leaves one behind for the resource tracker to find leaked (``proctree``)."""
         if self._semaphores_named and self._orders[2] >= self.count:
             self._semaphores_named = False
-            unlink_semaphores([self._status, self._stop, self._orders, self._progress_q])
-
-    def _stop_overdue(self) -> bool:
-        """A stop signal came ``crawl.stop_timeout_s`` ago or more (and no worker has ended
-        since: each is held, ``_join_workers``)."""
-        since = self._stop_since
-        return bool(since) and time.monotonic() >= since + self.settings.crawl.stop_timeout_s
-
-    def _join_workers(self) -> set[int]:
-        """Wait for every worker to end, the stop bounded by ``crawl.stop_timeout_s`` from
-        the first stop signal (else from now, the stop ordered): a worker still alive then
-        (user code holding it) is told (``EXPIRE_SIGNAL``: it interrupts that code and ends
-        as after any stop, ``engine/deadline.py``), and killed (SIGKILL, by its PID) if it
-        has not ended ``FORCE_AFTER_S + KILL_GRACE_S`` later. Returns the slots of the
-        workers killed."""
-        since = self._stop_since or time.monotonic()
-        deadline = since + self.settings.crawl.stop_timeout_s
-        for proc in self._procs:
-            proc.join(max(0.0, deadline - time.monotonic()))
-        late = [p for p in self._procs if p.exitcode is None and p.pid is not None]
-        if not late:
-            return set()
-        log.error(
-            "%s still running at the stop's deadline (crawl.stop_timeout_s): interrupting "
-            "its user code", ", ".join(p.name for p in late),
-        )  # fmt: skip
-        for proc in late:
-            with contextlib.suppress(OSError):
-                os.kill(proc.pid, EXPIRE_SIGNAL)  # type: ignore[arg-type]
-        kill_at = time.monotonic() + FORCE_AFTER_S + KILL_GRACE_S
-        for proc in late:
-            proc.join(max(0.0, kill_at - time.monotonic()))
-        killed = set()
-        for slot, proc in enumerate(self._procs):
-            if proc.exitcode is None and proc.pid is not None:
-                log.error("%s did not end: killed", proc.name)
-                with contextlib.suppress(OSError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.join()
-                killed.add(slot)
-        return killed
+            unlink_semaphores([self._status, self._stop, self._orders, self._progress.queue])
 
     def _snapshot(self) -> tuple[int, ...]:
         with self._status.get_lock():
@@ -453,7 +402,7 @@ class Coordinator:
     def _wait_for_the_end(self) -> None:
         previous: tuple[int, ...] | None = None
         while True:
-            if any(p.exitcode is not None for p in self._procs) or self._stop_overdue():
+            if any(p.exitcode is not None for p in self._procs) or self._stopping.overdue():
                 self._stop.value = 1  # a worker ended (signal or failure): end them all
                 return
             self._unlinked()
@@ -466,23 +415,6 @@ class Coordinator:
             time.sleep(COORDINATOR_TICK_S)
 
     # -- the control API (HTTP threads) ------------------------------------------------------
-
-    def _ask(self, index: int, command: Command, timeout_s: float = 10.0) -> dict[str, Any]:
-        """Send ``command`` to worker ``index`` and wait for its reply."""
-        conn = self._pipes[index]
-        with self._pipe_locks[index]:
-            self._rid += 1
-            rid = self._rid
-            try:
-                conn.send((rid, command))
-                deadline = time.monotonic() + timeout_s
-                while (left := deadline - time.monotonic()) > 0 and conn.poll(left):
-                    got, reply = conn.recv()
-                    if got == rid:
-                        return dict(reply)
-            except (EOFError, OSError):
-                return {"error": f"worker {index} has ended"}
-        return {"error": f"worker {index} did not answer within {timeout_s:.0f} s"}
 
     def dispatch(self, command: Command) -> dict[str, Any]:
         """Route an API command to the workers it concerns and merge their replies."""
@@ -499,10 +431,10 @@ class Coordinator:
                 if owner not in self.partitions:  # another node's (cluster mode): through Redis
                     owner = first  # this node's first worker sends it on like any link
                 groups.setdefault(owner - first, []).append(url)
-            replies = [self._ask(i, Command("seeds", urls=tuple(urls)))
+            replies = [self._pipes.ask(i, Command("seeds", urls=tuple(urls)))
                        for i, urls in sorted(groups.items())]  # fmt: skip
         else:
-            replies = [self._ask(i, command) for i in range(self.count)]
+            replies = [self._pipes.ask(i, command) for i in range(self.count)]
         errors = [r["error"] for r in replies if "error" in r]
         if errors:
             return {"error": "; ".join(dict.fromkeys(errors)), "workers": replies}
@@ -522,7 +454,7 @@ class Coordinator:
         """Every live worker's status (with its metrics snapshot under ``"metrics"``)."""
         snaps = []
         for i in range(self.count):
-            reply = self._ask(i, Command("status"), timeout_s=2.0)
+            reply = self._pipes.ask(i, Command("status"), timeout_s=2.0)
             if "error" not in reply and reply:
                 snaps.append({**reply, "worker": self.partitions[i]})
         return snaps
@@ -537,14 +469,9 @@ class Coordinator:
             if view["waiting"] and merged["bottleneck"].get("name") == "idle":
                 merged["bottleneck"] = {"name": "idle", "detail": view["waiting"]}
             self._name_redis(merged, bool(snaps))
-        with self._history_lock:
-            history, now = self._history, time.time()
-            if snaps and (not history or now - history[-1][0] >= HISTORY_EVERY_S):
-                history.append((round(now, 3), int(merged.get("pages", 0)),
-                                int(merged.get("revisits", 0))))
-                while now - history[0][0] > HISTORY_S:
-                    history.popleft()
-            merged["history"] = [list(point) for point in history]
+        merged["history"] = self._history.add(int(merged.get("pages", 0)),
+                                              int(merged.get("revisits", 0)),
+                                              answered=bool(snaps))  # fmt: skip
         return merged
 
     def _name_redis(self, merged: dict[str, Any], answered: bool) -> None:
@@ -583,7 +510,7 @@ class Coordinator:
         next_tick = 0.0
         try:
             while True:
-                if any(p.exitcode is not None for p in self._procs) or self._stop_overdue():
+                if any(p.exitcode is not None for p in self._procs) or self._stopping.overdue():
                     break  # a worker ended (signal or failure): end them all
                 if time.monotonic() >= next_tick:  # the probe once a tick, batches at once
                     next_tick = time.monotonic() + COORDINATOR_TICK_S
@@ -623,8 +550,7 @@ class Coordinator:
             node.publish_summary(self._summary(node))
 
     def _latest_progress(self) -> dict[str, Any]:
-        snaps = list(self._progress.values())
-        return merge_progress(snaps) if snaps else {}
+        return self._progress.latest()
 
     def _summary(
         self, node: ClusterNode, state: str | None = None, report: Mapping[str, Any] | None = None
@@ -691,15 +617,13 @@ class Coordinator:
         manager sends to every process at once) are ordered to stop gracefully; a second
         signal ends them and this process at once (as safe as a kill -9)."""
         del frame
-        self._signals += 1
-        if self._signals > 1:
+        if self._stopping.signalled() > 1:
             os.write(2, b"frontier-crawl: second signal, exiting at once\n")
             for proc in self._procs:
                 if proc.pid is not None and proc.exitcode is None:
                     with contextlib.suppress(OSError):
                         os.kill(proc.pid, signal.SIGKILL)
             os._exit(128 + signum)
-        self._stop_since = time.monotonic()
         self._orders[0] = 1
         log.warning(
             "received %s: stopping the workers (in-flight transfers finish, up to %.0f s)",
@@ -709,17 +633,12 @@ class Coordinator:
     def _show_progress(self) -> None:
         """Take the workers' progress snapshots; every ``progress_interval_s``, show them
         merged (``on_progress``)."""
-        if self._progress_q is None:
-            return
-        with contextlib.suppress(Exception):  # queue.Empty, or a worker gone mid-message
-            while not self._progress_q.empty():
-                snap = self._progress_q.get_nowait()
-                self._progress[int(snap.get("worker", 0))] = snap
+        feed = self._progress
+        feed.take()
         now = time.monotonic()
-        if now < self._next_progress or self._on_progress is None or not self._progress_every:
+        if not feed.due(now):
             return
-        self._next_progress = now + self._progress_every
-        merged = merge_progress(list(self._progress.values()))
+        merged = feed.merged()
         if self._cluster is not None:  # which node it waits for, how long (cluster/view.py)
             merged["waiting"] = self.cluster_view()["waiting"]
-        self._on_progress(merged)
+        feed.show(merged)

@@ -119,12 +119,12 @@ def test_reload_plan() -> None:
 def test_block_keeps_urls_until_unblocked(tmp_path: Path) -> None:
     f, _ = make(tmp_path, min_delay_s=0.0)
     f.add([f"{A}/1", f"{A}/2", f"{B}/1"], depth=0, now=0.0)
-    assert f.block("a.test", 0.0) == 2
+    assert f.holds.block("a.test", 0.0) == 2
     assert urls(f.next_ready(0.0, 10)) == [f"{B}/1"]
     f.add([f"{A}/3"], depth=0, now=0.0)  # admitted, and held too
-    assert f.host_state(A) is HostState.BLOCKED and f.held_by_blocks == 3
+    assert f.view.host_state(A) is HostState.BLOCKED and f.holds.held_by_blocks == 3
     assert f.pending == 4 and f.next_wake() is None
-    assert f.unblock("a.test", 1.0) == 3
+    assert f.holds.unblock("a.test", 1.0) == 3
     assert urls(f.next_ready(1.0, 10)) == [f"{A}/1"]
     f.close()
 
@@ -133,11 +133,11 @@ def test_blocks_and_delays_persist(tmp_path: Path) -> None:
     f, _ = make(tmp_path, min_delay_s=0.0)
     f.add([f"{A}/1", f"{A}/2", f"{B}/1"], depth=0, now=0.0)
     with f.batch():
-        f.block("b.test", 0.0)
-        f.set_host_delay("a.test", 5.0, 0.0)
+        f.holds.block("b.test", 0.0)
+        f.holds.set_host_delay("a.test", 5.0, 0.0)
     f.close()
     f, _ = make(tmp_path, min_delay_s=0.0)
-    assert f.blocked_hosts == ["b.test"] and f.host_delays == {"a.test": 5.0}
+    assert f.holds.blocked_hosts == ["b.test"] and f.holds.host_delays == {"a.test": 5.0}
     (first,) = f.next_ready(10.0, 10)
     assert first.url == f"{A}/1"  # b.test is held
     f.finish(first, 10.5)
@@ -154,10 +154,10 @@ def test_host_delay_applies_at_once(tmp_path: Path) -> None:
     (t,) = f.next_ready(0.0, 10)
     f.finish(t, 0.1)
     assert f.next_ready(1.0, 10) == []  # 10 s
-    f.set_host_delay("a.test", 0.5, 1.0)
+    f.holds.set_host_delay("a.test", 0.5, 1.0)
     assert urls(f.next_ready(1.0, 10)) == [f"{A}/2"]  # 0.1 + 0.5 is past
-    f.set_host_delay("a.test", None, 1.0)
-    assert f.host_delays == {}
+    f.holds.set_host_delay("a.test", None, 1.0)
+    assert f.holds.host_delays == {}
     assert f.next_ready(10.9, 10) == []  # 10 s from the start of a/2 again
     assert urls(f.next_ready(11.0, 10)) == []  # a/2 is still in flight (one connection)
     f.close()

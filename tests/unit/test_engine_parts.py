@@ -78,7 +78,7 @@ def test_foreign_links_delivered_after_their_commit(tmp_path: Path) -> None:
         peers.full = True  # the transport cannot take it: it stays in the durable outbox
         group.commit()
         assert run.held_up == 1 and exchange[0].waiting and peers.sent == []
-        assert len(frontier.outgoing()) == 1
+        assert len(frontier.mail.outgoing()) == 1
         peers.full = False
 
         def delivered() -> bool:  # tried again DELIVER_RETRY_S later, by the next commit
@@ -91,11 +91,11 @@ def test_foreign_links_delivered_after_their_commit(tmp_path: Path) -> None:
             (1, [f"{B}/1"])
         ]
         # delivered; it leaves the outbox with the next transaction, and is not sent again
-        assert len(frontier.outgoing()) == 1 and exchange[0].waiting
+        assert len(frontier.mail.outgoing()) == 1 and exchange[0].waiting
         group.commit()
         assert len(peers.sent) == 1
         assert exchange[0].swap(time.monotonic(), idle=True) is False  # no group open: deleted
-        assert run.held_up == 0 and frontier.outgoing() == []
+        assert run.held_up == 0 and frontier.mail.outgoing() == []
         assert peers.published[-1] == (True, 0)  # idle: nothing of ours left to hand over
     finally:
         frontier.close(checkpoint=False)
@@ -144,8 +144,8 @@ def test_an_outbox_batch_over_the_cap_is_split_before_it_is_sent(tmp_path: Path)
     links: list[Link] = [(u, 1, f"{A}/", 0, "", b"", 0) for u in urls]
     peers, frontier, group, _exchange = _two_workers(tmp_path, max_batch_bytes=4096)
     try:
-        frontier.queue_outgoing(1, links, 1 << 30)  # as the earlier version did: one batch
-        assert len(frontier.outgoing()) == 1
+        frontier.mail.queue_outgoing(1, links, 1 << 30)  # as the earlier version did: one batch
+        assert len(frontier.mail.outgoing()) == 1
         group.commit()  # (nothing open: the after-commit delivery alone)
         assert len(peers.sent) > 5
         assert sorted(link for _dest, batch in peers.sent for link in batch) == links
@@ -167,9 +167,9 @@ def test_a_delivery_costs_the_sender_no_commit_of_its_own(tmp_path: Path) -> Non
             group.commit()
         assert [links[0][0] for _, links in peers.sent] == [f"{B}/{i}" for i in range(5)]
         assert frontier._env.info()["last_txnid"] - txnid == 5  # one per group
-        assert len(frontier.outgoing()) == 1  # the last one: deleted by the next transaction
+        assert len(frontier.mail.outgoing()) == 1  # the last one: deleted by the next transaction
         assert exchange.swap(time.monotonic(), idle=True) is False
-        assert frontier.outgoing() == [] and not exchange.waiting
+        assert frontier.mail.outgoing() == [] and not exchange.waiting
         assert peers.published[-1] == (True, 0)
     finally:
         frontier.close(checkpoint=False)

@@ -101,7 +101,7 @@ def test_commands_taken_once_per_tick_and_answered(parts: Parts) -> None:
     assert replies and replies[0]["result"] == "applied" and replies[0]["host"] == "h.test"
     assert parts.group.is_open and parts.group.dirty
     parts.group.commit()
-    assert parts.frontier.blocked_hosts == ["h.test"]
+    assert parts.frontier.holds.blocked_hosts == ["h.test"]
 
 
 def test_unknown_command_and_status(parts: Parts) -> None:

@@ -95,10 +95,10 @@ def test_settled_links_are_skipped_once_committed(frontier: Frontier) -> None:
         assert frontier.add(nav, depth=0) == 1
         # not committed yet: a repeat takes the full path (the seen-set answers)
         assert frontier.add(nav, depth=1) == 0
-    asked = frontier.seen_stats()["recent_hits"]
+    asked = frontier.view.seen_stats()["recent_hits"]
     with frontier.batch():
         assert frontier.add(nav, depth=1) == 0
-    assert frontier.seen_stats()["recent_hits"] == asked  # answered before the seen-set
+    assert frontier.view.seen_stats()["recent_hits"] == asked  # answered before the seen-set
     assert frontier.pending == 1
 
 
@@ -122,10 +122,10 @@ def test_settled_links_are_skipped_from_a_list_and_from_an_iterator(tmp_path: Pa
     f, _ = make(tmp_path, max_pages=100)  # far from the stop: a list is screened before the loop
     nav = [f"{A}/1", f"{A}/2", "mailto:x@y", f"{A}/x.jpg"]
     assert f.add(nav, depth=0) == 2  # its own transaction, committed: all four settled
-    asked = f.seen_stats()["recent_hits"]
+    asked = f.view.seen_stats()["recent_hits"]
     assert f.add(nav, depth=1) == 0
     assert f.add(iter(nav), depth=1) == 0  # no len(): screened in the loop
-    assert f.seen_stats()["recent_hits"] == asked  # answered before the seen-set
+    assert f.view.seen_stats()["recent_hits"] == asked  # answered before the seen-set
     assert f.add([*nav, f"{A}/3", f"{A}/1"], depth=1) == 1
     assert f.pending == 3
     f.close()
@@ -162,7 +162,7 @@ def test_one_request_per_host_and_delay_from_end_of_response(frontier: Frontier)
     assert frontier.next_ready(0.5, 10) == []
     a1 = next(t for t in first if t.origin == A)
     frontier.finish(a1, now=2.0, fetch_s=2.0)
-    assert frontier.host_state(A) is HostState.SNOOZED
+    assert frontier.view.host_state(A) is HostState.SNOOZED
     assert frontier.next_wake() == 3.0  # end of response + min_delay_s
     assert frontier.next_ready(2.9, 10) == []
     assert urls(frontier.next_ready(3.0, 10)) == [f"{A}/2"]
@@ -313,7 +313,7 @@ def test_spill_and_refill_through_lmdb(tmp_path: Path) -> None:
     f, _ = make(tmp_path, memory_urls=10, min_delay_s=0.0)
     hosts = [A, B]
     f.add([f"{h}/{i}" for i in range(100) for h in hosts], depth=0)
-    assert f.hot_total <= 10 and f.spilled == 190
+    assert f.view.hot_total <= 10 and f.view.spilled == 190
     seen: list[str] = []
     now = 0.0
     while f.pending:
@@ -321,11 +321,11 @@ def test_spill_and_refill_through_lmdb(tmp_path: Path) -> None:
         for t in batch:
             seen.append(t.url)
             f.finish(t, now)
-        assert f.hot_total <= 10 + 2  # the budget, plus at most one forced refill per host
+        assert f.view.hot_total <= 10 + 2  # the budget, plus at most one forced refill per host
         now += 0.001
     assert sorted(seen) == sorted(f"{h}/{i}" for i in range(100) for h in hosts)
     assert [u for u in seen if u.startswith(A)] == [f"{A}/{i}" for i in range(100)]  # FIFO
-    assert f.refilled == 190
+    assert f.view.refilled == 190
     f.close()
 
 
@@ -361,7 +361,7 @@ def test_robots_4xx_allows_all_and_5xx_retries_then_retires(tmp_path: Path) -> N
     (again,) = f.next_ready(10.0, 5)
     assert again.robots and again.origin == B
     f.robots_done(again, 10.0, 0, b"")  # unreachable: second and last attempt
-    assert f.host_state(B) is HostState.RETIRED
+    assert f.view.host_state(B) is HostState.RETIRED
     assert sorted(rejected) == [(f"{B}/1", "robots-unavailable"), (f"{B}/2", "robots-unavailable")]
     assert f.pending == 1  # only a/1 in flight
     f.close()
@@ -458,7 +458,7 @@ def test_host_backoff_and_retirement_after_connection_errors(tmp_path: Path) -> 
             waits.append(wake - now)
             now = wake
     assert waits == [1.0, 2.0]  # exponential backoff per host; the third failure retires it
-    assert f.host_state(A) is HostState.RETIRED
+    assert f.view.host_state(A) is HostState.RETIRED
     assert sorted(u for u, _ in rejected) == [f"{A}/{i}" for i in range(3, 6)]
     assert {r for _, r in rejected} == {"host-unreachable"}
     assert f.pending == 0
@@ -583,7 +583,7 @@ def test_admission_limits_hold_across_a_restart(tmp_path: Path) -> None:
     assert f.add([f"{A}/{i}" for i in range(4)] + [f"{B}/1"], depth=0) == 3
     f.close()
     f, rejected = make(tmp_path, max_pages=5, limits={"max_pages_per_host": 2})
-    assert f.admitted == 3
+    assert f.view.admitted == 3
     assert f.add([f"{A}/x", f"{A}/y"], depth=0) == 0  # A had its 2 before the restart
     assert [r for _, r in rejected] == ["max-pages-per-host"] * 2
     assert f.add([f"{B}/2", f"{B}/3"], depth=0) == 1  # B: one more, to its 2

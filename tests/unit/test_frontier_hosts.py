@@ -147,17 +147,17 @@ def test_frontier_counts_equal_a_recount_through_a_crawl(seed: int) -> None:
                 elif op == 8:
                     name = rng.choice(("a.test", "b.test"))
                     if rng.random() < 0.5:
-                        f.block(name, now)
+                        f.holds.block(name, now)
                     else:
-                        f.unblock(name, now)
+                        f.holds.unblock(name, now)
                 else:
                     name = rng.choice(("sub.a.test", "x.b.test"))
                     if rng.random() < 0.7:
-                        f.set_host_delay(name, rng.choice((None, 0.2, 3.0)), now)
+                        f.holds.set_host_delay(name, rng.choice((None, 0.2, 3.0)), now)
                     else:
                         f.retire(f"http://{name}", "host-unreachable")
                 assert queues.recount() == {s: queues.count(s) for s in HostState}
-                sig = f.host_signals(now)
+                sig = f.view.host_signals(now)
                 assert sig.retired == queues.recount()[HostState.RETIRED]
         finally:
             f.close()
@@ -227,7 +227,7 @@ def test_hosts_resumed_with_per_ip_join_their_known_group(tmp_path: Path) -> Non
     f.add(["http://a.test/1", "http://a.test/2", "http://b.test/1"], depth=0)
     f.close()
     g, _ = make(tmp_path, min_delay_s=1.0, per_ip=True, known_ips=ips)
-    assert g.pending == 3 and g.host_state("http://a.test") is HostState.READY
+    assert g.pending == 3 and g.view.host_state("http://a.test") is HostState.READY
     first = g.next_ready(0.0, 5)
     assert len(first) == 1  # one connection for the shared IP
     g.finish(first[0], 0.5)
@@ -266,5 +266,5 @@ def test_a_reopen_refuses_queued_urls_of_a_host_without_an_origin(tmp_path: Path
         txn.put(key, origin, db=env.open_db(b"hosts", txn=txn))
     env.close()
     g, _ = make(tmp_path)
-    assert g.pending == 3 and g.host_state("http://b.test") is HostState.READY
+    assert g.pending == 3 and g.view.host_state("http://b.test") is HostState.READY
     g.close()

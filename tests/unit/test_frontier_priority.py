@@ -100,7 +100,7 @@ def test_higher_priority_first_and_fifo_among_equals_in_memory(tmp_path: Path) -
     with f.batch():
         for i, p in enumerate(prios):
             add(f, model, f"{A}/u{i}", p)
-    assert f.spilled == 0
+    assert f.view.spilled == 0
     expected = model.order(A)
     assert expected[:4] == [f"{A}/u1", f"{A}/u3", f"{A}/u9", f"{A}/u7"]
     assert drain(f) == expected
@@ -114,16 +114,16 @@ def test_a_higher_priority_goes_ahead_of_loaded_and_spilled_urls_within_the_budg
     model = Model()
     for i in range(6):  # 3 in memory, 3 in LMDB
         add(f, model, f"{A}/n{i}", 0)
-    assert f.hot_total == 3 and f.spilled == 3
+    assert f.view.hot_total == 3 and f.view.spilled == 3
     add(f, model, f"{A}/high", 7)  # sorts before what is loaded: held, the last one goes back
-    assert f.hot_total == 3 and f.spilled == 4
+    assert f.view.hot_total == 3 and f.view.spilled == 4
     add(f, model, f"{A}/low", -1)  # after everything: LMDB only
     (t,) = f.next_ready(1.0, 5)
     assert t.url == f"{A}/high"  # handed out, in flight
     model.take(t.url)
     add(f, model, f"{A}/mid", 3)  # ahead of the loaded n0..n1, behind nothing in flight
     add(f, model, f"{A}/top", PRIORITY_MAX + 10)  # clamped
-    assert f.hot_total <= 3
+    assert f.view.hot_total <= 3
     f.finish(t, 1.0)
     assert drain(f, 2.0, model) == [f"{A}/top", f"{A}/mid"] + [f"{A}/n{i}" for i in range(6)] + [
         f"{A}/low"
@@ -158,7 +158,7 @@ def test_random_priorities_and_pops_follow_the_order_in_memory_and_spilled(
                 in_flight.append(t)
             while in_flight and rnd.random() < 0.7:
                 f.finish(in_flight.pop(0), now)
-        assert f.hot_total <= memory + 2  # the budget (a refill takes one even when full)
+        assert f.view.hot_total <= memory + 2  # the budget (a refill takes one even when full)
         for origin in (A, B):  # memory holds a sorted prefix of the host's queue
             host = f._hosts.get(origin)
             if host is not None and host.hot:
@@ -326,7 +326,7 @@ def test_a_priority_0_url_goes_ahead_of_lower_ones_loaded_after_a_restart(tmp_pa
     f.close()
     f = make(tmp_path)
     (t,) = f.next_ready(1.0, 5)  # the refill loads all four: the boundary is at m2
-    assert t.url == f"{A}/n0" and f.hot_total == 3
+    assert t.url == f"{A}/n0" and f.view.hot_total == 3
     add(f, None, f"{A}/z", 0)
     f.finish(t, 1.0)
     assert drain(f, 2.0) == [f"{A}/z", f"{A}/m0", f"{A}/m1", f"{A}/m2"]

@@ -42,8 +42,9 @@ class Parts:
                                aborted=self.recrawl.aborted,
                                committed=self.recrawl.committed)  # fmt: skip
         self.revisits = Revisits(self.recrawl, self.queues, store, write=self.tx.write,
-                                 in_scope=lambda url: url.startswith(A), host_for=self.host_for,
-                                 on_reject=self.reject, wall_clock=self.clock)  # fmt: skip
+                                 read=self.tx.read, in_scope=lambda url: url.startswith(A),
+                                 host_for=self.host_for, on_reject=self.reject,
+                                 wall_clock=self.clock)  # fmt: skip
 
     def host_for(self, _txn: lmdb.Transaction[bytes], origin: str) -> HostQueue:
         host = self.queues.hosts.get(origin)

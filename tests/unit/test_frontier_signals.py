@@ -18,7 +18,7 @@ HOSTS = [f"h{i}.test" for i in range(6)]
 def recount(f: object, hosts: list[str]) -> Counter[HostState]:
     counted: Counter[HostState] = Counter()
     for h in hosts:
-        state = f.host_state(f"http://{h}")  # type: ignore[attr-defined]
+        state = f.view.host_state(f"http://{h}")  # type: ignore[attr-defined]
         if state is not None:
             counted[state] += 1
     return counted
@@ -57,10 +57,10 @@ def test_host_counts_follow_every_transition(tmp_path: Path, seed: int) -> None:
                                    hold_s=rnd.choice((0.0, 0.0, 30.0)))  # fmt: skip
                 elif op < 0.92:
                     h = rnd.choice(HOSTS)
-                    (f.block if rnd.random() < 0.5 else f.unblock)(h, now)
+                    (f.holds.block if rnd.random() < 0.5 else f.holds.unblock)(h, now)
                 else:
-                    f.set_host_delay(rnd.choice(HOSTS), rnd.choice((None, 0.1, 3.0)), now)
-            sig = f.host_signals(now)
+                    f.holds.set_host_delay(rnd.choice(HOSTS), rnd.choice((None, 0.1, 3.0)), now)
+            sig = f.view.host_signals(now)
             counts = recount(f, HOSTS)
             visited.update(counts)
             held += sig.backoff

@@ -148,14 +148,14 @@ def test_status_at_100_000_hosts_reads_no_host_table(tmp_path: Path) -> None:
         if not tickets:
             break
         now += 0.001
-    assert f.stats()["hosts"] == n + 12
-    signals = f.host_signals(now)
+    assert f.view.stats()["hosts"] == n + 12
+    signals = f.view.host_signals(now)
     assert signals.backoff == n // 10 and len(signals.worst) == 5
     assert all(reason == "retry-after" and held > 100 for _o, reason, held in signals.worst)
-    top = f.busiest(10)
+    top = f.view.busiest(10)
     assert [(origin, started) for origin, started, _q in top] == [
         (f"http://big{j}.test", j + 2) for j in range(11, 1, -1)
     ]
-    calls = _calls(lambda: (f.busiest(10), f.host_signals(now)))
+    calls = _calls(lambda: (f.view.busiest(10), f.view.host_signals(now)))
     assert calls < 2_000, f"{calls} calls: the status walks a host table"
     f.close()

@@ -100,17 +100,17 @@ def test_inbox_take_ack_release(tmp_path: Path) -> None:
 def test_batches_leave_the_inbox_only_after_the_commit(owner: Frontier, tmp_path: Path) -> None:
     path = tmp_path / "state" / INBOX_ENV
     deliver(path, ["/x", "/y"], ["/z"])
-    inbox = owner._inbox
+    inbox = owner._files.inbox
     assert inbox is not None
     with owner.batch():
-        assert owner.ingest_inbox(0.0, RUN) == (2, 2)
+        assert owner.mail.ingest_inbox(0.0, RUN) == (2, 2)
         assert inbox.pending() == 2  # not yet committed
-        assert owner.ingest_inbox(0.0, RUN) == (0, 0)  # and not taken twice
+        assert owner.mail.ingest_inbox(0.0, RUN) == (0, 0)  # and not taken twice
     assert inbox.pending() == 0
     assert owner.pending == 3
     # an earlier run's batch (a killed run delivered it) is ingested but not counted
     deliver(path, ["/old"], run_id=b"run-0000")
-    assert owner.ingest_inbox(0.0, RUN) == (1, 0)
+    assert owner.mail.ingest_inbox(0.0, RUN) == (1, 0)
     assert owner.pending == 4
 
 
@@ -122,9 +122,9 @@ def test_an_aborted_ingest_takes_the_batches_again(tmp_path: Path) -> None:
     owner = open_owner(tmp_path)
     try:
         with pytest.raises(RuntimeError), owner.batch():
-            assert owner.ingest_inbox(0.0, RUN) == (1, 1)
+            assert owner.mail.ingest_inbox(0.0, RUN) == (1, 1)
             raise RuntimeError("the batch fails before its commit")
-        inbox = owner._inbox
+        inbox = owner._files.inbox
         assert inbox is not None and inbox.pending() == 1
         assert len(inbox.take(10)) == 1  # released: handed out again
     finally:
@@ -132,9 +132,9 @@ def test_an_aborted_ingest_takes_the_batches_again(tmp_path: Path) -> None:
     owner = open_owner(tmp_path)
     try:
         assert owner.pending == 0  # the admission was rolled back with the transaction
-        assert owner.ingest_inbox(0.0, RUN) == (1, 1)
+        assert owner.mail.ingest_inbox(0.0, RUN) == (1, 1)
         assert owner.pending == 1
-        assert owner._inbox is not None and owner._inbox.pending() == 0
+        assert owner._files.inbox is not None and owner._files.inbox.pending() == 0
     finally:
         owner.close()
 
@@ -144,9 +144,9 @@ def test_reingesting_a_batch_admits_nothing_twice(owner: Frontier, tmp_path: Pat
     the restart, and the seen-set makes that harmless."""
     path = tmp_path / "state" / INBOX_ENV
     deliver(path, ["/x", "/y"])
-    assert owner.ingest_inbox(0.0, RUN) == (1, 1)
+    assert owner.mail.ingest_inbox(0.0, RUN) == (1, 1)
     deliver(path, ["/x", "/y"])  # the same links delivered again
-    assert owner.ingest_inbox(0.0, RUN) == (1, 1)
+    assert owner.mail.ingest_inbox(0.0, RUN) == (1, 1)
     assert owner.pending == 2
 
 
@@ -158,14 +158,14 @@ def test_admitted_batches_are_deleted_together(tmp_path: Path) -> None:
     deliver(path, ["/a"], ["/b"], ["/c"], ["/d"])
     owner = open_owner(tmp_path)
     try:
-        inbox = owner._inbox
+        inbox = owner._files.inbox
         assert inbox is not None
         txnid = inbox._env.info()["last_txnid"]
         for _ in range(4):  # one commit per batch, well within ACK_EVERY_S
             with owner.batch():
-                assert owner.ingest_inbox(0.0, RUN, limit=1) == (1, 1)
+                assert owner.mail.ingest_inbox(0.0, RUN, limit=1) == (1, 1)
         assert inbox._env.info()["last_txnid"] - txnid == 1  # the first delete only
-        assert inbox.pending() == 0 and owner.ingest_inbox(0.0, RUN) == (0, 0)
+        assert inbox.pending() == 0 and owner.mail.ingest_inbox(0.0, RUN) == (0, 0)
         assert owner.pending == 4
     finally:
         owner.close()

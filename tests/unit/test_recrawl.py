@@ -59,7 +59,7 @@ def ok(now: float, clock: Clock, **facts: Any) -> Completion:
 
 
 def visit_of(f: Frontier, url: str) -> Visit | None:
-    rc = f._recrawl
+    rc = f._files.recrawl
     assert rc is not None
     with f._env.begin() as txn:
         return rc.visit_of(txn, url)
@@ -263,8 +263,8 @@ def test_without_recrawl_nothing_of_it_exists(tmp_path: Path) -> None:
     f.add([f"{A}/x"], depth=0)
     (t,) = f.next_ready(0.0, 5)
     f.complete(t, Completion(1.0, 200))
-    assert not f.continuous and f.freshness(0.0) == {"enabled": False}
-    assert f.sitemap_lastmod([(f"{A}/x", 1.0)]) == 0
+    assert not f.view.continuous and f.view.freshness(0.0) == {"enabled": False}
+    assert f.revisits.sitemap_lastmod([(f"{A}/x", 1.0)]) == 0
     assert f.pending == 0
     f.close()
     env = lmdb.open(str(tmp_path / "state" / "frontier.lmdb"), max_dbs=16, readonly=True)
@@ -277,19 +277,19 @@ def test_without_recrawl_nothing_of_it_exists(tmp_path: Path) -> None:
 def test_a_fetched_url_comes_back_when_due_with_its_last_capture(tmp_path: Path) -> None:
     clock = Clock()
     f = recrawling(tmp_path, clock)
-    assert f.continuous
+    assert f.view.continuous
     f.add([f"{A}/x"], depth=1, referrer=f"{A}/", callback="item", meta=b"\x81", priority=2)
     (t,) = f.next_ready(0.0, 5)
     assert t.last is None
     f.complete(t, ok(1.0, clock, etag='"v1"', last_modified="Mon", digest=b"a" * 20,
                      record_id="<r1>"))  # fmt: skip
     assert f.next_ready(2.0, 5) == []
-    fresh = f.freshness(clock.now)
+    fresh = f.view.freshness(clock.now)
     assert fresh["scheduled"] == 1 and fresh["due_now"] == 0 and fresh["next_due_s"] == 100.0
     before = time.monotonic()
     wake = f.next_wake()
     assert wake is not None and before + 99.0 <= wake <= time.monotonic() + 100.0  # sleeps till due
-    assert f.host_signals(2.0).next_due is None  # no host snoozed: the status does not fail
+    assert f.view.host_signals(2.0).next_due is None  # no host snoozed: the status does not fail
     clock.now += 99.0
     assert f.next_ready(3.0, 5) == []
     clock.now += 1.0
@@ -302,7 +302,7 @@ def test_a_fetched_url_comes_back_when_due_with_its_last_capture(tmp_path: Path)
     f.complete(r, ok(5.0, clock, status=304))
     v = visit_of(f, f"{A}/x")
     assert v is not None and (v.visits, v.interval_s, v.due) == (2, 150.0, clock.now + 150.0)
-    fresh = f.freshness(clock.now)
+    fresh = f.view.freshness(clock.now)
     assert fresh["visits"] == {"new": 1, "changed": 0, "unchanged": 0, "not_modified": 1,
                                "gone": 0, "failed": 0}  # fmt: skip
     assert fresh["overdue_p50_s"] == 0.0
@@ -363,7 +363,7 @@ def test_a_kill_before_the_commit_repeats_the_visit_and_after_it_keeps_it(
     assert v is not None and (v.etag, v.digest, v.visits) == ('"v2"', b"b" * 20, 2)
     assert v.due == clock.now + 50.0  # changed: 100 x 0.5
     assert f.next_ready(12.0, 5) == []
-    assert f.freshness(clock.now)["visits"]["changed"] == 1  # the totals survive too
+    assert f.view.freshness(clock.now)["visits"]["changed"] == 1  # the totals survive too
     f.close()
 
 
@@ -381,7 +381,7 @@ def test_gone_urls_leave_the_schedule(tmp_path: Path) -> None:
     (r,) = f.next_ready(4.0, 5)
     f.complete(r, ok(5.0, clock, status=410))
     assert visit_of(f, f"{A}/gone") is None
-    fresh = f.freshness(clock.now)
+    fresh = f.view.freshness(clock.now)
     assert fresh["scheduled"] == 0 and fresh["visits"]["gone"] == 2
     assert fresh["intervals"]["counts"] == [0] * 9  # type: ignore[index]
     clock.now += 10_000.0
@@ -416,7 +416,7 @@ def test_a_revisit_failing_transiently_is_retried_then_back_on_the_schedule(
     assert attempts == [0, 1, 2, 3]  # the fetch's retries (3), then back to the schedule
     v = visit_of(f, f"{A}/x")
     assert v is not None and v.interval_s == 100.0 and v.etag == '"v1"'
-    assert f.freshness(clock.now)["visits"]["failed"] == 1
+    assert f.view.freshness(clock.now)["visits"]["failed"] == 1
     f.close()
 
 
@@ -470,7 +470,7 @@ def test_revisits_keep_the_politeness_of_new_urls(tmp_path: Path) -> None:
 def test_the_pump_keeps_a_bounded_number_in_memory(tmp_path: Path) -> None:
     clock = Clock()
     f = recrawling(tmp_path, clock, memory_urls=10_000)
-    rc = f._recrawl
+    rc = f._files.recrawl
     assert rc is not None
     rc._memory = 50
     urls = [f"{h}/{i}" for h in (A, B) for i in range(150)]
@@ -490,7 +490,7 @@ def test_the_pump_keeps_a_bounded_number_in_memory(tmp_path: Path) -> None:
                 f.complete(t, ok(now, clock))
             now += 0.001
     assert sorted(seen) == sorted(urls)  # each once
-    assert f.freshness(clock.now)["due_now"] == 0
+    assert f.view.freshness(clock.now)["due_now"] == 0
     f.close()
 
 
@@ -500,7 +500,7 @@ def test_a_damaged_visit_record_is_dropped_with_an_error_not_a_crash(
     clock = Clock()
     f = recrawling(tmp_path, clock)
     _schedule(f, clock, [f"{A}/good", f"{A}/bad", f"{B}/orphan"])
-    rc = f._recrawl
+    rc = f._files.recrawl
     assert rc is not None
     with f._env.begin(write=True) as txn:
         txn.put(url_digest(f"{A}/bad"), b"\xc1not msgpack", db=rc._visits)
@@ -511,7 +511,7 @@ def test_a_damaged_visit_record_is_dropped_with_an_error_not_a_crash(
     assert [t.url for t in got] == [f"{A}/good"]
     assert rc.damaged == 2
     assert "unreadable visit record" in caplog.text and "without its visit record" in caplog.text
-    assert f.freshness(clock.now)["scheduled"] == 1
+    assert f.view.freshness(clock.now)["scheduled"] == 1
     f.close()
 
 
@@ -520,7 +520,7 @@ def test_sitemap_lastmod_makes_an_older_capture_due_now(tmp_path: Path) -> None:
     f = recrawling(tmp_path, clock)
     _schedule(f, clock, [f"{A}/a", f"{A}/b"])
     fetched = clock.now
-    made = f.sitemap_lastmod([(f"{A}/a", fetched + 5.0), (f"{A}/b", fetched - 5.0),
+    made = f.revisits.sitemap_lastmod([(f"{A}/a", fetched + 5.0), (f"{A}/b", fetched - 5.0),
                               (f"{A}/unknown", fetched + 5.0), ("not a url", 0.0)])  # fmt: skip
     assert made == 1
     clock.now += 1.0
@@ -532,7 +532,7 @@ def test_sitemap_lastmod_makes_an_older_capture_due_now(tmp_path: Path) -> None:
 def test_a_host_with_a_backlog_does_not_starve_the_others(tmp_path: Path) -> None:
     clock = Clock()
     f = recrawling(tmp_path, clock)
-    rc = f._recrawl
+    rc = f._files.recrawl
     assert rc is not None
     rc._memory, rc._per_host_max = 40, 10
     slow = [f"{A}/{i}" for i in range(100)]
@@ -638,13 +638,14 @@ def test_due_times_do_not_outlive_their_intervals_when_the_clock_steps_back(
     for url in urls:
         v = visit_of(f, url)
         assert v is not None and v.due <= clock.now + 100.0, (url, v.due - clock.now)
-    fresh = f.freshness(clock.now)
+    fresh = f.view.freshness(clock.now)
     assert fresh["next_due_s"] is not None and fresh["next_due_s"] <= 100.0
     clock.now += 100.0
     assert sorted(t.url for t in fetch_all(f, 2.0, clock)) == sorted(urls)  # revisited
     f.close()
     f = recrawling(tmp_path, clock)  # and the next open finds nothing to bring back
-    assert f._recrawl is not None and f._recrawl.reclamped == 0
+    rc = f._files.recrawl
+    assert rc is not None and rc.reclamped == 0
     f.close()
 
 

@@ -63,7 +63,7 @@ def test_callback_and_meta_survive_memory_spill_retry_and_restart(tmp_path: Path
         f.add([f"{A}/plain"], depth=0)
         f.add([f"{A}/p{i}" for i in range(5)], depth=1, referrer=f"{A}/", now=0.0,
               callback="parse_page", meta=META, priority=-2)  # fmt: skip
-    assert f.spilled > 0  # some of them live only in LMDB (priority -2: after /plain)
+    assert f.view.spilled > 0  # some of them live only in LMDB (priority -2: after /plain)
     tickets = f.next_ready(1.0, 10)
     assert [(t.url, t.callback, t.meta, t.priority) for t in tickets] == [
         (f"{A}/plain", "", b"", 0)

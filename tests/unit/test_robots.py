@@ -146,12 +146,12 @@ def test_robots_point_7_the_copy_at_hand_stands_in_while_unreachable(tmp_path: P
     (refresh,) = f.next_ready(110.0, 5)  # retried after robots_retry_s
     assert refresh.robots
     f.robots_done(refresh, 110.0, 0, b"")  # no answer: the second failure in a row
-    assert f.host_state(A) is not HostState.RETIRED
+    assert f.view.host_state(A) is not HostState.RETIRED
     (page,) = f.next_ready(110.0, 5)
     f.finish(page, 110.0)
     (refresh,) = f.next_ready(130.0, 5)  # 20 s later (doubled)
     f.robots_done(refresh, 151.0, 503, b"")  # the copy is 151 s old: past ttl + stale
-    assert f.host_state(A) is HostState.RETIRED
+    assert f.view.host_state(A) is HostState.RETIRED
     assert {r for _, r in rejected} == {"robots-denied", "robots-unavailable"}
     assert (f"{A}/private", "robots-denied") in rejected
     f.close()
