@@ -7,6 +7,14 @@ per tick (:meth:`CommandQueue.take`), applies it and answers it (:meth:`Pending.
 write to the queue's socketpair wakes a loop that waits in ``poll`` (the fetcher watches
 :attr:`CommandQueue.fileno`), so a command is applied within a tick, not after the wait.
 
+The loop asks every tick, and almost every tick nothing is queued: that answer costs no system
+call. Under the queue's lock, a post appends its command and, when the queue was empty, sets
+a flag and writes the one wake byte; a take that sees the flag clears it, reads that byte and
+empties the queue under the same lock. So the socketpair holds a byte exactly while the flag
+is set (never one that no take would read, which would make ``poll`` return at once forever),
+and a take that sees no flag (read without the lock: at worst one tick late, and the byte has
+woken the loop for that tick) makes no ``recv``.
+
 "applied" in a reply means the loop has applied the command to its in-memory state and to the
 open LMDB transaction; crawl-state commands (blocks, host delays, added seeds) are durable with
 the next group commit, at most ``frontier.commit_interval_s`` later. A kill -9 inside that
@@ -182,7 +190,10 @@ class CommandQueue:
     """Commands from any thread to the loop, with a wakeup socketpair the loop's wait watches."""
 
     def __init__(self) -> None:
-        self._items: deque[Pending] = deque()  # append/popleft are atomic: no lock needed
+        self._items: deque[Pending] = deque()
+        self._lock = threading.Lock()
+        #: set with the wake byte when a post finds the queue empty (module docstring)
+        self._posted = False
         self._reader, self._writer = socket.socketpair()
         self._reader.setblocking(False)
         self._writer.setblocking(False)
@@ -196,12 +207,15 @@ class CommandQueue:
     def post(self, command: Command) -> Pending:
         """Queue ``command`` for the loop and wake it; :meth:`Pending.wait` for the answer."""
         pending = Pending(command)
-        if self._closed:
-            pending.answer({"error": "the crawl is finishing: no more commands are taken"})
-            return pending
-        self._items.append(pending)
-        with contextlib.suppress(OSError):  # full (BlockingIOError): the loop is woken already
-            self._writer.send(b"\0")
+        with self._lock:
+            if self._closed:
+                pending.answer({"error": "the crawl is finishing: no more commands are taken"})
+                return pending
+            self._items.append(pending)
+            if not self._posted:
+                self._posted = True
+                with contextlib.suppress(OSError):  # (a one-byte write to an empty pair)
+                    self._writer.send(b"\0")
         return pending
 
     def call(self, command: Command, timeout_s: float = REPLY_TIMEOUT_S) -> dict[str, Any]:
@@ -214,22 +228,26 @@ class CommandQueue:
         return reply
 
     def take(self) -> list[Pending]:
-        """Every command posted so far (the loop's call, once per tick)."""
-        try:
-            while self._reader.recv(4096):
-                pass
-        except (BlockingIOError, OSError):
-            pass
-        items = self._items
-        out: list[Pending] = []
-        while items:
-            out.append(items.popleft())
+        """Every command posted so far (the loop's call, once per tick; no system call when
+        none is: module docstring)."""
+        if not self._posted:
+            return []
+        with self._lock:
+            self._posted = False
+            with contextlib.suppress(OSError):  # the one wake byte (BlockingIOError: none)
+                self._reader.recv(16)
+            out = list(self._items)
+            self._items.clear()
         return out
 
     def close(self, reason: str = "the crawl has finished") -> None:
         """Answer what is still queued with an error and release the socketpair."""
-        self._closed = True
-        for pending in self.take():
+        with self._lock:
+            self._closed = True
+            left = list(self._items)
+            self._items.clear()
+            self._posted = False
+        for pending in left:
             pending.answer({"error": reason})
         self._reader.close()
         self._writer.close()

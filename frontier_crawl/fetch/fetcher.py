@@ -31,12 +31,26 @@ when a transfer ends (``multi_done``), unless the handle's ``DNS_CACHE_TIMEOUT``
 neither prunes nor checks an entry's age on lookup). With thousands of hosts resolved within
 ``fetch.dns_cache_ttl_s`` (or thousands of ``fetch.resolve`` entries) that walk was the broad
 crawl's largest single cost (bench/README). So one
-transfer in every ``DNS_PRUNE_EVERY_S`` carries the TTL and prunes; the others carry -1. An
-address is therefore reused for at most ``dns_cache_ttl_s`` plus that second (and libcurl's
-own cap on the cache, 29,999 entries, is enforced at each prune). ``dns_cache_ttl_s = 0``
-(resolve every time) is set on every transfer, as before. ``fetch.resolve`` entries are
-loaded per transfer, each transfer its own host's, as aging entries that this prune drops
-(``fetch/resolvemap.py``), so they do not fill the cache either.
+transfer in every ``DNS_PRUNE_EVERY_S`` carries a lifetime and prunes; the others carry -1. An
+address is therefore reused for at most ``dns_cache_ttl_s`` plus that second.
+``dns_cache_ttl_s = 0`` (resolve every time) is set on every transfer, as before.
+``fetch.resolve`` entries are loaded per transfer, each transfer its own host's, as aging
+entries that this prune drops (``fetch/resolvemap.py``), so they do not fill the cache either.
+
+The DNS cache's size. libcurl's cache (the share's) is a chained hash of a fixed 23 slots,
+never resized, and every name lookup walks one chain: the lookup when a connection is set up,
+the check of a pending lookup each time its transfer runs, and the insertion of the answer
+(which walks the chain to replace a duplicate). Each lookup therefore costs in proportion to
+the names in the cache: with every host resolved within the TTL kept (up to libcurl's own cap,
+29,999 entries, chains of about 1,300), those walks became the largest cost of a crawl of
+10^5 hosts (bench/README). So the prune's lifetime is the TTL only while the names looked up
+within it stay under ``DNS_CACHE_NAMES``: the transfers that set up a connection (or failed
+on DNS) since the last prune give the rate of new names, and the lifetime is the TTL or
+``DNS_CACHE_NAMES`` over that rate, whichever is shorter, and at least a second (libcurl
+counts whole seconds; with aging ``fetch.resolve`` entries, at least ``fetch.timeout_s``: a
+loaded entry must outlive its transfer's wait for its lookup). The cache then holds about
+the names of the last few seconds' new connections, which are the hosts being crawled now;
+a host whose entry went early and needs a new connection is looked up again.
 
 A name server that never answers: libcurl (threaded resolver) gives up on the name at the
 connect timeout, so the transfer ends in time, but the ``getaddrinfo`` thread it started runs
@@ -83,6 +97,8 @@ _DEFAULT_HEADER_LINES = (_ACCEPT_ENCODING,)  #: a request's header lines when it
 _IDLE_CONNECTIONS = 256
 #: one transfer in this many seconds lets libcurl prune its DNS cache (module docstring)
 DNS_PRUNE_EVERY_S = 1.0
+#: the names libcurl's DNS cache is kept near: 23 chains of about 20 (module docstring)
+DNS_CACHE_NAMES = 460
 _DEFAULT_USER_AGENT = PolitenessSection().user_agent
 _CONDITIONAL = frozenset({"if-none-match", "if-modified-since"})
 #: upper bounds (seconds) of the fetch-time histogram's buckets (``Fetcher.fetch_times``)
@@ -163,7 +179,12 @@ class Fetcher:
             resolve, permanent=_permanent(dns_cache_ttl_s, timeout_s), proxy=proxy
         )
         self._transfers: dict[pycurl.Curl, Transfer] = {}
-        self._prune_at = 0.0  #: when a transfer next carries the DNS TTL (module docstring)
+        self._prune_at = 0.0  #: when a transfer next carries the DNS lifetime (module docstring)
+        #: transfers since the last prune that may have added a name to the DNS cache, and
+        #: when that prune was (module docstring, the DNS cache's size)
+        self._lookups = 0
+        self._counted_at = time.monotonic()
+        self._timeout_s = timeout_s
         self._ready: list[FetchResult] = []
         self._closed = False
         self._cache = cache
@@ -253,6 +274,7 @@ class Fetcher:
         )
         self._pool.reconfigure(self._options.apply)
         self._resolve.set_permanent(_permanent(self._options.dns_cache_ttl_s, fetch.timeout_s))
+        self._timeout_s = fetch.timeout_s
 
     def set_concurrency(self, value: int) -> None:
         """Change the most requests in flight at once (lowered: none is cut; no new one
@@ -285,12 +307,13 @@ class Fetcher:
             return
         stored = self._lookup(req)
         handle = self._pool.acquire()
-        if self._options.dns_cache_ttl_s > 0:  # the handle carries the TTL (CurlOptions)
+        if self._options.dns_cache_ttl_s > 0:  # (0: every handle carries it, CurlOptions)
             now = time.monotonic()
             if now < self._prune_at:
                 handle.setopt(pycurl.DNS_CACHE_TIMEOUT, -1)  # no walk of the cache
             else:
                 self._prune_at = now + DNS_PRUNE_EVERY_S
+                handle.setopt(pycurl.DNS_CACHE_TIMEOUT, self._dns_lifetime(now))
         transfer = Transfer(req, self._max_body_bytes, self._addresses)
         extra = stored.conditional_headers() if stored is not None else ()
         try:
@@ -304,6 +327,18 @@ class Fetcher:
         if stored is not None:
             self._revalidating[handle] = stored
         self._loop.add(handle)
+
+    def _dns_lifetime(self, now: float) -> int:
+        """The DNS cache lifetime (whole seconds) the pruning transfer carries: the TTL, or
+        shorter when the names looked up within it would exceed ``DNS_CACHE_NAMES`` (module
+        docstring, the DNS cache's size)."""
+        ttl = self._options.dns_cache_ttl_s
+        rate = self._lookups / max(now - self._counted_at, 1e-3)
+        self._lookups, self._counted_at = 0, now
+        if rate * ttl <= DNS_CACHE_NAMES:
+            return ttl
+        floor = int(self._timeout_s) + 1 if self._resolve.aging else 1
+        return min(ttl, max(floor, int(DNS_CACHE_NAMES / rate)))
 
     def poll(self, timeout_s: float) -> list[FetchResult]:
         """Wait at most ``timeout_s`` for transfers to finish; return every finished one.
@@ -319,6 +354,8 @@ class Fetcher:
             transfer = self._transfers.pop(completion.handle)
             result = transfer.result(completion.handle, completion.code, completion.message)
             self.dns_s += float(completion.handle.getinfo(pycurl.NAMELOOKUP_TIME))
+            if completion.handle.getinfo(pycurl.NUM_CONNECTS) or result.error is ErrorKind.DNS:
+                self._lookups += 1  # (module docstring, the DNS cache's size)
             self._pool.release(completion.handle)
             duration = result.duration_s
             self.transfers += 1

@@ -38,7 +38,7 @@ _DEFAULT_PORTS = {"http": 80, "https": 443, "socks4": 1080, "socks4a": 1080, "so
 class ResolveMap:
     """The ``fetch.resolve`` entries by ``host:port`` (module docstring)."""
 
-    __slots__ = ("_by_key", "_prefix", "_proxy")
+    __slots__ = ("_by_key", "_marked", "_prefix", "_proxy")
 
     def __init__(self, entries: Iterable[str], *, permanent: bool, proxy: str | None) -> None:
         """``entries`` as in ``fetch.resolve`` (validated by the config); ``permanent``: load
@@ -50,6 +50,7 @@ class ResolveMap:
             port, _, _addresses = rest.partition(":")
             by_key[f"{host.removeprefix('+').lower()}:{port}"] = entry
         self._by_key = by_key
+        self._marked = any(entry[:1] == "+" for entry in by_key.values())  #: aging as written
         self._prefix = "" if permanent else "+"
         self._proxy: tuple[str, ...] = ()
         if proxy is not None and (key := _key(proxy)) in by_key:
@@ -57,6 +58,11 @@ class ResolveMap:
 
     def __len__(self) -> int:
         return len(self._by_key)
+
+    @property
+    def aging(self) -> bool:
+        """Whether some entries go into libcurl's cache as aging ones (pruned by age)."""
+        return self._prefix == "+" or self._marked
 
     def set_permanent(self, permanent: bool) -> None:
         """Load entries from now on as permanent (True) or aging (False) ones."""
@@ -88,6 +94,10 @@ class _NoEntries(ResolveMap):
     """No ``fetch.resolve`` entries: transfers carry none, and no URL is parsed for them."""
 
     __slots__ = ()
+
+    @property
+    def aging(self) -> bool:
+        return False
 
     def entries_for(self, url: str) -> list[str]:
         return []

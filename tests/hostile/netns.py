@@ -17,6 +17,9 @@ Run as ``python -m tests.hostile.netns MODE ARGS`` inside the namespace (see
   ``fetch.dns_cache_ttl_s = TTL``, and one of ``missing.example``.
 * ``expire TTL``: the same, with a pause of TTL + 1.5 s after the second fetch (the fetcher lets
   libcurl prune its DNS cache on one transfer a second only: the TTL must still hold).
+* ``bound``: ``fetch.dns_cache_ttl_s = 60`` and the fetcher's ``DNS_CACHE_NAMES`` lowered to
+  10; 40 names of ``*.ttl.test`` fetched at once, a pause of 1.2 s, a fetch of another name
+  (the transfer that prunes), then the first name again.
 """
 
 from __future__ import annotations
@@ -200,11 +203,45 @@ def _answer(ttl: int, pause_after: int | None = None) -> dict[str, Any]:
     return {"results": results, "a_queries": a_queries, "connections": http.connections}
 
 
+def _bound() -> dict[str, Any]:
+    from frontier_crawl.config import FetchSection, PolitenessSection
+    from frontier_crawl.fetch import Fetcher, FetchRequest, fetcher
+    from tests.hostile.server import Exchange, RawHttpServer
+
+    def close_each(ex: Exchange) -> None:
+        ex.keep_alive = False  # every fetch needs a new connection, hence a name lookup
+        ex.reply(200, b"<html>ok</html>")
+
+    fetcher.DNS_CACHE_NAMES = 10  # (the suite's size for the bound of a few hundred names)
+    server, http = NameServer(answer=True), RawHttpServer(close_each)
+    fetch = FetchSection(dns_cache_ttl_s=60, connect_timeout_s=2.0, timeout_s=5.0)
+
+    def fetch_all(client: Fetcher, urls: list[str]) -> list[int]:
+        for url in urls:
+            client.submit(FetchRequest(url))
+        statuses: list[int] = []
+        while len(statuses) < len(urls):
+            statuses.extend(result.status for result in client.poll(1.0))
+        return statuses
+
+    with Fetcher.from_settings(fetch, PolitenessSection()) as client:
+        many = fetch_all(client, [f"http://n{i}.ttl.test:{http.port}/" for i in range(40)])
+        time.sleep(1.2)  # what is tested is the lifetime of the entries: time must pass
+        then = fetch_all(client, [f"http://fresh.ttl.test:{http.port}/"])
+        then += fetch_all(client, [f"http://n0.ttl.test:{http.port}/"])
+    http.close()
+    server.close()
+    n0 = sum(1 for name, qtype in server.queries if name == "n0.ttl.test" and qtype == 1)
+    return {"statuses": many + then, "n0_queries": n0, "connections": http.connections}
+
+
 def main(argv: list[str]) -> None:
     _loopback_up()
     mode = argv[0]
     if mode == "silent":
         result = _silent(argv[1])
+    elif mode == "bound":
+        result = _bound()
     elif mode == "expire":  # two fetches, then the TTL and more passes, then two more
         result = _answer(int(argv[1]), pause_after=2)
     else:

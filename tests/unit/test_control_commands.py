@@ -4,6 +4,7 @@ a reload takes, and the frontier's blocks and host delays on real LMDB with a te
 from __future__ import annotations
 
 import select
+import socket
 import threading
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from frontier_crawl.control.commands import (
     BadCommand,
     Command,
     CommandQueue,
+    Pending,
     normalise_host,
     parse_command,
 )
@@ -86,6 +88,65 @@ def test_queue_wakes_a_waiting_loop() -> None:
     queue.close()
     assert late.wait(1) == {"error": "the crawl has finished"}
     assert queue.post(Command("stop")).wait(0)["error"]  # type: ignore[index]
+
+
+def test_idle_take_makes_no_system_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop takes every tick and almost every tick finds nothing: that costs no recv (a
+    recv on the empty socketpair, raising BlockingIOError, was a few per cent of a crawl's
+    CPU). After a command, one recv reads its wake byte, and the queue is idle again."""
+    calls: list[int] = []
+    real_recv = socket.socket.recv
+
+    def counting_recv(self: socket.socket, *args: int) -> bytes:
+        calls.append(1)
+        return real_recv(self, *args)
+
+    monkeypatch.setattr(socket.socket, "recv", counting_recv)
+    queue = CommandQueue()
+    for _ in range(1000):
+        assert queue.take() == []
+    assert calls == []
+    queue.post(Command("pause"))
+    queue.post(Command("resume"))
+    assert [p.command.name for p in queue.take()] == ["pause", "resume"]
+    assert len(calls) == 1
+    assert select.select([queue.fileno], [], [], 0)[0] == []
+    for _ in range(1000):
+        assert queue.take() == []
+    assert len(calls) == 1
+    queue.close()
+
+
+@pytest.mark.timeout(30)
+def test_no_wake_byte_is_left_behind() -> None:
+    """Posts from several threads racing the loop's takes: every command is taken once, and
+    once all are, the wake fd is not readable (a byte left there would make the loop's poll
+    return at once at every tick) and a take finds nothing."""
+    queue = CommandQueue()
+    per_thread, threads = 2000, 4
+    taken: list[Pending] = []
+
+    def poster() -> None:
+        for _ in range(per_thread):
+            queue.post(Command("pause"))
+
+    posters = [threading.Thread(target=poster) for _ in range(threads)]
+    for thread in posters:
+        thread.start()
+    while any(thread.is_alive() for thread in posters):
+        taken.extend(queue.take())
+    for thread in posters:
+        thread.join()
+    taken.extend(queue.take())
+    assert len(taken) == per_thread * threads
+    assert len({id(p) for p in taken}) == len(taken)
+    assert select.select([queue.fileno], [], [], 0)[0] == []
+    assert queue.take() == []
+    queue.post(Command("stop"))
+    assert select.select([queue.fileno], [], [], 0)[0] == [queue.fileno]
+    assert [p.command.name for p in queue.take()] == ["stop"]
+    assert select.select([queue.fileno], [], [], 0)[0] == []
+    queue.close()
 
 
 def test_every_key_has_a_reload_group() -> None:

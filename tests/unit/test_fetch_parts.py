@@ -425,3 +425,32 @@ def test_resolve_map_gives_a_transfer_its_own_entry_only() -> None:
     permanent.set_permanent(False)
     assert permanent.entries_for("http://alpha.test/")[1] == "+Alpha.test:80:127.0.0.1"
     assert resolve_map((), permanent=False, proxy=None).entries_for("http://alpha.test/") == []
+
+
+# -- issue 29: the DNS cache's size -----------------------------------------------------------
+
+
+def test_dns_lifetime_keeps_the_cache_near_its_bound() -> None:
+    """The pruning transfer's lifetime: the TTL while the new names within it stay under
+    ``DNS_CACHE_NAMES``; shorter when more come, never under a second, and never under the
+    transfer timeout while ``fetch.resolve`` entries age (a loaded one must reach its
+    lookup). The netns test (tests/net/test_dns.py) shows libcurl dropping the names."""
+    from frontier_crawl.fetch import Fetcher, fetcher
+
+    plain = Fetcher(dns_cache_ttl_s=120, timeout_s=5.0)
+    aging = Fetcher(dns_cache_ttl_s=120, timeout_s=5.0, resolve=("a.test:80:127.0.0.1",))
+    permanent = Fetcher(dns_cache_ttl_s=3, timeout_s=5.0, resolve=("a.test:80:127.0.0.1",))
+    assert aging._resolve.aging and not permanent._resolve.aging and not plain._resolve.aging
+    try:
+        for client, many in ((plain, 1), (aging, 6), (permanent, 1)):
+            client._counted_at = 100.0  # (the last prune's time)
+            client._lookups = 1  # a name in 10 s: the TTL holds
+            assert client._dns_lifetime(110.0) == client._options.dns_cache_ttl_s
+            client._lookups = fetcher.DNS_CACHE_NAMES // 30 * 10  # 10 s at the bound's rate
+            assert client._dns_lifetime(120.0) == min(30, client._options.dns_cache_ttl_s)
+            assert client._lookups == 0  # counted again from this prune
+            client._lookups = 100_000
+            assert client._dns_lifetime(121.0) == min(many, client._options.dns_cache_ttl_s)
+    finally:
+        for client in (plain, aging, permanent):
+            client.close()
