@@ -222,14 +222,18 @@ def test_report_while_the_cluster_runs(
     try:
         wait_until("pages fetched", lambda: len(served_pages(server, since, wait_s=0)) > 10, 60,
                    every_s=0.2)
+        def live_pages(out: str) -> int:
+            found = re.search(r"running; pages ([\d,]+)", out)
+            return int(found.group(1).replace(",", "")) if found else 0
+
+        # the nodes publish their live summaries every few seconds: a report between a node's
+        # start and its first summary shows it running with 0 pages yet (seen under load)
         live = wait_until(
-            "a report with both nodes running",
-            lambda: (r := report_cmd(cfg)) and "nodes 0, 1 running" in r.stdout and r, 30,
-            every_s=0.5,
+            "a report with both nodes running and their pages counted",
+            lambda: (r := report_cmd(cfg)) and "nodes 0, 1 running" in r.stdout
+            and live_pages(r.stdout) > 0 and r, 30, every_s=0.5,
         )  # fmt: skip
         assert live.returncode == 0, live.stdout + live.stderr
-        pages = int(re.search(r"running; pages ([\d,]+)", live.stdout).group(1).replace(",", ""))
-        assert pages > 0, live.stdout
         assert "node 2 (never joined" in live.stdout, live.stdout
     finally:
         for node in (first, second):
