@@ -8,6 +8,12 @@
 ``timeout`` (no reply at all). AAAA and other types of a known name: no data (NOERROR, no
 answer). Any other name: NXDOMAIN (counted as ``foreign``: nothing but the web should be
 asked). The counters are written to ``--stats`` (JSON) about once a second and at exit.
+
+``peak_unanswered``: the most distinct never-answered names queried within any
+:data:`WINDOW_S` seconds. A stub resolver asks again for a name it got no reply for only after
+its own timeout (glibc: 5 s), and a resolver thread works on one name at a time, so this is
+at least the number of lookups the crawler had waiting on a dead name server at once: with
+libcurl's default pool of 20 resolver threads it cannot pass 20 (tests/e2e/test_dns_threads.py).
 """
 
 from __future__ import annotations
@@ -18,10 +24,13 @@ import signal
 import socket
 import struct
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
 from bench.webbox.server import web_from_json
+
+WINDOW_S = 2.0  #: the window of ``peak_unanswered`` (module docstring)
 
 
 def question(packet: bytes) -> tuple[str, int, int]:
@@ -45,7 +54,10 @@ def reply(query: bytes, end: int, rcode: int, address: str | None) -> bytes:
 
 
 def serve(web: Any, sock: socket.socket, stats_path: Path | None) -> None:
-    counts = {"queries": 0, "a": 0, "answered": 0, "nxdomain": 0, "dropped": 0, "foreign": 0}
+    counts = {"queries": 0, "a": 0, "answered": 0, "nxdomain": 0, "dropped": 0, "foreign": 0,
+              "peak_unanswered": 0}
+    recent: deque[tuple[float, str]] = deque()  # never-answered queries of the last WINDOW_S
+    in_window: dict[str, int] = {}  # their names, and how many of those queries each
     stopping = False
 
     def stop(_signum: int, _frame: object) -> None:
@@ -82,6 +94,15 @@ def serve(web: Any, sock: socket.socket, stats_path: Path | None) -> None:
         info = web.host_info(i)
         if info.dns == "timeout":
             counts["dropped"] += 1
+            now = time.monotonic()
+            recent.append((now, name))
+            in_window[name] = in_window.get(name, 0) + 1
+            while recent[0][0] < now - WINDOW_S:
+                old = recent.popleft()[1]
+                in_window[old] -= 1
+                if not in_window[old]:
+                    del in_window[old]
+            counts["peak_unanswered"] = max(counts["peak_unanswered"], len(in_window))
             continue
         if info.dns == "nxdomain":
             counts["nxdomain"] += 1

@@ -172,7 +172,9 @@ class Fetcher:
             http2=http2,
         )
         self._share = _make_share()
-        self._loop = MultiLoop(maxconnects)
+        # a resolver thread per transfer at most (fetch/resolvethreads.py: the default pool of
+        # 20 is held up by a few name servers that never answer)
+        self._loop = MultiLoop(maxconnects, resolve_threads=max(concurrency, 20))
         self._pool = HandlePool(concurrency, self._options.apply, self._share)
         #: each transfer's own ``fetch.resolve`` entries (``fetch/resolvemap.py``)
         self._resolve = resolve_map(

@@ -21,6 +21,8 @@ from typing import NamedTuple
 
 import pycurl
 
+from frontier_crawl.fetch.resolvethreads import set_resolve_threads
+
 __all__ = ["Completion", "MultiLoop"]
 
 log = logging.getLogger(__name__)
@@ -44,8 +46,9 @@ class Completion(NamedTuple):
 class MultiLoop:
     """A CurlMulti whose sockets and timer are driven from a ``selectors`` selector."""
 
-    def __init__(self, maxconnects: int, multiplex: bool = True) -> None:
-        """``maxconnects`` sizes the connection cache (in-flight plus idle connections)."""
+    def __init__(self, maxconnects: int, multiplex: bool = True, resolve_threads: int = 0) -> None:
+        """``maxconnects`` sizes the connection cache (in-flight plus idle connections);
+        ``resolve_threads`` (if > 0) libcurl's resolver thread pool (``resolvethreads.py``)."""
         self._selector = selectors.DefaultSelector()
         self._watched: dict[int, int] = {}  # fd -> selector events
         self._timer_at: float | None = None  # monotonic time curl wants to be called back
@@ -61,6 +64,10 @@ class MultiLoop:
         self._multi.setopt(pycurl.M_MAXCONNECTS, maxconnects)
         if multiplex:
             self._multi.setopt(pycurl.M_PIPELINING, pycurl.PIPE_MULTIPLEX)
+        #: libcurl took ``resolve_threads`` as its resolver pool's size
+        self.resolve_threads = resolve_threads > 0 and set_resolve_threads(
+            self._multi, resolve_threads
+        )
 
     @property
     def handles(self) -> int:
