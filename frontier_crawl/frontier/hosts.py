@@ -70,8 +70,9 @@ class HostQueue:
     origin: str
     hid: int = -1  #: the store's host id (-1 until the host's first URL is queued)
     state: HostState = HostState.EMPTY
-    #: the head of the host's queue held in memory, from ``hot[head]`` on (a list and an index
-    #: rather than a deque: an empty deque alone is ~600 bytes); None when nothing is held
+    #: the head of the host's queue held in memory, from ``hot[head]`` on (a list sized to its
+    #: entries and an index rather than a deque, hundreds of bytes even when nearly empty);
+    #: None when nothing is held
     hot: list[tuple[bytes, QueueEntry]] | None = None
     unloaded: int = 0  #: entries in LMDB after ``loaded_upto``, not held in memory
     #: every unfinished entry up to this key is held in memory (``hot``, in flight, retries)
