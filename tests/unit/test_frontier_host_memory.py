@@ -4,6 +4,7 @@ the robots.txt cache's writes batched (and read back before and after they are w
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import tracemalloc
 from pathlib import Path
@@ -179,3 +180,31 @@ def test_a_long_list_in_memory_is_cut_down_as_it_is_taken(tmp_path: Path) -> Non
         assert host.hot is None and host.head == 0
     finally:
         env.close()
+
+
+def test_a_batch_that_finds_the_disk_full_is_dropped_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On a full (real, tmpfs) disk a batch's transaction fails: the crawl goes on with the
+    rules it has, the entries are lost (only a cache) and the trouble is said once."""
+    from tests.e2e.test_disk_full import MIB, Tmpfs
+
+    fs = Tmpfs(tmp_path / "fs", 2 * MIB)
+    try:
+        cache = RobotsCache(fs.path / "robots", "fc-eval", ttl_s=3600.0)
+        try:
+            with (fs.path / "filler").open("wb", buffering=0) as fh, contextlib.suppress(OSError):
+                while True:
+                    fh.write(b"x" * 4096)
+            body = BODY + b"# " + b"x" * 16_000 + b"\n"
+            for batch in range(2):
+                for i in range(PENDING_WRITES):
+                    rules = cache.store(f"http://h{batch}-{i}.test", 200, body + b"%d" % i)
+                    assert rules is not None and not rules.allowed("http://h.test/private/")
+            warned = [r for r in caplog.records if "robots.txt cache not written" in r.message]
+            assert len(warned) == 1
+            assert cache.get("http://h0-1.test") is None  # dropped with its batch
+        finally:
+            cache.close()
+    finally:
+        fs.unmount()
