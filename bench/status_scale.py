@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import random
 import time
-from collections import deque
 
 from frontier_crawl.frontier.hosts import HostQueue, HostQueues
 from frontier_crawl.frontier.status import Busiest, Holds, host_signals
@@ -31,7 +30,7 @@ def main() -> None:
     every = max(1, round(1 / args.held)) if args.held > 0 else 0
     for i in range(args.hosts):
         host = queues.add(HostQueue(f"http://h{i}.test"))
-        host.hot = deque([(b"k", QueueEntry(f"http://h{i}.test/", 0))])
+        host.hot = [(b"k", QueueEntry(f"http://h{i}.test/", 0))]
         host.next_at = rnd.uniform(0, 1000)
         queues.settle(host, 1.0)
         for _ in range(rnd.randint(0, 3)):

@@ -1,15 +1,17 @@
 """The hosts' queued URLs in memory under one global budget (guarantee 3: flat memory).
 
-Every queued URL is in LMDB (``store.py``); a host's in-memory ``hot`` deque caches the head of
-its LMDB queue. One global budget (``memory_urls``) caps the hot entries of all hosts together;
-past it, new URLs stay only in LMDB (``unloaded``) and are read back in batches of at most
-``REFILL_BATCH`` when the host's deque runs dry (``loaded_upto`` remembers where the in-memory
-prefix ends). A host's queue is in key order, which is priority order (``store.rank_of``): a
-URL that sorts before ``loaded_upto`` is put in its place in the deque, a URL of the same or a
-lower priority appended (no search in the common case, every URL priority 0), and over the
-budget the deque's last entry goes back to LMDB (:meth:`QueueBuffer.hold_ahead`). A host
-with nothing queued keeps no deque (and ``HostQueues.settle`` drops its parsed robots.txt), so
-an idle host costs ~280 bytes (its HostQueue is 216, its origin string and dict entry the rest).
+Every queued URL is in LMDB (``store.py``); a host's in-memory ``hot`` list caches the head of
+its LMDB queue (from ``hot[head]`` on: taking an entry moves ``head``, and the list is cut down
+once half of it is taken). One global budget (``memory_urls``) caps the hot entries of all hosts
+together; past it, new URLs stay only in LMDB (``unloaded``) and are read back in batches of at
+most ``REFILL_BATCH`` when the host's list runs dry (``loaded_upto`` remembers where the
+in-memory prefix ends). A host's queue is in key order, which is priority order
+(``store.rank_of``): a URL that sorts before ``loaded_upto`` is put in its place in the list, a
+URL of the same or a lower priority appended (no search in the common case, every URL priority
+0), and over the budget the list's last entry goes back to LMDB
+(:meth:`QueueBuffer.hold_ahead`). A host with nothing queued keeps no list (and
+``HostQueues.settle`` drops its parsed robots.txt), so an idle host costs ~300 bytes (its
+HostQueue is 232, its origin string and dict entry the rest).
 
 A URL that failed transiently waits for its own retry time in its host's ``retries`` heap
 (:meth:`QueueBuffer.requeue`), behind the host's other queued URLs: :meth:`QueueBuffer.pop`
@@ -23,7 +25,6 @@ from __future__ import annotations
 import bisect
 import heapq
 import logging
-from collections import deque
 from collections.abc import Iterator
 from operator import itemgetter
 from typing import TYPE_CHECKING
@@ -54,7 +55,7 @@ class QueueBuffer:
         self._tx = tx  #: the open batch's transaction, for refills
         self.memory_urls = memory_urls
         self.queued = 0  #: URLs admitted and not yet complete, in flight excluded
-        self.hot_total = 0  #: URLs in memory (every host's deque and retries)
+        self.hot_total = 0  #: URLs in memory (every host's ``hot`` and retries)
         self.peak_hot = 0
         self.spilled = 0  #: URLs that went to LMDB only, past the memory budget
         self.refilled = 0  #: URLs read back from LMDB into memory
@@ -86,8 +87,10 @@ class QueueBuffer:
             self.hold_ahead(host, key, entry)
         elif hot:
             if host.hot is None:
-                host.hot = deque()
-            host.hot.append((key, entry))
+                host.hot = [(key, entry)]  # sized to its one entry
+                host.head = 0
+            else:
+                host.hot.append((key, entry))
             host.loaded_upto = key
             self.changed(1)
         else:
@@ -102,13 +105,15 @@ class QueueBuffer:
         boundary moves to just before it; ``read_after`` skips what is still held past it)."""
         hot = host.hot
         if hot is None:
-            hot = host.hot = deque()
-        hot.insert(bisect.bisect(hot, key, key=_ENTRY_KEY), (key, entry))
+            hot = host.hot = []
+            host.head = 0
+        hot.insert(bisect.bisect(hot, key, host.head, key=_ENTRY_KEY), (key, entry))
         self.changed(1)
         if self.hot_total > self.memory_urls and self._store.release(last := hot[-1][0]):
             hot.pop()
-            if not hot:
+            if len(hot) == host.head:
                 host.hot = None
+                host.head = 0
             self.changed(-1)
             host.loaded_upto = key_before(last)
             host.unloaded += 1
@@ -132,15 +137,24 @@ class QueueBuffer:
             host.took_retry = True
             return key, entry
         host.took_retry = False
-        if not host.hot:
+        hot = host.hot
+        if hot is None:
             if host.unloaded:
                 self.refill(host)
-            if not host.hot:
-                host.hot = None
+            hot = host.hot
+            if hot is None:
                 return None if not retries or retries[0][0] > now else self.pop(host, now)
-        item = host.hot.popleft()
-        if not host.hot:
+        head = host.head
+        item = hot[head]
+        head += 1
+        if head == len(hot):
             host.hot = None
+            host.head = 0
+        elif head + head >= len(hot):  # half of it taken: cut it down
+            del hot[:head]
+            host.head = 0
+        else:
+            host.head = head
         self.changed(-1)
         return item
 
@@ -160,8 +174,10 @@ class QueueBuffer:
             host.unloaded = 0
             return
         if host.hot is None:
-            host.hot = deque()
-        host.hot.extend(batch)
+            host.hot = batch
+            host.head = 0
+        else:
+            host.hot.extend(batch)
         host.loaded_upto = batch[-1][0]
         if key_rank(host.loaded_upto) > DEFAULT_RANK:  # a lower priority than 0 (:meth:`put`)
             self.ranked = True
@@ -190,11 +206,13 @@ class QueueBuffer:
                 self.refill(host)  # reads through the same (batch) transaction
                 if not host.hot:
                     break
-            for key, entry in host.hot:
+            hot, head = host.hot, host.head
+            for i in range(head, len(hot)):
                 self.queued -= 1
-                yield key, entry
-            self.changed(-len(host.hot))
+                yield hot[i]
+            self.changed(head - len(hot))
             host.hot = None
+            host.head = 0
         for _due, _seq, key, entry, _starts in host.retries or ():
             self.queued -= 1
             self.changed(-1)

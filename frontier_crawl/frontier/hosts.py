@@ -70,10 +70,14 @@ class HostQueue:
     origin: str
     hid: int = -1  #: the store's host id (-1 until the host's first URL is queued)
     state: HostState = HostState.EMPTY
-    hot: deque[tuple[bytes, QueueEntry]] | None = None  #: None when nothing is in memory
+    #: the head of the host's queue held in memory, from ``hot[head]`` on (a list sized to its
+    #: entries and an index rather than a deque, hundreds of bytes even when nearly empty);
+    #: None when nothing is held
+    hot: list[tuple[bytes, QueueEntry]] | None = None
     unloaded: int = 0  #: entries in LMDB after ``loaded_upto``, not held in memory
     #: every unfinished entry up to this key is held in memory (``hot``, in flight, retries)
     loaded_upto: bytes | None = None
+    head: int = 0  #: entries of ``hot`` before it are taken (dropped once they are half)
     in_flight: int = 0
     next_at: float = 0.0  #: monotonic time before which no request may start
     wake_at: float = 0.0  #: when SNOOZED: the wake time of its heap entry
@@ -103,7 +107,7 @@ class HostQueue:
     @property
     def queued(self) -> int:
         return (
-            (len(self.hot) if self.hot else 0)
+            (len(self.hot) - self.head if self.hot else 0)
             + self.unloaded
             + (len(self.retries) if self.retries else 0)
             + (len(self.revisits) if self.revisits is not None else 0)

@@ -22,12 +22,18 @@ RFC 9309, as this module and the frontier apply it:
   (``ttl_s + stale_s``); the frontier decides whether it is fresh (``age < ttl_s``). Entries
   are msgpack ``[fetched_at, body or nil]`` in a data-only diskcache
   (:func:`frontier_crawl.safefs.open_cache`: nothing read back is unpickled); an entry of
-  any other form, such as the pickled tuples of versions before it, is a miss.
+  any other form, such as the pickled tuples of versions before it, is a miss. Writes are
+  batched (:class:`RobotsCache`): a crash loses up to :data:`PENDING_WRITES` entries, whose
+  robots.txt is then fetched again.
+* Parsing once per body: hosts that serve byte-identical bodies share one parsed body
+  (:class:`ParsedBodies`, bounded); each host keeps its own fetch time, refresh time and
+  stale limit (:class:`Rules`).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 import sqlite3
 import time
@@ -47,6 +53,9 @@ log = logging.getLogger(__name__)
 MAX_ROBOTS_BYTES = 512 * 1024
 #: RFC 9309 2.4: a cached robots.txt is not used for more than 24 hours (unless unreachable).
 MAX_ROBOTS_TTL_S = 86_400.0
+#: cache entries kept in memory before they are written in one transaction (and their bytes)
+PENDING_WRITES = 64
+PENDING_BYTES = 1 << 20
 
 _AGENT_FIELDS = frozenset({"user-agent", "useragent", "user agent"})
 #: a product token as RFC 9309 2.2.1 defines it (Google's ExtractUserAgent)
@@ -101,60 +110,163 @@ def select_groups(text: str, token: str) -> str:
     return "\n".join(lines)
 
 
-class Rules:
-    """The robots.txt rules that apply to one origin for our product token.
+class ParsedBody:
+    """One robots.txt body parsed for our product token: what the rules of every host that
+    serves this body share (:class:`ParsedBodies`). ``parser`` None: allow all (no body, or
+    one protego could not parse)."""
 
-    ``refresh_at`` and ``usable_until`` are set by the frontier (monotonic clock): when the
-    rules are due to be fetched again, and until when they may stand in for a robots.txt that
-    cannot be fetched. ``fetched_at`` (wall clock) is when the body was fetched.
-    """
+    __slots__ = ("crawl_delay_s", "parser", "token")
 
-    __slots__ = ("_parser", "allow_all", "crawl_delay_s", "fetched_at", "refresh_at", "token",
-                 "usable_until")  # fmt: skip
-
-    def __init__(self, token: str, body: bytes | None, fetched_at: float = 0.0) -> None:
+    def __init__(self, token: str, body: bytes | None) -> None:
         self.token = token
-        self.fetched_at = fetched_at
-        self.refresh_at = float("inf")
-        self.usable_until = float("inf")
-        self._parser: Protego | None = None
-        self.allow_all = body is None
+        self.parser: Protego | None = None
         self.crawl_delay_s: float | None = None
         if body is None:
             return
         text = body[:MAX_ROBOTS_BYTES].decode("utf-8-sig", errors="replace")
         try:
-            self._parser = Protego.parse(select_groups(text, token))
-            delay = self._parser.crawl_delay(token)
+            self.parser = Protego.parse(select_groups(text, token))
+            delay = self.parser.crawl_delay(token)
             self.crawl_delay_s = float(delay) if delay is not None else None
         except Exception:  # protego on hostile input: treat as no robots.txt
             log.warning("unparsable robots.txt treated as allow-all", exc_info=True)
-            self._parser = None
-            self.allow_all = True
+            self.parser = None
+            self.crawl_delay_s = None
+
+
+class ParsedBodies:
+    """Parsed robots.txt bodies by their bytes, shared between the hosts that serve the same
+    body (most hosts of a broad crawl serve one of a few): a least-recently-used table of at
+    most ``entries`` bodies and ``body_bytes`` bytes of them, so it never grows with the
+    hosts. A host's :class:`Rules` holds its :class:`ParsedBody` for as long as it keeps its
+    rules, whether or not the table still does. ``parses`` counts the bodies parsed,
+    ``hits`` those found here."""
+
+    __slots__ = ("_bodies", "_bytes", "body_bytes", "entries", "hits", "parses", "token")
+
+    def __init__(self, token: str, entries: int = 256, body_bytes: int = 4 << 20) -> None:
+        self.token = token
+        self.entries = entries
+        self.body_bytes = body_bytes
+        self._bodies: dict[bytes, ParsedBody] = {}  #: least recently used first
+        self._bytes = 0  #: the length of the bodies held
+        self.parses = 0
+        self.hits = 0
+
+    def parsed(self, body: bytes) -> ParsedBody:
+        """The parsed form of ``body`` (at most :data:`MAX_ROBOTS_BYTES` of it is read)."""
+        body = body[:MAX_ROBOTS_BYTES]
+        bodies = self._bodies
+        hit = bodies.pop(body, None)
+        if hit is not None:
+            self.hits += 1
+            bodies[body] = hit  # the most recently used, last
+            return hit
+        self.parses += 1
+        parsed = ParsedBody(self.token, body)
+        bodies[body] = parsed
+        self._bytes += len(body)
+        while len(bodies) > self.entries or (self._bytes > self.body_bytes and len(bodies) > 1):
+            oldest = next(iter(bodies))
+            del bodies[oldest]
+            self._bytes -= len(oldest)
+        return parsed
+
+    def __len__(self) -> int:
+        return len(self._bodies)
+
+
+#: a float shared by every ``Rules`` not yet timed (``math.inf`` once, not a float each)
+_NEVER = math.inf
+
+
+class Rules:
+    """The robots.txt rules that apply to one origin for our product token.
+
+    ``refresh_at`` and ``usable_until`` are set by the frontier (monotonic clock): when the
+    rules are due to be fetched again, and until when they may stand in for a robots.txt that
+    cannot be fetched. ``fetched_at`` (wall clock) is when the body was fetched. Those are the
+    host's own; the parsed body is shared (``bodies``: the table to take it from, else it is
+    parsed for this host alone).
+    """
+
+    __slots__ = ("_parsed", "fetched_at", "refresh_at", "usable_until")
+
+    def __init__(
+        self,
+        token: str,
+        body: bytes | None,
+        fetched_at: float = 0.0,
+        bodies: ParsedBodies | None = None,
+    ) -> None:
+        self.fetched_at = fetched_at
+        self.refresh_at = _NEVER
+        self.usable_until = _NEVER
+        if body is None:
+            self._parsed = _allow_all(token)
+        elif bodies is not None and bodies.token == token:
+            self._parsed = bodies.parsed(body)
+        else:
+            self._parsed = ParsedBody(token, body)
+
+    @property
+    def token(self) -> str:
+        """The product token the rules were selected for."""
+        return self._parsed.token
+
+    @property
+    def allow_all(self) -> bool:
+        """No rule applies: no robots.txt (or an unparsable one)."""
+        return self._parsed.parser is None
+
+    @property
+    def crawl_delay_s(self) -> float | None:
+        """The Crawl-delay of our group, None without one."""
+        return self._parsed.crawl_delay_s
 
     @property
     def sitemaps(self) -> list[str]:
         """The robots.txt's ``Sitemap:`` URLs, as written (any group: they stand alone)."""
-        if self._parser is None:
+        parser = self._parsed.parser
+        if parser is None:
             return []
         try:
-            return [url for url in self._parser.sitemaps if url]
+            return [url for url in parser.sitemaps if url]
         except Exception:  # protego on hostile input: no sitemaps
             return []
 
     def allowed(self, url: str) -> bool:
         """May ``url`` (of this origin) be fetched?"""
-        if self._parser is None:
+        parsed = self._parsed
+        if parsed.parser is None:
             return True
         try:
-            return bool(self._parser.can_fetch(url, self.token))
+            return bool(parsed.parser.can_fetch(url, parsed.token))
         except Exception:  # a URL protego cannot handle: be conservative
             return False
 
 
+_ALLOW_ALL: dict[str, ParsedBody] = {}  #: "no robots.txt" by token (one token a crawl)
+
+
+def _allow_all(token: str) -> ParsedBody:
+    parsed = _ALLOW_ALL.get(token)
+    if parsed is None:
+        parsed = _ALLOW_ALL[token] = ParsedBody(token, None)
+    return parsed
+
+
 class RobotsCache:
     """robots.txt bodies by origin on disk, kept ``ttl_s + stale_s`` seconds; their ages read
-    from ``clock`` (the wall clock: ages carry over from one run to the next)."""
+    from ``clock`` (the wall clock: ages carry over from one run to the next). The parsed
+    bodies are shared between origins (``bodies``, a :class:`ParsedBodies`).
+
+    Writes are batched: :meth:`store` keeps up to :data:`PENDING_WRITES` entries (and
+    :data:`PENDING_BYTES` of them) in memory and writes them in one SQLite transaction when
+    the batch is full, at :meth:`flush` (the frontier's checkpoint) and at :meth:`close`;
+    :meth:`get` reads the pending ones first. A crash loses the pending entries, which is
+    acceptable for a cache: those robots.txt are fetched again.
+    """
 
     def __init__(
         self,
@@ -179,12 +291,17 @@ class RobotsCache:
         self._token = token
         self._keep_s = ttl_s + stale_s
         self.clock = clock
+        self.bodies = ParsedBodies(token)  #: the parsed bodies, shared between origins
+        self._pending: dict[str, bytes] = {}  #: origin -> its entry, not written yet
+        self._pending_bytes = 0
         self._store_failed = False  #: a write to the cache failed (warned about once)
 
     def get(self, origin: str) -> tuple[Rules, float] | None:
         """Cached rules for an origin and their age in seconds, None if none is kept."""
         try:
-            hit = self._cache.get(origin)
+            hit = self._pending.get(origin)
+            if hit is None:
+                hit = self._cache.get(origin)
             if not isinstance(hit, bytes):
                 return None
             fetched_at, body = _ENTRY.decode(hit)
@@ -193,7 +310,7 @@ class RobotsCache:
         age = max(0.0, self.clock() - float(fetched_at))
         if age > self._keep_s:
             return None
-        return Rules(self._token, body, float(fetched_at)), age
+        return Rules(self._token, body, float(fetched_at), self.bodies), age
 
     def store(self, origin: str, status: int, body: bytes) -> Rules | None:
         """Rules from a fetched robots.txt; None when unreachable (429, 5xx, no response)."""
@@ -204,14 +321,36 @@ class RobotsCache:
         else:
             return None
         now = self.clock()
+        entry = _ENCODER.encode((now, rules_body))
+        pending = self._pending
+        old = pending.pop(origin, None)
+        pending[origin] = entry
+        self._pending_bytes += len(entry) - (len(old) if old is not None else 0)
+        if len(pending) >= PENDING_WRITES or self._pending_bytes >= PENDING_BYTES:
+            self.flush()
+        return Rules(self._token, rules_body, now, self.bodies)
+
+    def flush(self) -> None:
+        """Write the pending entries, in one transaction (a full or failing disk: warned about
+        once, and the entries dropped: robots.txt is fetched again next run)."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = {}
+        self._pending_bytes = 0
+        cache, keep_s = self._cache, self._keep_s
         try:
-            self._cache.set(origin, _ENCODER.encode((now, rules_body)), expire=self._keep_s)
+            with cache.transact():
+                for origin, entry in pending.items():
+                    cache.set(origin, entry, expire=keep_s)
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:  # full disk: only a cache
             if not self._store_failed:
                 log.warning("robots.txt cache not written (%s): fetched again next run", exc)
             self._store_failed = True
-        return Rules(self._token, rules_body, now)
 
     def close(self) -> None:
-        """Close the underlying cache."""
-        self._cache.close()
+        """Write the pending entries and close the underlying cache."""
+        try:
+            self.flush()
+        finally:
+            self._cache.close()

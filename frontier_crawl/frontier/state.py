@@ -120,7 +120,9 @@ class StateFiles:
         the snapshot, if writing fails). A snapshot without room (ENOSPC, EDQUOT) is skipped
         with a warning, not raised: it only saves a restart time (``seen.py``: the next start
         loads the previous snapshot and the digests logged since, or rebuilds the filter from
-        LMDB), so it must not fail a crawl, least of all one that has ended."""
+        LMDB), so it must not fail a crawl, least of all one that has ended. The robots.txt
+        cache's pending writes are written first (``RobotsCache.flush``)."""
+        self.robots.flush()
         with storage_errors(self.env_path):
             self.env.sync(True)
             try:

@@ -51,7 +51,7 @@ Completion is durable per URL: bit ``i`` of a block's done mask says entry ``i``
 (or taken out: robots-denied, retired host). The mask is the OR of the one in the block's value
 (entries finished before the block was first written, or when a retry rewrote it) and the one
 in ``b"done"``. The store keeps a small record (``_Block``) of every block with entries held in
-memory (the frontier's hot deques or in flight); ``done`` sets the bit there, and ``flush``
+memory (the frontier's hot lists or in flight); ``done`` sets the bit there, and ``flush``
 (called by the frontier just before each commit) writes the mask of every block changed in the
 transaction to ``b"done"``, or deletes the block and its mask once every entry is done.
 ``read_after`` skips the entries whose bit is set, and the entries held in memory (a held mask

@@ -3,7 +3,6 @@ operator's holds written to and read back from a real LMDB environment."""
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,7 +34,7 @@ def parts(env: lmdb.Environment, path: Path) -> tuple[HostQueues, Spacing, Contr
 
 def queued(queues: HostQueues, origin: str, n: int = 2) -> HostQueue:
     host = queues.add(HostQueue(origin))
-    host.hot = deque((b"k%d" % i, QueueEntry(f"{origin}/{i}", 0)) for i in range(n))
+    host.hot = [(b"k%d" % i, QueueEntry(f"{origin}/{i}", 0)) for i in range(n)]
     queues.settle(host, 0.0)
     return host
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,7 +35,7 @@ class Parts:
         host = self.queues.add(HostQueue(origin))
         self.dispatch.join(host)
         host.rules = ALLOW_ALL
-        host.hot = deque((b"%d" % i, QueueEntry(f"{origin}/{i}", 0)) for i in range(n))
+        host.hot = [(b"%d" % i, QueueEntry(f"{origin}/{i}", 0)) for i in range(n)]
         self.queues.settle(host, 0.0)
         return host
 
@@ -44,7 +43,7 @@ class Parts:
     def take(host: HostQueue, _now: float) -> Ticket | None:
         if not host.hot:
             return None
-        key, entry = host.hot.popleft()
+        key, entry = host.hot.pop(0)
         host.in_flight += 1
         return Ticket(key, host.origin, entry.url, 0)
 
@@ -132,8 +131,9 @@ def test_spacing_answers_as_delay_for(
     ticket = Ticket(b"k", host.origin, "http://a.test/", 0)
     for which, crawl_delay, fetch_s, delay_s in steps:
         p = spacing.policy = policies[which]
-        host.rules = Rules("", None)
-        host.rules.crawl_delay_s = crawl_delay
+        delay_line = b"" if crawl_delay is None else b"Crawl-delay: %r\n" % crawl_delay
+        host.rules = Rules("t", b"User-agent: *\n" + delay_line)
+        assert host.rules.crawl_delay_s == crawl_delay
         host.delay_s = delay_s
         assert spacing.start_gap(host) == max(delay_s, delay_for(0.0, crawl_delay, p))
         assert spacing.after(host, ticket, fetch_s, Failure.NONE) == (

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import tempfile
-from collections import deque
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from tests.unit.test_frontier import make
 
 def queued(origin: str, n: int = 1) -> HostQueue:
     host = HostQueue(origin)
-    host.hot = deque((b"k%d" % i, QueueEntry(f"{origin}/{i}", 0)) for i in range(n))
+    host.hot = [(b"k%d" % i, QueueEntry(f"{origin}/{i}", 0)) for i in range(n)]
     return host
 
 
@@ -105,7 +104,7 @@ def test_counts_equal_a_recount_after_any_moves(ops: list[tuple[int, int, int]])
             q.move(host, states[op], wake=now + arg)
         elif op == 0:  # new facts, then placed by them
             host.in_flight = arg % 3
-            host.hot = deque([(b"k", QueueEntry("u", 0))] * arg) or None
+            host.hot = [(b"k", QueueEntry("u", 0))] * arg or None
             host.next_at = now + arg - 2
             q.settle(host, now)
         else:

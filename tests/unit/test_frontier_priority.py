@@ -162,7 +162,7 @@ def test_random_priorities_and_pops_follow_the_order_in_memory_and_spilled(
         for origin in (A, B):  # memory holds a sorted prefix of the host's queue
             host = f._hosts.get(origin)
             if host is not None and host.hot:
-                keys = [k for k, _ in host.hot]
+                keys = [k for k, _ in host.hot[host.head :]]
                 assert keys == sorted(keys) and host.loaded_upto is not None
                 assert keys[-1] <= host.loaded_upto
         now += 0.001
@@ -288,7 +288,7 @@ def test_a_due_retry_still_goes_first(tmp_path: Path) -> None:
 
 def test_priority_zero_keeps_the_append_path(tmp_path: Path, monkeypatch: Any) -> None:
     """With every URL at priority 0 (the common case), nothing is searched or inserted: each
-    URL is appended to its host's deque or left in LMDB, as before priorities."""
+    URL is appended to its host's list or left in LMDB, as before priorities."""
     import frontier_crawl.frontier.frontier as module
 
     def refuse(*args: object, **kwargs: object) -> int:

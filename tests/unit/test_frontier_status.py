@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from tests.unit.test_frontier import make
 
 def queued(origin: str, n: int = 1) -> HostQueue:
     host = HostQueue(origin)
-    host.hot = deque((b"k%d" % i, QueueEntry(f"{origin}/{i}", 0)) for i in range(n))
+    host.hot = [(b"k%d" % i, QueueEntry(f"{origin}/{i}", 0)) for i in range(n)]
     return host
 
 
