@@ -62,6 +62,7 @@ import socket
 import struct
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -155,6 +156,32 @@ class Ledger:
         self._env.close()
 
 
+@dataclass(slots=True)
+class Every:
+    """A task due every ``every_s`` seconds, from ``next_at`` on."""
+
+    every_s: float
+    next_at: float = 0.0
+
+    def due(self, now: float) -> bool:
+        """Whether the task is due, and if so, the next one counted from now."""
+        if now < self.next_at:
+            return False
+        self.next_at = now + self.every_s
+        return True
+
+
+@dataclass(slots=True)
+class NodeTimers:
+    """When a node's periodic tasks are next due (monotonic seconds)."""
+
+    beat: Every  #: the membership heartbeat
+    summary: Every  #: this node's live summary, published
+    view: Every  #: every node's summaries and the streams' lengths, read
+    prune: Every  #: the ledger's old ids dropped
+    recheck: Every  #: this node's pending stream entries read again
+
+
 class ClusterNode:
     """Node ``node`` of ``nodes``, each running ``processes`` partitions (module docstring)."""
 
@@ -183,8 +210,6 @@ class ClusterNode:
         self.partitions = partitions_of(node, processes)
         self.total = nodes * processes
         self._ttl_ms = int(heartbeat_ttl_s * 1000)
-        self._heartbeat_every = heartbeat_ttl_s / 3
-        self._next_beat = 0.0
         pid = os.getpid()
         self._token = json.dumps(
             {
@@ -202,8 +227,6 @@ class ClusterNode:
         #: where each stream is read from: b"0" (our pending entries, after a restart) until
         #: they are done, then b">" (new entries)
         self._cursor: dict[str, bytes] = {keys.stream(p): b"0" for p in self.partitions}
-        self._next_prune = time.monotonic()
-        self._next_recheck = time.monotonic() + PENDING_RECHECK_S
         self._block_ms = 0
         self.pumped = 0  #: batches written into this node's inboxes (this run)
         self.duplicates = 0  #: entries acknowledged without delivery (id already in the ledger)
@@ -216,11 +239,15 @@ class ClusterNode:
         self.summary_every_s = summary_every(heartbeat_ttl_s)
         #: the view is read this often: each node reads every node's summary and membership
         #: and every stream's length, at most VIEW_COMMANDS_PER_S commands a second
-        self.view_every_s = max(
-            self.summary_every_s, (2 * nodes + self.total) / VIEW_COMMANDS_PER_S
+        view_every_s = max(self.summary_every_s, (2 * nodes + self.total) / VIEW_COMMANDS_PER_S)
+        now = time.monotonic()
+        self._due = NodeTimers(
+            beat=Every(heartbeat_ttl_s / 3),
+            summary=Every(self.summary_every_s),
+            view=Every(view_every_s),
+            prune=Every(LEDGER_PRUNE_EVERY_S, now),
+            recheck=Every(PENDING_RECHECK_S, now + PENDING_RECHECK_S),
         )
-        self._next_summary = 0.0
-        self._next_view = 0.0
 
     # ------------------------------------------------------------------------------ membership
 
@@ -329,9 +356,8 @@ class ClusterNode:
         return bool(client.eval(_TAKE_OVER, 1, key, held, self._token, self._ttl_ms))
 
     def heartbeat(self, now: float) -> None:
-        if now < self._next_beat:
+        if not self._due.beat.due(now):
             return
-        self._next_beat = now + self._heartbeat_every
         key = self.keys.member(self.node)
         kept = self.redis.call(
             "heartbeat", lambda c: c.eval(_RENEW, 1, key, self._token, self._ttl_ms)
@@ -355,20 +381,14 @@ class ClusterNode:
     def summary_due(self, now: float) -> bool:
         """Whether this node's summary is due (``cluster/view.py``), and if so, the next one
         counted from now."""
-        if now < self._next_summary:
-            return False
-        self._next_summary = now + self.summary_every_s
-        return True
+        return self._due.summary.due(now)
 
     def publish_summary(self, summary: bytes) -> bool:
         """This node's live summary into Redis; skipped (False) while Redis is full."""
         return publish_summary(self.redis, self.keys, self.node, self._run, summary)
 
     def view_due(self, now: float) -> bool:
-        if now < self._next_view:
-            return False
-        self._next_view = now + self.view_every_s
-        return True
+        return self._due.view.due(now)
 
     def read_view(self) -> dict[str, Any]:
         """The whole cluster as Redis shows it now (``cluster/view.py``)."""
@@ -437,9 +457,7 @@ class ClusterNode:
     def _recheck_pending(self) -> None:
         """Nothing new: read this node's pending entries again next time, every
         PENDING_RECHECK_S at most (normally there are none: one more read, then new ones)."""
-        now = time.monotonic()
-        if now >= self._next_recheck:
-            self._next_recheck = now + PENDING_RECHECK_S
+        if self._due.recheck.due(time.monotonic()):
             self._cursor = dict.fromkeys(self._cursor, b"0")
 
     def _read(self, client: redis.Redis) -> Any:
@@ -460,10 +478,10 @@ class ClusterNode:
             pipe.execute()
 
     def _prune(self) -> None:
-        now = time.monotonic()
-        if now < self._next_prune or any(c != b">" for c in self._cursor.values()):
+        if any(c != b">" for c in self._cursor.values()):
             return
-        self._next_prune = now + LEDGER_PRUNE_EVERY_S
+        if not self._due.prune.due(time.monotonic()):
+            return
         assert self._ledger is not None
         self._ledger.prune(time.time() - LEDGER_KEEP_S)
 

@@ -27,6 +27,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from itertools import groupby
 from operator import attrgetter
 from pathlib import Path
@@ -52,6 +53,7 @@ from frontier_crawl.fetch import ErrorKind, FetchRequest, FetchResult
 from frontier_crawl.fetch.types import sendable
 from frontier_crawl.figures import Figures
 from frontier_crawl.frontier import Completion, LastCapture, Ticket, changed
+from frontier_crawl.frontier.faces import Scheduling
 from frontier_crawl.frontier.mailbox import Link
 from frontier_crawl.frontier.robots import MAX_ROBOTS_BYTES
 from frontier_crawl.output import (
@@ -62,6 +64,7 @@ from frontier_crawl.output import (
     Outcome,
     ProblemEntry,
     Revisit,
+    WarcWriter,
     config_warnings,
     iso_time,
     new_record_id,
@@ -190,7 +193,6 @@ class Engine:
         serves its own control API when ``[control] listen`` is set. ``wall_clock``: what
         the frontier dates its robots.txt cache by (a test runs it ahead). ``on_listening``:
         told the control API's ``host:port`` once it listens (the console says where)."""
-        self._wall_clock = wall_clock
         self._on_listening = on_listening
         self.settings = settings
         #: a continuous crawl: the visit facts are gathered (digest, validators, record ids)
@@ -213,7 +215,7 @@ class Engine:
             raise
         opened = False
         try:
-            self._open(settings, fetcher, peers, parser)
+            self._open(settings, fetcher, peers, parser, wall_clock)
             opened = True
             #: what bounds a stop whatever user code does (deadline.py)
             self._deadline = StopDeadline(
@@ -253,6 +255,7 @@ class Engine:
         fetcher: FetcherLike | None,
         peers: PeersLike | None,
         parser: Parser | None,
+        wall_clock: Callable[[], float],
     ) -> None:
         """Open the crawl's parts (``__init__``, once the state directory is this run's)."""
         parts = open_parts(
@@ -262,7 +265,7 @@ class Engine:
             with_feeds=self._spider is not None,
             on_reject=self._rejected,
             on_foreign=self._foreign,
-            wall_clock=self._wall_clock,
+            wall_clock=wall_clock,
             fetcher=fetcher,
             peers=peers,
             parser=parser,
@@ -275,14 +278,13 @@ class Engine:
         self._warc, self._log = outputs.archive, outputs.log
         #: every output a commit depends on (protocol.py), in commit order
         self._outputs = outputs.all
-        self._peers = peers
         #: seconds each URL still being retried has held its host so far (Retry-After, backoff)
         self._held: dict[bytes, float] = {}
-        self._started = time.monotonic()
         # the status (control/status.py): accumulators the loop keeps, samples of them every
         # SAMPLE_EVERY_S, and the latest published snapshot (read by other threads: replaced
         # whole, never mutated once published)
         self._times = LoopTimes()
+        waited = partial(_waited_s, self.fetcher)
         self._group = group = CommitGroup(
             self.frontier,
             outputs.all,
@@ -293,8 +295,8 @@ class Engine:
             repairs=list(parts.repairs),
             interval_s=settings.frontier.commit_interval_s,
             times=self._times,
-            waited=self._waited,
-            started=self._started,
+            waited=waited,
+            started=time.monotonic(),
         )
         group.before_commit.append(self._save_cookies)
         #: a worker's outbox and inbox (none outside worker mode)
@@ -313,7 +315,7 @@ class Engine:
             self._group,
             self._times,
             self._run,
-            waited=self._waited,
+            waited=waited,
             peers=peers,
             archive=self._warc,
             with_spider=self._spider is not None,
@@ -448,7 +450,7 @@ class Engine:
         drain_deadline = float("inf")
         while True:
             now = time.monotonic()
-            if self._peers is not None:
+            if exchange is not None:
                 steer.obey_coordinator()
             if steer.commands is not None or steer.reload_requested:
                 steer.take(now)
@@ -507,9 +509,9 @@ class Engine:
                 )
             ):
                 group.commit()  # one fdatasync per group, not per tick
-            t0, waited = time.perf_counter(), self._waited()
+            t0, waited = time.perf_counter(), _waited_s(fetcher)
             results = fetcher.poll(wait)
-            self._times.fetch += time.perf_counter() - t0 - (self._waited() - waited)
+            self._times.fetch += time.perf_counter() - t0 - (_waited_s(fetcher) - waited)
             if results:
                 group.open(now)
                 for result in results:
@@ -519,10 +521,12 @@ class Engine:
                 self._observe.sample(now)
             if now >= next_ckpt:
                 group.commit()
-                self._checkpoint()
+                self._log.flush()
+                frontier.checkpoint()
                 next_ckpt = now + self.settings.frontier.checkpoint_interval_s
             if now >= next_progress:
-                self._progress()
+                if self._on_progress is not None:
+                    self._on_progress(self._observe.progress())
                 progress_every = self.settings.output.progress_interval_s
                 next_progress = now + progress_every if progress_every else float("inf")
 
@@ -541,7 +545,7 @@ class Engine:
         """How long poll may block: until the next host wakes, or work is ready now."""
         if self._run.stop_requested or self._run.halt:
             return 0.1
-        longest = MAX_WAIT_S if self._peers is None else PEER_WAIT_S
+        longest = MAX_WAIT_S if self._exchange is None else PEER_WAIT_S
         if self._run.low_space is not None or self._run.paused:  # only in-flight ones to wait for
             return longest
         if self.fetcher.free_slots and self.frontier.has_ready:
@@ -637,7 +641,7 @@ class Engine:
             else:
                 frontier.robots_done(ticket, r.finished, 0, b"", 0.0, r.ip,
                                      retire=Outcome.ADDRESS_REFUSED.value)  # fmt: skip
-        elif not self._robots_hop(ticket, r):
+        elif not _robots_hop(frontier, ticket, r):
             status = r.status if r.error is None else 0
             frontier.robots_done(ticket, r.finished, status, r.body, r.duration_s, r.ip,
                                  retry_after=r.header("retry-after"))  # fmt: skip
@@ -647,22 +651,6 @@ class Engine:
         group = self._group
         group.needed = self._archive(r)[0] or group.needed
         self._record(ticket, r, Outcome.ROBOTS_TXT)
-
-    def _robots_hop(self, ticket: Ticket, r: FetchResult) -> bool:
-        """A robots.txt redirect: its target handed back to the frontier as the host's next
-        robots ticket, if it is within ROBOTS_REDIRECTS hops and in scope. False (the fetch
-        is finished with this answer) for anything else."""
-        if r.error is not None or not 300 <= r.status < 400 or r.not_modified is not None:
-            return False
-        location = r.header("location")
-        if not location or ticket.hops >= ROBOTS_REDIRECTS:
-            return False
-        target = _location(r.url, location)
-        if target is not None and self.frontier.robots_redirect(ticket, target):
-            return True
-        log.info("robots.txt of %s redirects to %r, not followed (not an http(s) URL in "
-                 "scope): unavailable", ticket.origin, location)  # fmt: skip
-        return False
 
     def _retry(self, ticket: Ticket, facts: Completion) -> None:
         """A transient failure the frontier retries (``Frontier.will_retry``): back to it."""
@@ -932,14 +920,6 @@ class Engine:
 
     # ----------------------------------------------------------------------------- lifecycle
 
-    def _checkpoint(self) -> None:
-        self._log.flush()
-        self.frontier.checkpoint()
-
-    def _progress(self) -> None:
-        if self._on_progress is not None:
-            self._on_progress(self._observe.progress())
-
     # ----------------------------------------------------------------------------- status
 
     def apply(self, command: Command, now: float) -> dict[str, Any]:
@@ -974,23 +954,6 @@ class Engine:
         """A snapshot for progress displays (``observe.py``)."""
         return self._observe.progress()
 
-    def _waited(self) -> float:
-        waited: float = getattr(self.fetcher, "waited_s", 0.0)  # a null fetcher never waits
-        return waited
-
-    def _warc_files(self) -> list[str]:
-        """Every WARC file of the crawl, every run's (the writer names its files so that
-        their names sort in the order they were written), complete or still marked open."""
-        if self._warc is None:
-            return []
-        names = {str(p) for p in self._warc.paths}
-        try:
-            with os.scandir(self.layout.warc_dir) as entries:
-                names.update(e.path for e in entries if _WARC_NAME.search(e.name) and e.is_file())
-        except OSError:
-            pass
-        return sorted(names)
-
     def _finish(self, close_spider: bool = True) -> dict[str, Any]:
         """Final commit, close the outputs, write the report. After a failed write, nothing
         more is committed (the in-memory state may be ahead of LMDB): the report shows the
@@ -998,7 +961,7 @@ class Engine:
         ``close_spider``: False when its user code would not end (``_wind_up``)."""
         now = time.monotonic()
         figures: Figures | None = self._group.figures(now)
-        elapsed = self._group.elapsed_before + now - self._started
+        elapsed = self._group.elapsed_before + now - self._group.started
         if self._spider is not None and close_spider:
             self._spider.close()  # pipelines' close(spider); never raises (bounded by the
         self._deadline.disarm()  # stop's deadline, which is over with the user code)
@@ -1036,7 +999,7 @@ class Engine:
         report["disk_space_paused_s"] = round(self._space.paused_s, 3)
         report["warnings"] = config_warnings(self.settings) + self._group.repairs
         report["output_dir"] = str(self.layout.root)
-        report["warc_files"] = self._warc_files()
+        report["warc_files"] = _warc_files(self._warc, self.layout.warc_dir)
         report["crawl_logs"] = [str(self.layout.crawl_log)]
         report["freshness"] = self._observe.freshness(time.monotonic())
         self._run.state = "finished"
@@ -1054,3 +1017,40 @@ class Engine:
             self._failed(OSError(exc.errno, f"writing {self.layout.report}: {exc}"))
             report["write_error"] = self._write_error
         return report
+
+
+def _robots_hop(frontier: Scheduling, ticket: Ticket, r: FetchResult) -> bool:
+    """A robots.txt redirect: its target handed back to the frontier as the host's next
+    robots ticket, if it is within ROBOTS_REDIRECTS hops and in scope. False (the fetch
+    is finished with this answer) for anything else."""
+    if r.error is not None or not 300 <= r.status < 400 or r.not_modified is not None:
+        return False
+    location = r.header("location")
+    if not location or ticket.hops >= ROBOTS_REDIRECTS:
+        return False
+    target = _location(r.url, location)
+    if target is not None and frontier.robots_redirect(ticket, target):
+        return True
+    log.info("robots.txt of %s redirects to %r, not followed (not an http(s) URL in "
+             "scope): unavailable", ticket.origin, location)  # fmt: skip
+    return False
+
+
+def _warc_files(warc: WarcWriter | None, warc_dir: Path) -> list[str]:
+    """Every WARC file of the crawl, every run's (the writer names its files so that
+    their names sort in the order they were written), complete or still marked open."""
+    if warc is None:
+        return []
+    names = {str(p) for p in warc.paths}
+    try:
+        with os.scandir(warc_dir) as entries:
+            names.update(e.path for e in entries if _WARC_NAME.search(e.name) and e.is_file())
+    except OSError:
+        pass
+    return sorted(names)
+
+
+def _waited_s(fetcher: FetcherLike) -> float:
+    """The fetcher's seconds spent waiting so far (a null fetcher never waits)."""
+    waited: float = getattr(fetcher, "waited_s", 0.0)
+    return waited
