@@ -14,6 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from contextlib import suppress
+from dataclasses import dataclass
 from typing import Any
 
 from frontier_crawl.control.status import (
@@ -44,6 +45,15 @@ MAX_FAILING_HOSTS = 1000
 #: points of the visit totals kept at most every FRESHNESS_POINT_S
 FRESHNESS_WINDOW_S = 3600.0
 FRESHNESS_POINT_S = 10.0
+
+
+@dataclass(slots=True)
+class Failing:
+    """A host's failed fetches this run, for the status's ``failing_hosts``."""
+
+    failures: int = 0
+    held_s: float = 0.0  #: seconds its failures held it (backoff, Retry-After)
+    error: str = ""  #: the latest failure's error kind ("dns-error"...) or "http 503"
 
 
 class FreshnessRates:
@@ -112,7 +122,7 @@ class Observer:
         self._warc_bytes = 0
         self._warc_files = 0
         #: origin -> [failures, seconds held, the last failure's error kind or HTTP status]
-        self._failing: dict[str, list[Any]] = {}
+        self._failing: dict[str, Failing] = {}
         self._rates = FreshnessRates()
 
     def fresh_status(self) -> dict[str, Any]:
@@ -204,12 +214,13 @@ class Observer:
         entry = failing.get(origin)
         if entry is None:
             if len(failing) >= MAX_FAILING_HOSTS:
-                for key in sorted(failing, key=lambda k: failing[k][0])[: MAX_FAILING_HOSTS // 2]:
+                by_count = sorted(failing, key=lambda k: failing[k].failures)
+                for key in by_count[: MAX_FAILING_HOSTS // 2]:
                     del failing[key]
-            entry = failing[origin] = [0.0, 0.0, ""]
-        entry[0] += 1
-        entry[1] += max(0.0, held)
-        entry[2] = error
+            entry = failing[origin] = Failing()
+        entry.failures += 1
+        entry.held_s += max(0.0, held)
+        entry.error = error
 
     _CONNECTION_ERRORS = frozenset({ErrorKind.DNS.value, ErrorKind.CONNECT.value,
                                     ErrorKind.TLS.value})  # fmt: skip
@@ -221,7 +232,9 @@ class Observer:
         if reason != "backoff":
             return reason
         entry = self._failing.get(origin)
-        return entry[2] if entry is not None and entry[2] in self._CONNECTION_ERRORS else reason
+        if entry is not None and entry.error in self._CONNECTION_ERRORS:
+            return entry.error
+        return reason
 
     def sample(self, now: float, force: bool = False) -> None:
         """Take a sample of the accumulators; publish a status if someone asked lately."""
@@ -310,7 +323,7 @@ class Observer:
             {"host": h, "pages": started, "queued": queued}
             for h, started, queued in frontier.view.busiest(10)
         ]
-        failing = sorted(self._failing.items(), key=lambda kv: kv[1][0], reverse=True)[:10]
+        failing = sorted(self._failing.items(), key=lambda kv: kv[1].failures, reverse=True)[:10]
         queued, hot = frontier.view.queued, frontier.view.hot_total
         figures = self._group.figures(now)
         status: dict[str, Any] = {
@@ -338,8 +351,8 @@ class Observer:
             "outcomes": dict(self._group.stats.outcomes),
             "busiest_hosts": busiest,
             "failing_hosts": [
-                {"host": h, "failures": int(n), "held_s": round(held, 3), "error": error}
-                for h, (n, held, error) in failing
+                {"host": h, "failures": f.failures, "held_s": round(f.held_s, 3), "error": f.error}
+                for h, f in failing
             ],
             "cpu": {
                 "loop_busy": round(window.loop_busy, 4),
