@@ -15,7 +15,7 @@ import random
 import time
 
 from frontier_crawl.frontier.hosts import HostQueue, HostQueues
-from frontier_crawl.frontier.status import Busiest, Holds, host_signals
+from frontier_crawl.frontier.status import Busiest, HeldHosts, host_signals
 from frontier_crawl.frontier.store import QueueEntry
 
 
@@ -26,7 +26,7 @@ def main() -> None:
     args = ap.parse_args()
     rnd = random.Random(1)
     t0 = time.perf_counter()
-    queues, holds, busiest = HostQueues(1), Holds(), Busiest()
+    queues, holds, busiest = HostQueues(1), HeldHosts(), Busiest()
     every = max(1, round(1 / args.held)) if args.held > 0 else 0
     for i in range(args.hosts):
         host = queues.add(HostQueue(f"http://h{i}.test"))

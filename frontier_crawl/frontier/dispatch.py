@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from frontier_crawl.frontier.hosts import HostState, IpGroup
-from frontier_crawl.frontier.status import Busiest, Holds
+from frontier_crawl.frontier.status import Busiest, HeldHosts
 from frontier_crawl.frontier.urls import host_of
 
 if TYPE_CHECKING:
@@ -54,8 +54,8 @@ class Dispatch:
         self._groups: dict[str, IpGroup] = {}  #: address -> its group
         self.in_flight = 0
         #: hosts whose latest response held them beyond their politeness delay, and why;
-        #: pruned once they are due (``status.Holds``)
-        self.holding = Holds()
+        #: pruned once they are due (``status.HeldHosts``)
+        self.holding = HeldHosts()
         self.busiest = Busiest()  #: the hosts with the most requests started (``status.py``)
 
     def join(self, host: HostQueue) -> None:

@@ -3,7 +3,7 @@ queues and their counts, never a write to LMDB or to a host's scheduling facts. 
 scans every host, or every held one: the status is as cheap at 10^6 hosts as at 10.
 
 * :func:`host_signals`: hosts by state (the counts :meth:`HostQueues.move` keeps), the hosts
-  held longest by a Retry-After or a backoff (:class:`Holds`), and the next one due;
+  held longest by a Retry-After or a backoff (:class:`HeldHosts`), and the next one due;
 * :class:`Busiest`: the hosts with the most requests started, kept as requests start;
 * :class:`FrontierView`: the frontier read, never written (``Frontier.view``): its counts, the
   two above, the seen-set's and the revisit schedule's figures.
@@ -27,13 +27,13 @@ if TYPE_CHECKING:
     from frontier_crawl.frontier.robotsgate import RobotsGate
     from frontier_crawl.frontier.spacing import Spacing
 
-#: most heap entries :meth:`Holds.worst` looks at (held hosts doing something else meanwhile,
+#: most heap entries :meth:`HeldHosts.worst` looks at (held hosts doing something else meanwhile,
 #: busy or with nothing queued, are passed over; past this many it answers with what it found)
 WORST_LOOKED_AT = 1024
-_PRUNED_PER_HOLD = 2  #: heap entries :meth:`Holds.hold` prunes at most (more than it adds)
+_PRUNED_PER_HOLD = 2  #: heap entries :meth:`HeldHosts.hold` prunes at most (more than it adds)
 
 
-class Holds:
+class HeldHosts:
     """The hosts a response held beyond their politeness delay (``Dispatch.release``): origin
     -> (host, "retry-after" or "backoff"), with two heaps of (time held until, origin) that
     let the status prune the ones due again (:meth:`prune`, earliest first) and name the ones
@@ -135,7 +135,7 @@ class HostSignals:
 
 def host_signals(
     queues: HostQueues,
-    holds: Holds,
+    holds: HeldHosts,
     robots_waiting: int,
     min_delay_s: float,
     now: float,
@@ -164,7 +164,7 @@ def host_signals(
 
 
 def next_due(
-    queues: HostQueues, holds: Holds, min_delay_s: float, now: float
+    queues: HostQueues, holds: HeldHosts, min_delay_s: float, now: float
 ) -> tuple[str, str, float] | None:
     """The snoozed host due first: (origin, why it waits, seconds until it is due)."""
     host = queues.first_snoozed()  # (Frontier.next_wake also covers revisits not yet due)

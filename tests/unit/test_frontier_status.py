@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from frontier_crawl.frontier.completion import Completion
 from frontier_crawl.frontier.hosts import HostQueue, HostQueues, HostState
 from frontier_crawl.frontier.robots import Rules
-from frontier_crawl.frontier.status import Busiest, Holds, host_signals, next_due
+from frontier_crawl.frontier.status import Busiest, HeldHosts, host_signals, next_due
 from frontier_crawl.frontier.store import QueueEntry
 from tests.unit.test_frontier import make
 
@@ -31,7 +31,7 @@ def test_signals_count_each_state_and_name_the_held_hosts() -> None:
     for host in (ready, delayed, held, retired):
         host.next_at = {"http://ready.test": 0.0, "http://delayed.test": 3.0}.get(host.origin, 50.0)
         queues.settle(host, 1.0)
-    holding = Holds()
+    holding = HeldHosts()
     holding.hold(held, "retry-after", 1.0)
     holding.hold(retired, "backoff", 1.0)
     queues.move(retired, HostState.RETIRED)
@@ -49,7 +49,7 @@ def test_holds_prune_and_name_the_worst_without_a_scan() -> None:
     """The holds of 10^4 hosts: the worst five come from the heap's top, the due ones are
     pruned from the other heap's, and a replaced hold leaves only a stale entry behind."""
     queues = HostQueues(1)
-    holding = Holds()
+    holding = HeldHosts()
     hosts = [queues.add(queued(f"http://h{i}.test")) for i in range(10_000)]
     for i, host in enumerate(hosts):
         host.next_at = 10.0 + (i * 7919 % 10_000)  # every time from 10 to 10,009 once
@@ -75,12 +75,12 @@ def test_next_due_says_why_the_first_host_waits() -> None:
     host.next_at, host.delay_s = 10.0, 1.0
     host.rules = Rules("frontier-crawl", b"User-agent: *\nCrawl-delay: 10\n")
     queues.settle(host, 0.0)
-    assert next_due(queues, Holds(), 1.0, 4.0) == ("http://a.test", "crawl-delay", 6.0)
-    assert next_due(queues, Holds(), 20.0, 4.0) == ("http://a.test", "delay", 6.0)
-    holding = Holds()
+    assert next_due(queues, HeldHosts(), 1.0, 4.0) == ("http://a.test", "crawl-delay", 6.0)
+    assert next_due(queues, HeldHosts(), 20.0, 4.0) == ("http://a.test", "delay", 6.0)
+    holding = HeldHosts()
     holding.hold(host, "backoff", 0.0)
     assert next_due(queues, holding, 1.0, 4.0)[1] == "backoff"  # type: ignore[index]
-    assert next_due(HostQueues(1), Holds(), 1.0, 0.0) is None
+    assert next_due(HostQueues(1), HeldHosts(), 1.0, 0.0) is None
 
 
 def test_busiest_orders_by_requests_started() -> None:
