@@ -452,12 +452,9 @@ class Coordinator:
 
     def _snapshots(self) -> list[dict[str, Any]]:
         """Every live worker's status (with its metrics snapshot under ``"metrics"``)."""
-        snaps = []
-        for i in range(self.count):
-            reply = self._pipes.ask(i, Command("status"), timeout_s=2.0)
-            if "error" not in reply and reply:
-                snaps.append({**reply, "worker": self.partitions[i]})
-        return snaps
+        replies = self._pipes.ask_all(Command("status"), timeout_s=2.0)
+        return [{**reply, "worker": self.partitions[i]}
+                for i, reply in enumerate(replies) if reply and "error" not in reply]  # fmt: skip
 
     def status(self) -> dict[str, Any]:
         """The crawl's status: every worker's snapshot, merged (``workers`` lists them); its
