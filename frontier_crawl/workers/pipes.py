@@ -27,20 +27,14 @@ class WorkerPipes:
 
     def ask(self, index: int, command: Command, timeout_s: float = 10.0) -> dict[str, Any]:
         """Send ``command`` to worker ``index`` and wait for its reply."""
-        conn = self._conns[index]
         with self._locks[index]:
             self._rid += 1
-            rid = self._rid
+            rid: int | None = self._rid
             try:
-                conn.send((rid, command))
-                deadline = time.monotonic() + timeout_s
-                while (left := deadline - time.monotonic()) > 0 and conn.poll(left):
-                    got, reply = conn.recv()
-                    if got == rid:
-                        return dict(reply)
+                self._conns[index].send((rid, command))
             except (EOFError, OSError):
-                return {"error": f"worker {index} has ended"}
-        return {"error": f"worker {index} did not answer within {timeout_s:.0f} s"}
+                rid = None
+            return self._reply(index, rid, time.monotonic() + timeout_s, timeout_s)
 
     def ask_all(self, command: Command, timeout_s: float = 10.0) -> list[dict[str, Any]]:
         """Send ``command`` to every worker, then wait for their replies, within ``timeout_s``
