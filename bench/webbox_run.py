@@ -277,7 +277,9 @@ class Run:
         procs = [p for p in (proc_sample(pid) for pid in tree(self.crawl.pid, kids)) if p]
         gen = [p for p in (proc_sample(pid) for pid in self.gen_pids) if p]
         dns = proc_sample(self.dns.pid) if self.dns else None
+        t_status = time.perf_counter()
         status_raw = api_get(self.out, "/api/status")
+        status_ms = 1000 * (time.perf_counter() - t_status)
         status = json.loads(status_raw) if status_raw else {}
         tail.poll()
         try:
@@ -307,6 +309,8 @@ class Run:
             "dns_cpu_s": dns["cpu_s"] if dns else None,
             "disk": disk_usage(self.out),
             "load": os.getloadavg(),
+            "status_ms": round(status_ms, 2),  # GET /api/status, answered
+            "tcp_active_opens": tcp_active_opens(),  # this namespace's new TCP connections
         }
 
     def run(self) -> dict[str, Any]:
@@ -437,6 +441,17 @@ def first_page_after(logs: Path, t: float) -> float | None:
 
 
 # -- the report ----------------------------------------------------------------------------------
+
+
+def tcp_active_opens() -> int | None:
+    """TCP connections opened from this network namespace so far (``/proc/net/snmp``): with
+    the crawl the only client in it, new connections per request is this over requests."""
+    try:
+        lines = [ln.split() for ln in Path("/proc/self/net/snmp").read_text().splitlines()
+                 if ln.startswith("Tcp:")]  # fmt: skip
+        return int(lines[1][lines[0].index("ActiveOpens")])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def decile_table(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:

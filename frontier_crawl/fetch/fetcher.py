@@ -52,6 +52,13 @@ loaded entry must outlive its transfer's wait for its lookup). The cache then ho
 the names of the last few seconds' new connections, which are the hosts being crawled now;
 a host whose entry went early and needs a new connection is looked up again.
 
+Idle connections. The connection cache holds the transfers' connections plus up to
+``IDLE_PER_SLOT`` idle ones per fetch slot: the frontier serves hosts within a session first
+(``frontier/hosts.py``), each after its politeness delay, so a broad crawl revisits about its
+request rate times that delay of hosts, each of which should find its connection open. The
+sockets need file descriptors: the soft ``RLIMIT_NOFILE`` is raised towards the hard one for
+them (``_fd_room``), and the idle share is cut to what fits.
+
 A name server that never answers: libcurl (threaded resolver) gives up on the name at the
 connect timeout, so the transfer ends in time, but the ``getaddrinfo`` thread it started runs
 on for the system resolver's own timeout (glibc: 5 s times 2 attempts per server), and
@@ -64,6 +71,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import resource
 import threading
 import time
 from bisect import bisect_left
@@ -93,8 +101,10 @@ log = logging.getLogger(__name__)
 _SCHEMES = frozenset({"http", "https"})
 _ACCEPT_ENCODING = "Accept-Encoding: gzip, deflate"
 _DEFAULT_HEADER_LINES = (_ACCEPT_ENCODING,)  #: a request's header lines when it brings none
-#: idle connections kept beyond the in-flight ones, for hosts revisited soon
-_IDLE_CONNECTIONS = 256
+#: idle connections kept per fetch slot, for hosts revisited soon (module docstring)
+IDLE_PER_SLOT = 4
+#: file descriptors left for everything but the connections (LMDB, outputs, pipes, logs)
+_FD_RESERVE = 512
 #: one transfer in this many seconds lets libcurl prune its DNS cache (module docstring)
 DNS_PRUNE_EVERY_S = 1.0
 #: the names libcurl's DNS cache is kept near: 23 chains of about 20 (module docstring)
@@ -156,7 +166,7 @@ class Fetcher:
         cache = HttpCache(Path(cache_dir), cache_max_bytes) if cache_dir else None
         self._concurrency = concurrency
         self._max_body_bytes = max_body_bytes
-        maxconnects = concurrency + min(concurrency, _IDLE_CONNECTIONS)
+        maxconnects = concurrency + _fd_room(concurrency, IDLE_PER_SLOT * concurrency)
         self._options = CurlOptions(
             user_agent=user_agent,
             connect_timeout_s=connect_timeout_s,
@@ -509,3 +519,21 @@ def _header_lines(headers: tuple[tuple[str, str], ...]) -> list[str] | tuple[str
     if not any(name.lower() == "accept-encoding" for name, _ in headers):
         lines.append(_ACCEPT_ENCODING)
     return lines
+
+
+def _fd_room(concurrency: int, idle: int) -> int:
+    """How many idle connections, up to ``idle``, the process's open-file limit leaves room
+    for beside ``concurrency`` transfers and ``_FD_RESERVE`` other files; the soft limit is
+    raised as far as needed (and the hard limit allows) first."""
+    want = concurrency + idle + _FD_RESERVE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        raised = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (OSError, ValueError):
+            pass
+    if soft == resource.RLIM_INFINITY:
+        return idle
+    return max(0, min(idle, soft - concurrency - _FD_RESERVE))

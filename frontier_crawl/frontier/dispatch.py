@@ -89,6 +89,7 @@ class Dispatch:
                 continue
             ticket = take(host, now)
             if ticket is not None:
+                host.session += 1  # (its next READY puts it in the warm FIFO: hosts.py)
                 out.append(ticket)
                 self.in_flight += 1
                 group = host.group

@@ -1,7 +1,7 @@
 """Host queues: per-host scheduling facts, the tickets they hand out, and the one transition.
 
-A host (origin) is in exactly one :class:`HostState`. READY hosts wait in a FIFO, SNOOZED hosts in
-a heap ordered by wake time, BUSY hosts (all connections used, or robots.txt in flight) in
+A host (origin) is in exactly one :class:`HostState`. READY hosts wait in two FIFOs, SNOOZED
+hosts in a heap ordered by wake time, BUSY hosts (all connections used, or robots.txt in flight) in
 neither, so a waiting host never holds a fetch slot; BLOCKED hosts (an operator's block) are
 parked; RETIRED is final.
 
@@ -9,6 +9,17 @@ parked; RETIRED is final.
 that keeps the count of hosts in each state (the status reads them without a scan), the FIFO,
 the heap and the parked set; :meth:`HostQueues.restore` is its bulk form for the hosts a
 restart builds (each placed as :meth:`HostQueues.settle` would place it).
+
+**Warm hosts first.** A host in the middle of a *session* (it has had a request handed out
+lately, fewer than SESSION_REQUESTS in a row) waits in the ``warm`` FIFO, taken before the
+``ready`` one of hosts starting a session (new hosts, hosts of a restart, hosts whose session
+ran out). A broad crawl knows far more ready hosts than it has fetch slots; with one FIFO, a host
+came back only after every other ready host had been served, long after its connection and its
+DNS entry were gone, so every request, the first page after robots.txt included, paid a DNS
+lookup and a new connection. Warm first, a host's next request (after its politeness delay, as
+always) finds both, and new hosts take the slots warm ones leave free. The session's cap keeps a
+few large hosts from keeping the rest out: their sessions end, and they queue behind the hosts
+that wait to start one.
 :meth:`HostQueues.settle` decides where a host's facts say it belongs (queued work, connections
 in use, its wake time, a block) and moves it there. FIFO and heap entries are not removed when
 a host moves on: an entry is stale unless the host is still in that state (and, in the heap,
@@ -103,6 +114,9 @@ class HostQueue:
     group: IpGroup | None = None
     retired: str = ""  #: why the host was retired (the outcome of its URLs)
     revisits: HostRevisits | None = None  #: due revisits in memory (continuous crawls only)
+    #: requests handed out in the host's current session (0: none yet, it starts one when next
+    #: taken); READY within a session, it waits in the warm FIFO (module docstring)
+    session: int = 0
 
     @property
     def queued(self) -> int:
@@ -124,6 +138,10 @@ class HostQueue:
         return self.next_at if first == math.inf else max(self.next_at, first)
 
 
+#: requests in a row a host may have before it waits behind the hosts starting a session
+SESSION_REQUESTS = 100
+
+
 class HostQueues:
     """Every host queue of one frontier, by origin, and where each one waits.
 
@@ -132,13 +150,16 @@ class HostQueues:
     """
 
     __slots__ = ("_counts", "_seq", "blocked", "connections_per_host", "hosts", "parked",
-                 "ready", "snoozed")  # fmt: skip
+                 "ready", "snoozed", "warm")  # fmt: skip
 
     def __init__(self, connections_per_host: int) -> None:
         self.connections_per_host = connections_per_host
         self.blocked: set[str] = set()  #: host names held by an operator's block
         self.hosts: dict[str, HostQueue] = {}  #: origin -> its queue (read freely; add: add)
-        self.ready: deque[HostQueue] = deque()  #: READY hosts in FIFO order (stale entries too)
+        #: READY hosts starting a session, in FIFO order (stale entries too)
+        self.ready: deque[HostQueue] = deque()
+        #: READY hosts within a session, in FIFO order (stale entries too), taken first
+        self.warm: deque[HostQueue] = deque()
         #: SNOOZED hosts: (wake time, seq, host), a heap (stale entries too)
         self.snoozed: list[tuple[float, int, HostQueue]] = []
         self.parked: dict[str, HostQueue] = {}  #: BLOCKED hosts, by origin
@@ -247,7 +268,11 @@ class HostQueues:
                 self.parked.pop(host.origin, None)
         if new is HostState.READY:
             if old is not HostState.READY:
-                self.ready.append(host)
+                if 0 < host.session < SESSION_REQUESTS:
+                    self.warm.append(host)
+                else:
+                    host.session = 0
+                    self.ready.append(host)
         elif new is HostState.SNOOZED:
             host.wake_at = wake
             self._seq += 1
@@ -275,14 +300,14 @@ class HostQueues:
         self.move(host, new, wake)
 
     def take_ready(self) -> HostQueue | None:
-        """The next READY host out of the FIFO, now BUSY (the caller settles it again once it
-        has taken its ticket); None when no host is ready."""
-        ready = self.ready
-        while ready:
-            host = ready.popleft()
-            if host.state is HostState.READY:  # else stale: it moved on since it was queued
-                self.move(host, HostState.BUSY)
-                return host
+        """The next READY host, warm ones first (module docstring), now BUSY (the caller
+        settles it again once it has taken its ticket); None when no host is ready."""
+        for fifo in (self.warm, self.ready):
+            while fifo:
+                host = fifo.popleft()
+                if host.state is HostState.READY:  # else stale: it moved on since it was queued
+                    self.move(host, HostState.BUSY)
+                    return host
         return None
 
     def wake(self, now: float) -> None:
@@ -305,5 +330,5 @@ class HostQueues:
 
     @property
     def has_ready(self) -> bool:
-        """Is the ready FIFO non-empty (it may hold only stale entries)?"""
-        return bool(self.ready)
+        """Is either ready FIFO non-empty (they may hold only stale entries)?"""
+        return bool(self.warm) or bool(self.ready)
