@@ -168,6 +168,11 @@ def _validators(last: LastCapture) -> tuple[tuple[str, str], ...]:
     return (("If-Modified-Since", modified),) if modified else ()
 
 
+#: a worker answers its coordinator's status from its pipe's thread with the loop's latest
+#: published snapshot if it is at most this old (``workers/seam.py``), else from the loop
+STATUS_MAX_AGE_S = 1.0
+
+
 class Engine:
     """Wires frontier, fetcher, parser and outputs for one crawl process."""
 
@@ -248,6 +253,9 @@ class Engine:
                 self._lock.release()
             raise
         self._on_progress = on_progress
+        serve_status = getattr(commands, "serve_status", None)  # a worker's pipe (workers/seam)
+        if serve_status is not None:
+            serve_status(partial(self._observe.published, STATUS_MAX_AGE_S))
 
     def _open(
         self,

@@ -125,6 +125,20 @@ class Observer:
         self._failing: dict[str, Failing] = {}
         self._rates = FreshnessRates()
 
+    def published(self, max_age_s: float) -> dict[str, Any] | None:
+        """The latest published status with its metrics under ``"metrics"`` (a worker's reply
+        to its coordinator), if the loop took it within ``max_age_s``; None otherwise (the loop
+        then answers with a fresh one). Safe from any thread; marks the status wanted, so the
+        loop goes on publishing while someone asks."""
+        now = time.monotonic()
+        self._status_wanted = now
+        status, metrics, taken = self._status, self._metrics, self._status_at
+        if status is None or metrics is None or now - taken > max_age_s:
+            return None
+        if self._run.state == "finished":
+            return None
+        return {**status, "metrics": metrics}
+
     def fresh_status(self) -> dict[str, Any]:
         """``status()`` for the API (HTTP thread): the loop publishes only while someone asks,
         so after a quiet spell (or at the first request) wait, briefly, for a snapshot taken

@@ -1,7 +1,9 @@
-"""The coordinator's command pipes (workers/pipes.py): a status asks every worker at once."""
+"""The command pipes between the coordinator and its workers: a status asks every worker at
+once (workers/pipes.py), and a worker answers it from its pipe's thread (workers/seam.py)."""
 
 from __future__ import annotations
 
+import select
 import threading
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
@@ -10,6 +12,7 @@ import pytest
 
 from frontier_crawl.control.commands import Command
 from frontier_crawl.workers.pipes import WorkerPipes
+from frontier_crawl.workers.seam import PipeCommands
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -58,3 +61,45 @@ def test_an_ended_worker_is_named_and_the_others_answer() -> None:
     replies = pipes.ask_all(Command("status"), timeout_s=5.0)
     assert replies[0] == {"worker": 0, "command": "status"}
     assert replies[1] == {"error": "worker 1 has ended"}
+
+
+# ------------------------------------------------------------------ a worker's end (seam.py)
+
+
+def _pair() -> tuple[Connection, PipeCommands]:
+    coordinator, worker = Pipe()
+    return coordinator, PipeCommands(worker)
+
+
+def test_a_status_is_answered_by_the_reader_while_the_loop_is_busy() -> None:
+    """With a recent snapshot, the reader thread answers a status without the loop's take;
+    other commands wait for the loop, which the wake fd tells."""
+    coordinator, commands = _pair()
+    commands.serve_status(lambda: {"pages": 7, "metrics": {}})
+    coordinator.send((1, Command("status")))
+    assert coordinator.poll(10.0) and coordinator.recv() == (1, {"pages": 7, "metrics": {}})
+    coordinator.send((2, Command("pause")))
+    readable, _, _ = select.select([commands.fileno], [], [], 10.0)
+    assert readable == [commands.fileno]
+    (pending,) = commands.take()
+    assert pending.command.name == "pause" and not coordinator.poll(0.2)
+    pending.answer({"result": "applied"})
+    assert coordinator.recv() == (2, {"result": "applied"})
+    assert select.select([commands.fileno], [], [], 0)[0] == []  # drained: the loop sleeps
+
+
+def test_a_status_without_a_recent_snapshot_goes_to_the_loop() -> None:
+    coordinator, commands = _pair()
+    commands.serve_status(lambda: None)
+    coordinator.send((1, Command("status")))
+    assert select.select([commands.fileno], [], [], 10.0)[0] == [commands.fileno]
+    (pending,) = commands.take()
+    assert pending.command.name == "status"
+
+
+def test_the_coordinator_gone_is_seen_at_the_next_take() -> None:
+    coordinator, commands = _pair()
+    commands.serve_status(lambda: None)
+    coordinator.close()
+    assert select.select([commands.fileno], [], [], 10.0)[0] == [commands.fileno]
+    assert commands.take() == [] and commands.closed
