@@ -16,6 +16,7 @@ MAX_ATTRIBUTES = 25
 RECORDS = {
     "FrontierOptions": "the frontier's tunables, a frozen record",
     "CrawlStats": "the crawl's counters, a record saved as one blob",
+    "HostQueue": "one host's scheduling facts, a slotted record of millions (HostQueues acts)",
 }
 #: known to be over, to be split (issue 30): class name -> what is over now
 DEBTS: dict[str, str] = {}
