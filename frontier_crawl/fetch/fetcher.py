@@ -55,7 +55,11 @@ a host whose entry went early and needs a new connection is looked up again.
 Idle connections. The connection cache holds the transfers' connections plus up to
 ``IDLE_PER_SLOT`` idle ones per fetch slot: the frontier serves hosts within a session first
 (``frontier/hosts.py``), each after its politeness delay, so a broad crawl revisits about its
-request rate times that delay of hosts, each of which should find its connection open. The
+request rate times that delay of hosts, each of which should find its connection open. They
+come back in the order they went, and a full cache closes its oldest idle connection, the
+one needed next: with fewer idle connections than hosts in session every request opens a
+new one (and looks its name up again), so the share per slot covers a crawl whose responses
+take a fraction of its delay (hosts in session several times its slots). The
 sockets need file descriptors: the soft ``RLIMIT_NOFILE`` is raised towards the hard one for
 them (``_fd_room``), and the idle share is cut to what fits.
 
@@ -102,7 +106,7 @@ _SCHEMES = frozenset({"http", "https"})
 _ACCEPT_ENCODING = "Accept-Encoding: gzip, deflate"
 _DEFAULT_HEADER_LINES = (_ACCEPT_ENCODING,)  #: a request's header lines when it brings none
 #: idle connections kept per fetch slot, for hosts revisited soon (module docstring)
-IDLE_PER_SLOT = 4
+IDLE_PER_SLOT = 16
 #: file descriptors left for everything but the connections (LMDB, outputs, pipes, logs)
 _FD_RESERVE = 512
 #: one transfer in this many seconds lets libcurl prune its DNS cache (module docstring)
