@@ -242,6 +242,7 @@ def test_figures_agree_over_three_stops_and_resumes(
                 dom = LexborHTMLParser(page.content())
                 board_pages = int(dom.css_first("#pages").text().replace(",", ""))
                 board_elapsed = dom.css_first("#elapsed").text()
+                after = api.status()  # every screen was read between paused and this
                 term_status = term.interrupt()
                 html = _report_html(browser, out)
             finally:
@@ -254,11 +255,13 @@ def test_figures_agree_over_three_stops_and_resumes(
     assert panel["pages"] == ctl["pages"] == board_pages == pages, (panel, ctl, board_pages)
     assert _metric(metrics, "frontier_crawl_pages_total", outcome="fetched") == pages
     assert report["fetched"] == pages and html["pages"] == pages, (report["fetched"], html)
-    # elapsed, every run's: the same on every screen (read a few seconds apart at most)
+    # elapsed, every run's: on every screen, within the time the screens were read (a
+    # browser's start may take seconds on a loaded machine), give or take their rounding
     board_s = _seconds(board_elapsed.split(" elapsed")[0].replace(" h ", " min "))
     for name, seconds in (("panel", panel["elapsed"]), ("ctl", ctl["elapsed"]),
                           ("dashboard", board_s)):  # fmt: skip
-        assert abs(seconds - paused["elapsed_s"]) <= 5, (name, seconds, paused["elapsed_s"])
+        assert paused["elapsed_s"] - 2 <= seconds <= after["elapsed_s"] + 2, (
+            name, seconds, paused["elapsed_s"], after["elapsed_s"])  # fmt: skip
     assert paused["elapsed_s"] <= report["elapsed_s"] <= paused["elapsed_s"] + 30
     assert "this run: " in board_elapsed and report["runs"] == 4
     assert html["elapsed"] == duration_text(report["elapsed_s"]), html
