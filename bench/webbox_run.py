@@ -41,6 +41,8 @@ log, every URL fetched more than once (final answers; retried 429/5xx/resets not
 **--profile-at F1,F2**: ``py-spy record --subprocesses`` of the crawl for ``--profile-s`` s at
 those fractions of ``--duration`` (``profile-<F>.txt``: collapsed stacks, for flamegraph.pl or
 ``bench/webbox_run.py --top profile-<F>.txt``, which prints the functions with most samples).
+``--profile-reopen S`` with ``--kill-at``: the same of the restarted crawl's first S s
+(``profile-reopen.txt``), and the reopen's CPU by process in ``summary.json``.
 """
 
 from __future__ import annotations
@@ -362,11 +364,14 @@ class Run:
 
     def profile(self, fraction: float) -> None:
         """py-spy in the background (collapsed stacks, ``profile-<F>.txt``)."""
+        self.profile_pid(f"{fraction:.2f}", self.args.profile_s)
+
+    def profile_pid(self, label: str, seconds: int) -> None:
         assert self.crawl is not None
         pyspy = Path(sys.executable).parent / "py-spy"
-        path = self.work / f"profile-{fraction:.2f}.txt"
+        path = self.work / f"profile-{label}.txt"
         cmd = [str(pyspy) if pyspy.exists() else "py-spy", "record", "--subprocesses", "--nonblocking",
-               "-p", str(self.crawl.pid), "-d", str(self.args.profile_s), "-f", "raw", "-o", str(path)]  # fmt: skip
+               "-p", str(self.crawl.pid), "-d", str(seconds), "-f", "raw", "-o", str(path)]  # fmt: skip
         self.profilers.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         self.profiles.append(str(path))
 
@@ -379,7 +384,10 @@ class Run:
         killed_at = time.time()
         self.start_crawl(1)
         restarted_at = time.time()
+        if self.args.profile_reopen:
+            self.profile_pid("reopen", self.args.profile_reopen)
         reopen_samples: list[tuple[float, float, int, int]] = []
+        reopen_procs: list[dict[str, Any]] = []
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and self.crawl.poll() is None:
             kids = children_map()
@@ -388,11 +396,13 @@ class Run:
             rss = sum(p["rss_anon"] for p in procs)
             largest = max((p["rss_anon"] for p in procs), default=0)
             reopen_samples.append((time.time(), cpu, rss, largest))
+            reopen_procs = procs
             if first_page_after(self.logs, restarted_at) is not None:
                 break
             time.sleep(0.1)
         self.kill = {
             "killed_at": killed_at, "restarted_at": restarted_at, "reopen_samples": reopen_samples,
+            "reopen_procs": reopen_procs,
             "running_peak_rss_anon": max(p["rss_anon"] for p in before["procs"]),
             "running_rss_anon_sum": before["crawl_rss_anon"],
         }  # fmt: skip
@@ -516,6 +526,7 @@ def kill_report(kill: dict[str, Any], logs: Path, dupes: dict[tuple[str, str], l
         "reopen_peak_rss_anon_max_mib": max((s[3] for s in upto), default=0) / 2**20,
         "running_rss_anon_max_mib": kill["running_peak_rss_anon"] / 2**20,
         "running_rss_anon_sum_mib": kill["running_rss_anon_sum"] / 2**20,
+        "reopen_cpu_by_process": [(p["cmd"], p["cpu_s"]) for p in kill.get("reopen_procs", [])],
         "refetched_across_kill": len(across),
         "refetched_examples": [f"http://{h}{t}" for h, t in across[:10]],
     }
@@ -586,6 +597,8 @@ def main() -> int:
     ap.add_argument("--kill-at", type=float, default=0.0)
     ap.add_argument("--profile-at", default="")
     ap.add_argument("--profile-s", type=int, default=30)
+    ap.add_argument("--profile-reopen", type=int, default=0,
+                    help="with --kill-at: py-spy the restarted crawl for this many s (profile-reopen.txt)")
     ap.add_argument("--proxy", action="store_true")
     ap.add_argument("--set", action="append", default=[], help="section.key=TOML value, e.g. politeness.min_delay_s=0.1")
     ap.add_argument("--resolv-options", default="", help="resolv.conf options line in the namespace (default: none)")
