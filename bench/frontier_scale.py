@@ -237,7 +237,11 @@ def run(args: argparse.Namespace) -> None:
 
         def build() -> Frontier:
             return make_frontier(
-                tmp / "state", n_urls, args.memory_urls, args.error_rate, args.no_sync
+                tmp / "state",
+                int(args.capacity) or n_urls,
+                args.memory_urls,
+                args.error_rate,
+                args.no_sync,
             )
 
         frontier = timed("construct", build)
@@ -460,6 +464,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--memory-urls", type=int, default=200_000)
     p.add_argument("--error-rate", type=float, default=1e-7)
+    p.add_argument(
+        "--capacity", type=float, default=0, help="frontier.seen_capacity (default: --urls)"
+    )
     p.add_argument("--every", type=float, default=1e6, help="progress line every N URLs")
     p.add_argument("--dir", help="parent of the temporary state dir (default: $TMPDIR or /tmp)")
     p.add_argument("--keep", action="store_true", help="keep the state dir")
