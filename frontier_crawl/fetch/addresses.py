@@ -225,6 +225,8 @@ class AddressPolicy:
         """For a proxied request: "" unless the URL's host is a literal address that is
         refused (its category then)."""
         host = _host(url)
+        if not host[:1].isdigit() and ":" not in host:
+            return ""  # a name (an IPv4 address starts with a digit, an IPv6 one has a colon)
         try:
             category(host)
         except ValueError:

@@ -135,6 +135,12 @@ def test_through_a_proxy_only_literal_addresses_are_checked() -> None:
     assert policy.refuses_url("http://[::1]:8080/") == "loopback"
     assert policy.refuses_url("http://name.test/") == ""
     assert policy.refuses_url("http://8.8.8.8/") == ""
+    # the names a leading digit or a colon does not make addresses
+    assert policy.refuses_url("http://127.0.0.1.nip.test/") == ""
+    assert policy.refuses_url("http://1e100.test/") == ""
+    assert policy.refuses_url("http://10.0.0.1:8080/a?b=c") == "private"
+    assert policy.refuses_url("http://[::ffff:127.0.0.1]/") == "loopback"
+    assert policy.refuses_url("http://user:pw@localhost/") == ""
 
 
 def test_answers_are_remembered_boundedly() -> None:
