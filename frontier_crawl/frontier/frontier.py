@@ -84,7 +84,7 @@ from frontier_crawl.frontier.robotsgate import RobotsGate
 from frontier_crawl.frontier.scope import check_scope, scope_ports
 from frontier_crawl.frontier.sitemapqueue import SitemapQueue
 from frontier_crawl.frontier.spacing import Spacing
-from frontier_crawl.frontier.state import FRESH_FRONTIER, SNAPSHOT, StateFiles
+from frontier_crawl.frontier.state import FRESH_FRONTIER, StateFiles
 from frontier_crawl.frontier.status import FrontierView
 from frontier_crawl.frontier.status import HostSignals as HostSignals  # (re-exported)
 from frontier_crawl.frontier.store import (
@@ -122,7 +122,7 @@ class Frontier:
         ``hooks``: the collaborators (rejected URLs, worker routing, the wall clock)."""
         o = options
         make_dir(state_dir, private=True)
-        check_identity(state_dir, o.seen_capacity, o.seen_error_rate)
+        check_identity(state_dir)
         self._retry_policy = o.retry_policy
         self._wall_clock = hooks.wall_clock
         #: ``[sitemaps]``: each host's sitemaps, queued once its robots.txt is known
@@ -236,7 +236,6 @@ class Frontier:
     def _flush(self, txn: lmdb.Transaction[bytes]) -> None:
         """What the parts buffered, written into ``txn`` before it commits."""
         self._store.flush(txn)
-        self._seen.flush(txn)
         self._intake.flush(txn)
         self.revisits.flush(txn)
 
@@ -252,6 +251,7 @@ class Frontier:
     def _committed(self) -> None:
         """A transaction committed: what the parts learn only once it is durable."""
         self._store.committed()
+        self._seen.committed()
         self._admission.committed()
         self.revisits.committed()
         self.mail.committed()
@@ -615,9 +615,7 @@ class Frontier:
         The hosts with queued URLs are built as their rows are read (``HostQueues.restore``:
         one pass, no list of rows beside them), each READY (or held by a block), its queue
         in LMDB (``unloaded``), read back when it is first taken (``QueueBuffer``)."""
-        snapshot = self._files.directory / SNAPSHOT
         with self._env.begin() as txn:
-            seen_count = self._seen.exact_count(txn)
             self._intake.load(txn)
             self.holds.load(txn)  # the blocks: a blocked host is parked, not READY
             hosts = self._queues.restore(self._store.iter_queued_hosts(txn))
@@ -625,18 +623,13 @@ class Frontier:
                 for host in hosts:
                     host.admitted = self._intake.stored_admitted(txn, host.origin)
         self._dispatch.join_all(hosts)
-        if seen_count and not self._seen.load_snapshot(snapshot, seen_count):
-            log.warning("seen-set snapshot missing or stale: rebuilding the Bloom filter")
-            with self._env.begin() as txn:
-                self._seen.rebuild(txn)
         self._buffer.queued += sum(host.unloaded for host in hosts)
         self.view.resumed = queued = self._buffer.queued
         if hosts:
             log.info("resumed: %d URLs queued over %d hosts", queued, len(hosts))
 
     def checkpoint(self) -> None:
-        """Flush LMDB to disk and snapshot the Bloom filter (``StateFiles.checkpoint``: a
-        snapshot without room is skipped with a warning)."""
+        """Flush LMDB to disk (``StateFiles.checkpoint``)."""
         self._files.checkpoint()
 
     def close(self, checkpoint: bool = True) -> None:
