@@ -27,7 +27,7 @@ to one part per job, each in its own module and given explicit references to wha
 ``txn.py``          one LMDB write transaction per batch, and what is done around commits
 ``state.py``        the files on disk, opened, checkpointed and closed together (4)
 ``store.py``        the LMDB queue (key layout, blocks, done marks); ``seen.py`` the seen-set (1)
-``identity.py``     what a crawl cannot change between runs (layout version, seen-set sizing)
+``identity.py``     what a crawl cannot change between runs (its state layout version)
 ``records.py``      the records handed out and kept: ``Ticket``, ``LastCapture``, ``Visit``
 ==================  =========================================================================
 
@@ -579,8 +579,8 @@ class Frontier:
     def reconfigure(self, s: CrawlSettings, now: float) -> None:
         """Apply a reloaded config's tunables: politeness delays and limits, connections per
         host, robots timings, host error limits, the scope and exclude patterns, the trap
-        limits, max_pages and memory_urls. Identity keys (seen-set sizing, the LMDB map size)
-        are refused before this is called (``engine.reload``). A changed scope applies to
+        limits, max_pages and memory_urls. Identity and fixed keys (the LMDB map size...) are
+        refused before this is called (``engine.reload``). A changed scope applies to
         links found from now on (links remembered as settled are forgotten)."""
         p = s.politeness
         self._admission.reconfigure(check_scope(s), s.scope.exclude, Limits.from_settings(s.crawl),

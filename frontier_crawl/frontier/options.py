@@ -1,7 +1,7 @@
 """What a :class:`Frontier` is built with, in two records instead of 27 parameters.
 
 * :class:`FrontierOptions` — the frozen tunables (scope, limits, politeness, robots.txt,
-  memory and seen-set sizing, retries), built from the crawl settings by
+  memory, the LMDB map size, retries), built from the crawl settings by
   :meth:`FrontierOptions.from_settings` (the only place that reads them) or directly in tests;
 * :class:`FrontierHooks` — the frontier's collaborators: where rejected URLs are recorded, the
   worker routing of worker mode, the wall clock.

@@ -236,7 +236,7 @@ def test_crawl_log_partial_last_line_is_cut(killed: Killed, tmp_path: Path) -> N
 def test_an_older_versions_bloom_snapshot_is_removed(
     killed: Killed, tmp_path: Path, name: str
 ) -> None:
-    """The seen-set's Bloom filter snapshot versions before issue 30 wrote (any content: it is
+    """The seen-set's Bloom filter snapshot older versions wrote (any content: it is
     never read) is removed; the exact seen-set in LMDB goes on."""
 
     def damage(out: Path) -> None:
