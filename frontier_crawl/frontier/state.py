@@ -12,7 +12,6 @@ LMDB durable; :meth:`StateFiles.close` releases everything.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -37,8 +36,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions
-
-log = logging.getLogger(__name__)
 
 FRONTIER_ENV = "frontier.lmdb"  #: the frontier's LMDB environment, in the state directory
 #: files older versions kept in the state directory (the seen-set's Bloom filter snapshot and
