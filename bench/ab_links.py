@@ -66,8 +66,6 @@ def frontier(mods: dict[str, ModuleType], state: Path, settled_links: int) -> An
         robots_attempts=2,
         max_host_errors=3,
         memory_urls=1_000_000,
-        seen_capacity=2_000_000,
-        seen_error_rate=1e-7,
         map_size=1 << 32,
         settled_links=settled_links,
     )

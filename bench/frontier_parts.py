@@ -8,8 +8,8 @@ referrer), each part alone over every link, best of ``--repeat`` passes of CPU t
 * ``canonicalize`` of an already canonical URL (the common case), ``origin``;
 * ``url_digest`` (BLAKE2b of the host, cached, then of the URL);
 * ``trap_reason`` with the default limits (``traps.Limits()``);
-* ``SeenSet.add_new`` of a new digest in one open LMDB write transaction (recent cache, Bloom
-  test-and-set, the exact ``b"seen"`` put), and its Bloom test-and-set alone;
+* ``SeenSet.add_new`` of a new digest in one open LMDB write transaction (recent cache, the
+  exact ``b"seen"`` put, which is also the membership check);
 * ``QueueStore.add`` (appending to the host's open block), then ``flush`` (block encoding and
   the LMDB puts, per URL) and the commit (``fdatasync``), one transaction per 64 pages as the
   engine's group commit writes about that many;
@@ -17,8 +17,8 @@ referrer), each part alone over every link, best of ``--repeat`` passes of CPU t
 
 Usage::
 
-    .venv/bin/python bench/frontier_parts.py                 # 200,000 links, capacity 10^7
-    .venv/bin/python bench/frontier_parts.py --links 1e6 --capacity 1e8
+    .venv/bin/python bench/frontier_parts.py                 # 200,000 links
+    .venv/bin/python bench/frontier_parts.py --links 1e6
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--links", type=float, default=2e5)
     parser.add_argument("--hosts", type=int, default=10_000)
-    parser.add_argument("--capacity", type=float, default=1e7)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", default=None)
     args = parser.parse_args()
@@ -84,10 +83,8 @@ def main() -> None:
     digests = [url_digest(u) for u in links]
     with tempfile.TemporaryDirectory(prefix="frontier-parts-", dir=args.dir) as tmp:
         env = open_env(Path(tmp) / "lmdb", 1 << 36)
-        cap = int(args.capacity)
-
         def seen_pass() -> None:
-            seen = SeenSet(env, cap, 1e-7)
+            seen = SeenSet(env)
             with env.begin(write=True) as txn:
                 t0 = time.process_time()
                 for d in digests:
@@ -99,10 +96,7 @@ def main() -> None:
         for _ in range(args.repeat):
             seen_pass()
             cpus.append(seen_pass.cpu)  # type: ignore[attr-defined]
-        per_url(f"SeenSet.add_new, new digest (capacity {cap:.0e})", min(cpus))
-        seen = SeenSet(env, cap, 1e-7)
-        tas = seen._bloom_test_and_set
-        per_url("  of which Bloom test-and-set", best(1, lambda: [tas(d) for d in digests]))
+        per_url("SeenSet.add_new, new digest", min(cpus))
 
         store = QueueStore(env)
         entries = [(origin(u), QueueEntry(u, 1, referrer=ref)) for ref, ls in page_list for u in ls]

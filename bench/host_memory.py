@@ -76,7 +76,6 @@ def run(hosts: int, urls: int, trace: bool) -> dict[str, float]:
             obey_robots=True,
             user_agent="fc-bench/1.0",
             memory_urls=hosts * urls // 2,
-            seen_capacity=2 * hosts * urls,
             map_size=1 << 32,
         )
         f = Frontier(Path(tmp) / "state", options, FrontierHooks())

@@ -10,7 +10,7 @@ Cases, each one page of 20 links added inside an open batch (as the engine does)
                 (``settled_links=0``: every link is canonicalised, scoped, hashed and asked of
                 the seen-set, whose recent cache confirms it with one LMDB get);
 * out of scope: links to hosts outside ``allow_domains``, both ways;
-* new:          links never seen (Bloom filter, LMDB puts, queue entry), 50 pages a commit,
+* new:          links never seen (the seen-set's LMDB put, queue entry), 50 pages a commit,
                 for scale;
 
 and ``in_scope`` alone: the suffix-set walk against the former ``any(endswith)`` over the
@@ -52,8 +52,6 @@ def make(state: Path, settled_links: int) -> Frontier:
             robots_attempts=2,
             max_host_errors=3,
             memory_urls=1_000_000,
-            seen_capacity=2_000_000,
-            seen_error_rate=1e-7,
             map_size=1 << 32,
             settled_links=settled_links,
         ),

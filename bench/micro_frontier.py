@@ -75,12 +75,7 @@ def bench_seen(tmp: Path) -> None:
     env = open_env(tmp / "seen", 1 << 32)
     n = 50_000
     digests = [hashlib.blake2b(b"u%d" % i, digest_size=16).digest() for i in range(n)]
-    seen = SeenSet(env, 10_000_000, 1e-7)
-    bloom = seen.bloom
-    print(
-        f"Bloom filter: capacity 1e7, error 1e-7: k={bloom.num_slices}, "
-        f"{(bloom.num_bits + 7) // 8 / 1e6:.1f} MB"
-    )
+    seen = SeenSet(env)
 
     def run(s: SeenSet, ds: list[bytes]) -> float:
         with env.begin(write=True) as txn:
@@ -91,13 +86,8 @@ def bench_seen(tmp: Path) -> None:
 
     row("add_new: new digest", run(seen, digests))
     row("add_new: repeated digest, recent-cache hit (+LMDB get)", run(seen, digests[-1000:] * 20))
-    seen_nc = SeenSet(env, 10_000_000, 1e-7, recent_size=0)
-    with env.begin() as txn:
-        seen_nc.rebuild(txn)
-    row(
-        "add_new: repeated digest, no cache (Bloom maybe + LMDB)",
-        run(seen_nc, digests[-1000:] * 20),
-    )
+    seen_nc = SeenSet(env, recent_size=0)
+    row("add_new: repeated digest, no cache (the LMDB put)", run(seen_nc, digests[-1000:] * 20))
     row(
         "add_new: new digest, no cache",
         run(seen_nc, [hashlib.blake2b(b"v%d" % i, digest_size=16).digest() for i in range(n)]),
@@ -115,27 +105,6 @@ def bench_seen(tmp: Path) -> None:
         for d in digests:
             txn.get(d, db=db)
         row("  reference: LMDB get of a present digest", (time.perf_counter() - t0) / n * 1e6)
-    row(
-        "  reference: pybloom 'in' (bytes key, same cap/error)",
-        per_call(lambda: digests[5] in bloom, 20_000),
-    )
-    with env.begin() as txn:
-        t0 = time.perf_counter()
-        count = seen.rebuild(txn)
-        row(f"rebuild per digest ({count} digests)", (time.perf_counter() - t0) / count * 1e6)
-    snap = tmp / "seen.bloom"
-    t0 = time.perf_counter()
-    seen.save_snapshot(snap)
-    t1 = time.perf_counter()
-    with env.begin() as txn:
-        exact = seen.exact_count(txn)
-    ok = SeenSet(env, 10_000_000, 1e-7).load_snapshot(snap, exact)
-    t2 = time.perf_counter()
-    print(
-        f"snapshot of {snap.stat().st_size / 1e6:.1f} MB: save {1e3 * (t1 - t0):.1f} ms (with fsync), "
-        f"load {1e3 * (t2 - t1):.1f} ms (incl. constructing a SeenSet), loaded={ok}"
-    )
-    row("estimated_false_positives()", per_call(seen.estimated_false_positives, 2_000))
     env.close()
 
 

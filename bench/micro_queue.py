@@ -7,7 +7,7 @@ Each round queues ``--urls`` new URLs over ``--hosts`` hosts in one batch (one L
 transaction, as the engine's tick), then pops them all; the figure is the median of the rounds
 (CPU time of this process, and the median: the machine is shared). Cases: all in memory
 (memory_urls large) and spilled (memory_urls 1,000: most URLs go to LMDB and are read back).
-Private methods are timed on purpose, to leave out admission (Bloom filter, canonicaliser),
+Private methods are timed on purpose, to leave out admission (seen-set, canonicaliser),
 which ``micro_admission.py`` measures. Run it against another checkout with
 ``PYTHONPATH=/path/to/checkout`` to compare.
 """
@@ -45,8 +45,6 @@ def make(state: Path, memory_urls: int) -> Frontier:
             robots_attempts=2,
             max_host_errors=3,
             memory_urls=memory_urls,
-            seen_capacity=200_000,
-            seen_error_rate=1e-7,
             map_size=1 << 32,
         ),
     )

@@ -24,7 +24,7 @@ from frontier_crawl.frontier.politeness import DelayPolicy
 def drain_us() -> float:
     work = Path(tempfile.mkdtemp(prefix="fc-recrawl-off-"))
     options = FrontierOptions(allow_domains=("bench",), policy=DelayPolicy(0.0, 0.0, 0.0),
-                              obey_robots=False, seen_capacity=100_000)  # fmt: skip
+                              obey_robots=False)  # fmt: skip
     f = Frontier(work / "state", options, FrontierHooks())
     with f.batch():
         for h in range(500):

@@ -84,7 +84,6 @@ def main() -> int:
         allow_domains=("bench",),
         policy=DelayPolicy(min_delay_s=0.0, max_delay_s=0.0, delay_factor=0.0),
         obey_robots=False,
-        seen_capacity=max(n, 1000),
         map_size=1 << 40,
         recrawl=policy,
     )

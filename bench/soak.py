@@ -7,8 +7,8 @@ SIGKILL at random moments and restarted each time with the same command, then ch
 Not run by CI. Needs nginx (installed with apt-get when missing, as root). See bench/README.md.
 
 **Crawl settings** are frontier-crawl's defaults (WARC on, default gzip compressor and level,
-1 connection per host, concurrency 256, group commit 0.05 s, depth 20, Bloom filter for 10^7
-URLs) except for what a loopback crawl of a generated site needs:
+1 connection per host, concurrency 256, group commit 0.05 s, depth 20) except for what a
+loopback crawl of a generated site needs:
 ``crawl.seeds`` (each host's ``/``), ``scope.allow_domains = ["bench"]``, ``fetch.resolve``
 (``h<i>.bench:<port>:127.0.0.1``) and one shortened politeness key,
 ``politeness.min_delay_s = 0`` (default 1.0: 2,000 pages per host at one per second would take

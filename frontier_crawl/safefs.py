@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import re
 import sqlite3
@@ -56,8 +57,11 @@ __all__ = [
     "open_existing",
     "open_regular",
     "regular_file",
+    "remove_leftover",
     "replace_file",
 ]
+
+log = logging.getLogger(__name__)
 
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 #: the file names diskcache gives value files (Disk.filename): two hex levels, 28 hex digits
@@ -84,6 +88,21 @@ def create_fresh(path: Path, mode: int = 0o600) -> int:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, mode)
+
+
+def remove_leftover(path: Path) -> bool:
+    """Remove a file of the crawl's own that it no longer uses (an older version's): the name
+    only, a symbolic link itself and never its target. True if something was removed; a
+    missing file is nothing to do, and what cannot be removed (a directory planted there, no
+    permission) is left with a warning: a leftover only takes room."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        log.warning("%s: left in place, not removed (%s)", path, exc.strerror or exc)
+        return False
+    return True
 
 
 def replace_file(path: Path, data: bytes, mode: int = 0o644, *, durable: bool = True) -> None:
@@ -131,7 +150,7 @@ def regular_file(path: Path) -> os.stat_result:
 def open_regular(path: Path) -> BinaryIO:
     """``path`` open for reading if it is a regular file: an OSError if it is a symbolic link
     (ELOOP), a FIFO (which would block the open), a device or a directory. For state files
-    the crawl reads back (the Bloom snapshot, the identity, the worker pin)."""
+    the crawl reads back (the identity, the worker pin)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW)
     except OSError as exc:

@@ -60,9 +60,7 @@ def crawl_config(tmp_path: Path, site: Site, port: int, **sections: dict[str, An
         "politeness": {"min_delay_s": 0.02, "user_agent": "frontier-crawl-test/0.1"},
         "fetch": {"resolve": site.resolve_entries(port)},
         "frontier": {
-            # seen_capacity 10^8 -> 10^5: a 10^8 Bloom filter (~400 MB) for a 600-page site
-            "seen_capacity": 100_000,
-            # checkpoint_interval_s 30 -> 1: crashes and restarts meet the Bloom snapshot
+            # checkpoint_interval_s 30 -> 1: crashes and restarts meet checkpoints
             "checkpoint_interval_s": 1.0,
         },
         # warc_max_bytes 1 GiB -> 1 MB: the crawl rotates through several WARC files

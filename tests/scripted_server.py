@@ -195,8 +195,7 @@ def crawl_settings(
     * ``delay_factor`` 2.0 -> 0: the fixed delay, so each gap is the policy under test alone;
     * ``robots_retry_s`` 30 -> 0.1: a robots.txt retry in seconds, not minutes;
     * ``connect_timeout_s`` 10 -> 2, ``timeout_s`` 30 -> 5: nothing here should hang, and a
-      mistake fails the test fast;
-    * ``seen_capacity`` 10^8 -> 10^4: a Bloom filter for a few dozen URLs, not ~400 MB.
+      mistake fails the test fast.
     """
     raw: dict[str, dict[str, Any]] = {
         "crawl": {"seeds": seeds, "output_dir": str(tmp_path / "out")},
@@ -207,7 +206,6 @@ def crawl_settings(
             "timeout_s": 5.0,
             "retry_backoff_s": 0.05,
         },
-        "frontier": {"seen_capacity": 10_000},
         "output": {"progress_interval_s": 0.0},
     }
     for name, values in sections.items():

@@ -119,14 +119,19 @@ def stored_identity(
 def check_configuration(
     ours: Mapping[str, Any],
     theirs: Mapping[str, Any],
-    upgradable: Mapping[str, Collection[Any]] | None,
+    upgradable: Mapping[str, Collection[Any] | None] | None,
     keys: Keys,
 ) -> None:
     """Refused if the configuration differs from the crawl's in Redis (``upgradable``: keys
-    whose value in Redis may be one of these older ones)."""
+    whose value in Redis may be one of these older ones; None: any value, a key older
+    versions wrote that this one no longer compares)."""
     ours = json.loads(json.dumps(ours))
     older = upgradable or {}
-    changed = [k for k in differing_keys(ours, theirs) if theirs.get(k) not in older.get(k, ())]
+    changed = [
+        k
+        for k in differing_keys(ours, theirs)
+        if k not in older or ((values := older[k]) is not None and theirs.get(k) not in values)
+    ]
     if changed:
         detail = "; ".join(
             f"{k}: {theirs.get(k)!r} in the cluster, {ours.get(k)!r} here" for k in changed
@@ -149,7 +154,7 @@ def adopt(
     link: Redis,
     base: str,
     identity: Mapping[str, Any],
-    upgradable: Mapping[str, Collection[Any]] | None,
+    upgradable: Mapping[str, Collection[Any] | None] | None,
     *,
     node: int,
     root: Path,
@@ -217,7 +222,7 @@ def crawl_keys(
     link: Redis,
     base: str,
     identity: Mapping[str, Any] | None = None,
-    upgradable: Mapping[str, Collection[Any]] | None = None,
+    upgradable: Mapping[str, Collection[Any] | None] | None = None,
 ) -> Keys:
     """The keys of the crawl Redis names under ``base`` (``report``, ``add-seeds``), checked
     against ``identity`` if given; with ``identity``, a crawl is created if there is none

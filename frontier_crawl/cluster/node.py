@@ -252,14 +252,17 @@ class ClusterNode:
     # ------------------------------------------------------------------------------ membership
 
     def join(
-        self, identity: Mapping[str, Any], upgradable: Mapping[str, Collection[Any]] | None = None
+        self,
+        identity: Mapping[str, Any],
+        upgradable: Mapping[str, Collection[Any] | None] | None = None,
     ) -> None:
         """Find this node's crawl (``crawlid.py``: the configuration checked, a crawl of
         another run refused), take this node's membership, create the streams' groups.
 
         ``upgradable``: keys whose value in the cluster may be one of these older ones (the
         frontier's layout versions a node upgrades its own state from, so that a cluster crawl
-        started by an older version goes on after every node is upgraded)."""
+        started by an older version goes on after every node is upgraded); None: any value
+        (a key older versions wrote that this one no longer compares)."""
         self.keys = keys = adopt(
             self.redis, self.keys.base, identity, upgradable, node=self.node,
             root=self._ledger_path.parent, has_state=self._ledger_path.exists(),

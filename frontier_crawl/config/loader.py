@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import os
 import re
 import tomllib
@@ -208,16 +207,33 @@ def _clamp_recrawl_defaults(raw: dict[str, Any]) -> list[str]:
     return notes
 
 
+#: keys still accepted but no longer used, each with why (a note when a file sets one)
+RETIRED_KEYS = {
+    ("frontier", "seen_capacity"): "the seen-set is exact in LMDB, with no Bloom filter to size",
+    ("frontier", "seen_error_rate"): "the seen-set is exact in LMDB, with no Bloom filter to size",
+}
+
+
+def _retired_notes(raw: dict[str, Any]) -> list[str]:
+    """A note for each key of ``RETIRED_KEYS`` that the file sets."""
+    notes = []
+    for (section, key), why in RETIRED_KEYS.items():
+        table = raw.get(section)
+        if isinstance(table, dict) and key in table:
+            notes.append(f"{section}.{key} is ignored (no longer used: {why})")
+    return notes
+
+
 def parse(
     raw: dict[str, Any], base_dir: Path | None = None, notes: list[str] | None = None
 ) -> CrawlSettings:
     """Validate a TOML document already read into a dict. ``notes`` (if given) receives a
-    line for each default the loader changed to fit what the user wrote (``--check`` prints
-    them)."""
+    line for each default the loader changed to fit what the user wrote, and for each key it
+    set that is no longer used (``--check`` prints them, a run says them on stderr)."""
     _nul_check(raw, [])
     adjusted = _clamp_recrawl_defaults(raw)
     if notes is not None:
-        notes += adjusted
+        notes += adjusted + _retired_notes(raw)
     try:
         _extract_field_errors(raw)
         settings = msgspec.convert(raw, CrawlSettings, strict=True)
@@ -256,7 +272,6 @@ def parse(
     if base_dir is not None and not cache_dir.is_absolute():
         fetch = msgspec.structs.replace(fetch, cache_dir=str(base_dir / cache_dir))
     spider = _resolve_spider(settings.spider, base_dir)
-    _check_memory(settings)
     for key, value in (("crawl.output_dir", new_crawl.output_dir), ("fetch.cache_dir",
                        fetch.cache_dir), *((f"output.feeds[{i}].path", f.path)
                        for i, f in enumerate(settings.output.feeds))):  # fmt: skip
@@ -264,36 +279,6 @@ def parse(
         if problem:
             raise ConfigError(f"{key}: {problem}")
     return msgspec.structs.replace(settings, crawl=new_crawl, fetch=fetch, spider=spider)
-
-
-def bloom_bytes(capacity: int, error_rate: float) -> int:
-    """Bytes of the seen-set's Bloom filter (pybloom-live's sizing, seen.py)."""
-    slices = math.ceil(math.log2(1 / error_rate))
-    bits = math.ceil(capacity * abs(math.log(error_rate)) / (slices * math.log(2) ** 2))
-    return slices * bits // 8
-
-
-def _physical_memory() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def _check_memory(settings: CrawlSettings) -> None:
-    """Each worker process holds a Bloom filter sized for ``frontier.seen_capacity``: all of
-    them together must fit in half of this machine's memory, or the run dies allocating them."""
-    f = settings.frontier
-    processes = settings.workers.processes or os.cpu_count() or 1
-    need = bloom_bytes(f.seen_capacity, f.seen_error_rate) * processes
-    have = _physical_memory()
-    if have is not None and need > have // 2:
-        raise ConfigError(
-            f"frontier.seen_capacity: {f.seen_capacity} URLs at seen_error_rate "
-            f"{f.seen_error_rate:g} take {need / 2**30:.1f} GiB of Bloom filter ("
-            f"{processes} worker process(es)), more than half of this machine's "
-            f"{have / 2**30:.1f} GiB of memory"
-        )
 
 
 def path_length_problem(path: str) -> str | None:

@@ -2,8 +2,8 @@
 
 Every key is in one of three groups:
 
-* **identity**: what makes the crawl this crawl (seeds, output directory, seen-set sizing,
-  worker count). A change is refused: it would be another crawl.
+* **identity**: what makes the crawl this crawl (seeds, output directory, worker count,
+  partitioning, the cluster). A change is refused: it would be another crawl.
 * **fixed while running**: read once when the crawl starts (the LMDB map, libcurl's
   transport and TLS setup, the HTTP cache, the WARC writer, the robots.txt cache and its
   token, per-IP grouping, the control listener, ``[sitemaps]``). A change is refused; it
@@ -26,8 +26,8 @@ from frontier_crawl.config.settings import SECTIONS, CrawlSettings
 __all__ = ["FIXED", "IDENTITY", "ReloadPlan", "key_group", "reload_plan"]
 
 IDENTITY = frozenset({
-    "crawl.seeds", "crawl.seeds_file", "crawl.output_dir", "frontier.seen_capacity",
-    "frontier.seen_error_rate", "workers.processes", "workers.partition_by",
+    "crawl.seeds", "crawl.seeds_file", "crawl.output_dir", "workers.processes",
+    "workers.partition_by",
     "cluster.redis_url", "cluster.nodes", "cluster.key_prefix",
 })  # fmt: skip
 FIXED = frozenset({

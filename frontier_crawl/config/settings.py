@@ -468,13 +468,16 @@ class FrontierSection(_Section, frozen=True):
     ] = 200_000
     seen_capacity: Annotated[
         PosInt,
-        Meta(description="URLs the Bloom filter is sized for (about 4.2 MB per million at 1e-7)."),
+        Meta(
+            description="Ignored (no longer used: the seen-set is exact in LMDB, with no Bloom "
+            "filter to size); accepted so that older crawl.toml files load."
+        ),
     ] = 10_000_000
     seen_error_rate: Annotated[
         Annotated[float, Meta(gt=0, lt=1)],
         Meta(
-            description="Bloom filter false-positive rate at capacity (an exact LMDB check "
-            "rescues false positives, so this only costs lookups)."
+            description="Ignored (no longer used: the seen-set is exact in LMDB, with no Bloom "
+            "filter to size); accepted so that older crawl.toml files load."
         ),
     ] = 1e-7
     commit_interval_s: Annotated[

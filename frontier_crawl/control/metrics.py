@@ -23,11 +23,7 @@ fetch_slots                            gauge      the concurrency (slots in all)
 admitted_urls_total                    counter    URLs admitted to the frontier (all runs)
 admissions_per_second                  gauge      admitted over the last ~10 s
 pages_per_second                       gauge      pages fetched over the last ~10 s
-bloom_filter_fill_ratio                gauge      the seen-set Bloom filter's bits set
-bloom_filter_entries                   gauge      URLs in the seen-set
-bloom_filter_capacity                  gauge      the entries it is sized for
-bloom_filter_false_positives           gauge      estimated false positives so far (URLs that
-                                                  may have been dropped as seen)
+seen_urls                              gauge      URLs in the seen-set (all runs)
 warc_bytes                             gauge      bytes in this crawl's WARC files
 commit_seconds_total                   counter    time in group commits (outputs + LMDB)
 commits_total                          counter    group commits
@@ -162,17 +158,8 @@ class _Snapshots(Collector):
                     lambda s: _num(s, "admitted_per_s"))  # fmt: skip
         yield gauge("pages_per_second", "Pages fetched per second, last ~10 s.",
                     lambda s: _status(s).get("pages_per_s", 0.0))  # fmt: skip
-        yield gauge("bloom_filter_fill_ratio", "Fraction of the seen-set Bloom filter's bits set.",
-                    lambda s: _num(s, "bloom_fill"))  # fmt: skip
-        yield gauge("bloom_filter_entries", "URLs in the seen-set.",
-                    lambda s: _num(s, "bloom_count"))  # fmt: skip
-        yield gauge("bloom_filter_capacity", "Entries the seen-set is sized for.",
-                    lambda s: _num(s, "bloom_capacity"))  # fmt: skip
-        yield gauge(
-            "bloom_filter_false_positives",
-            "Estimated Bloom false positives so far (URLs possibly dropped as seen).",
-            lambda s: _num(s, "bloom_false_positives"),
-        )
+        yield gauge("seen_urls", "URLs in the seen-set (all runs).",
+                    lambda s: _num(s, "seen_urls"))  # fmt: skip
         yield gauge("warc_bytes", "Bytes in the crawl's WARC files.",
                     lambda s: _num(s, "warc_bytes"))  # fmt: skip
         yield counter("commit_seconds", "Time in group commits (outputs, then LMDB).", "commit_s")

@@ -44,7 +44,6 @@ resolve = {toml_list(resolve)}
 
 [frontier]
 memory_urls = 10_000
-seen_capacity = 1_000_000
 checkpoint_interval_s = 5
 
 [output]

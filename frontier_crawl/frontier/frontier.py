@@ -27,7 +27,7 @@ to one part per job, each in its own module and given explicit references to wha
 ``txn.py``          one LMDB write transaction per batch, and what is done around commits
 ``state.py``        the files on disk, opened, checkpointed and closed together (4)
 ``store.py``        the LMDB queue (key layout, blocks, done marks); ``seen.py`` the seen-set (1)
-``identity.py``     what a crawl cannot change between runs (layout version, seen-set sizing)
+``identity.py``     what a crawl cannot change between runs (its state layout version)
 ``records.py``      the records handed out and kept: ``Ticket``, ``LastCapture``, ``Visit``
 ==================  =========================================================================
 
@@ -84,7 +84,7 @@ from frontier_crawl.frontier.robotsgate import RobotsGate
 from frontier_crawl.frontier.scope import check_scope, scope_ports
 from frontier_crawl.frontier.sitemapqueue import SitemapQueue
 from frontier_crawl.frontier.spacing import Spacing
-from frontier_crawl.frontier.state import FRESH_FRONTIER, SNAPSHOT, StateFiles
+from frontier_crawl.frontier.state import FRESH_FRONTIER, StateFiles
 from frontier_crawl.frontier.status import FrontierView
 from frontier_crawl.frontier.status import HostSignals as HostSignals  # (re-exported)
 from frontier_crawl.frontier.store import (
@@ -122,7 +122,7 @@ class Frontier:
         ``hooks``: the collaborators (rejected URLs, worker routing, the wall clock)."""
         o = options
         make_dir(state_dir, private=True)
-        check_identity(state_dir, o.seen_capacity, o.seen_error_rate)
+        check_identity(state_dir)
         self._retry_policy = o.retry_policy
         self._wall_clock = hooks.wall_clock
         #: ``[sitemaps]``: each host's sitemaps, queued once its robots.txt is known
@@ -236,7 +236,6 @@ class Frontier:
     def _flush(self, txn: lmdb.Transaction[bytes]) -> None:
         """What the parts buffered, written into ``txn`` before it commits."""
         self._store.flush(txn)
-        self._seen.flush(txn)
         self._intake.flush(txn)
         self.revisits.flush(txn)
 
@@ -252,6 +251,7 @@ class Frontier:
     def _committed(self) -> None:
         """A transaction committed: what the parts learn only once it is durable."""
         self._store.committed()
+        self._seen.committed()
         self._admission.committed()
         self.revisits.committed()
         self.mail.committed()
@@ -579,8 +579,8 @@ class Frontier:
     def reconfigure(self, s: CrawlSettings, now: float) -> None:
         """Apply a reloaded config's tunables: politeness delays and limits, connections per
         host, robots timings, host error limits, the scope and exclude patterns, the trap
-        limits, max_pages and memory_urls. Identity keys (seen-set sizing, the LMDB map size)
-        are refused before this is called (``engine.reload``). A changed scope applies to
+        limits, max_pages and memory_urls. Identity and fixed keys (the LMDB map size...) are
+        refused before this is called (``engine.reload``). A changed scope applies to
         links found from now on (links remembered as settled are forgotten)."""
         p = s.politeness
         self._admission.reconfigure(check_scope(s), s.scope.exclude, Limits.from_settings(s.crawl),
@@ -615,9 +615,7 @@ class Frontier:
         The hosts with queued URLs are built as their rows are read (``HostQueues.restore``:
         one pass, no list of rows beside them), each READY (or held by a block), its queue
         in LMDB (``unloaded``), read back when it is first taken (``QueueBuffer``)."""
-        snapshot = self._files.directory / SNAPSHOT
         with self._env.begin() as txn:
-            seen_count = self._seen.exact_count(txn)
             self._intake.load(txn)
             self.holds.load(txn)  # the blocks: a blocked host is parked, not READY
             hosts = self._queues.restore(self._store.iter_queued_hosts(txn))
@@ -625,18 +623,13 @@ class Frontier:
                 for host in hosts:
                     host.admitted = self._intake.stored_admitted(txn, host.origin)
         self._dispatch.join_all(hosts)
-        if seen_count and not self._seen.load_snapshot(snapshot, seen_count):
-            log.warning("seen-set snapshot missing or stale: rebuilding the Bloom filter")
-            with self._env.begin() as txn:
-                self._seen.rebuild(txn)
         self._buffer.queued += sum(host.unloaded for host in hosts)
         self.view.resumed = queued = self._buffer.queued
         if hosts:
             log.info("resumed: %d URLs queued over %d hosts", queued, len(hosts))
 
     def checkpoint(self) -> None:
-        """Flush LMDB to disk and snapshot the Bloom filter (``StateFiles.checkpoint``: a
-        snapshot without room is skipped with a warning)."""
+        """Flush LMDB to disk (``StateFiles.checkpoint``)."""
         self._files.checkpoint()
 
     def close(self, checkpoint: bool = True) -> None:

@@ -1,8 +1,10 @@
 """What identifies a crawl and a URL in it.
 
 The crawl: ``identity.json`` in the state directory pins what a crawl cannot change between
-runs, the state layout version and the seen-set sizing (:func:`check_identity`); tunables may
-change freely.
+runs, the state layout version (:func:`check_identity`); tunables may change freely. Older
+versions also pinned the seen-set's Bloom filter sizing (``seen_capacity``,
+``seen_error_rate``): an identity holding them is accepted, the keys are ignored
+(``RETIRED_KEYS``).
 
 A URL, once canonical (``urls.canonicalize``), has these keys, computed once and reused:
 
@@ -10,7 +12,7 @@ A URL, once canonical (``urls.canonicalize``), has these keys, computed once and
   (``hosts.HostQueue``), of its robots.txt, of its politeness, and the unit the workers
   partition by (``mailbox.owner_of``, a stable hash of the origin);
 * its **digest** (``urls.url_digest``: blake2b of the host, then of the URL): its key in the
-  seen-set (Bloom filter and LMDB, ``seen.py``), grouped by host;
+  seen-set (LMDB, ``seen.py``), grouped by host;
 * its **queue key** (``store.py``: host id, rank (from its priority), seq): where it waits in
   LMDB until done, in its host's order.
 """
@@ -27,6 +29,7 @@ from frontier_crawl.safefs import open_regular, replace_file
 
 __all__ = [
     "LAYOUT_VERSION",
+    "RETIRED_KEYS",
     "UPGRADABLE_LAYOUTS",
     "StateMismatch",
     "canonicalize",
@@ -46,6 +49,8 @@ log = logging.getLogger(__name__)
 #: 6: per-host queue counts in b"counts" (store.py), so a restart reads no queue block; a
 #:    state of layout 4 or 5 gets them from one scan of its blocks at its first start
 LAYOUT_VERSION = 6
+#: identity keys older versions wrote and this one ignores: the Bloom filter's sizing
+RETIRED_KEYS = frozenset({"seen_capacity", "seen_error_rate"})
 #: older layouts this version continues in place (their data reads as this layout's)
 UPGRADABLE_LAYOUTS = frozenset({4, 5})
 
@@ -54,14 +59,10 @@ class StateMismatch(ValueError):
     """The output directory holds a crawl this configuration cannot continue."""
 
 
-def check_identity(state_dir: Path, seen_capacity: int, seen_error_rate: float) -> None:
+def check_identity(state_dir: Path) -> None:
     """Refuse to continue a crawl whose identity the configuration would change."""
     path = state_dir / "identity.json"
-    mine = {
-        "layout_version": LAYOUT_VERSION,
-        "seen_capacity": seen_capacity,
-        "seen_error_rate": seen_error_rate,
-    }
+    mine = {"layout_version": LAYOUT_VERSION}
     if not path.exists():
         replace_file(path, json.dumps(mine, indent=1).encode())
         return
@@ -71,17 +72,14 @@ def check_identity(state_dir: Path, seen_capacity: int, seen_error_rate: float) 
         if not isinstance(theirs, dict):
             raise ValueError(f"a JSON {type(theirs).__name__}, not an object")
     except (OSError, ValueError) as exc:
-        # damage, not a mismatch: written again from this configuration. Safe for the
-        # seen-set sizing, the only settings it pins besides the layout: the Bloom
-        # snapshot records its own capacity and error rate, and a snapshot of other
-        # sizing is refused and rebuilt from the exact LMDB seen-set (SeenSet.load_snapshot)
+        # damage, not a mismatch: written again, the layout version being all it pins
         raise DamagedState(
             path,
             f"unreadable crawl identity ({exc})",
-            "It is written again from this configuration; the Bloom filter is rebuilt from "
-            "the exact seen-set if its sizing differs, so nothing is lost. Only the layout "
-            f"version could not be checked (this program writes version {LAYOUT_VERSION}).",
+            "It is written again; nothing is lost. Only the layout version could not be "
+            f"checked (this program writes version {LAYOUT_VERSION}).",
         ) from None
+    theirs = {key: value for key, value in theirs.items() if key not in RETIRED_KEYS}
     older = theirs.get("layout_version")
     if older in UPGRADABLE_LAYOUTS and {**theirs, "layout_version": LAYOUT_VERSION} == mine:
         # layout 4 is layout 5 without callbacks: its queue entries and batches read as
@@ -111,11 +109,8 @@ def check_identity(state_dir: Path, seen_capacity: int, seen_error_rate: float) 
         if theirs.get(key) != value
     ]
     if changed:
-        keys = {"seen_capacity": "frontier.seen_capacity",
-                "seen_error_rate": "frontier.seen_error_rate"}  # fmt: skip
-        names = ", ".join(keys.get(c.split(":")[0], c.split(":")[0]) for c in changed)
         raise StateMismatch(
             f"{state_dir.parent} holds a crawl that cannot continue with this "
-            f"configuration ({'; '.join(changed)}). Restore {names} to the crawl's values "
-            "to resume it, or set crawl.output_dir to a new directory to start a new crawl."
+            f"configuration ({'; '.join(changed)}): set crawl.output_dir to a new directory "
+            "to start a new crawl."
         )

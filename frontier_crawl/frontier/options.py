@@ -1,7 +1,7 @@
 """What a :class:`Frontier` is built with, in two records instead of 27 parameters.
 
 * :class:`FrontierOptions` — the frozen tunables (scope, limits, politeness, robots.txt,
-  memory and seen-set sizing, retries), built from the crawl settings by
+  memory, the LMDB map size, retries), built from the crawl settings by
   :meth:`FrontierOptions.from_settings` (the only place that reads them) or directly in tests;
 * :class:`FrontierHooks` — the frontier's collaborators: where rejected URLs are recorded, the
   worker routing of worker mode, the wall clock.
@@ -54,8 +54,6 @@ class FrontierOptions:
     max_host_errors: int = 3
     host_error_urls: int = 3
     memory_urls: int = 200_000
-    seen_capacity: int = 1_000_000
-    seen_error_rate: float = 1e-7
     map_size: int = 1 << 30
     per_ip: bool = False
     #: host -> address (``fetch.resolve``), with per_ip only (the IP groups are its one use)
@@ -96,8 +94,6 @@ class FrontierOptions:
             max_host_errors=p.max_host_errors,
             host_error_urls=p.host_error_urls,
             memory_urls=s.frontier.memory_urls,
-            seen_capacity=s.frontier.seen_capacity,
-            seen_error_rate=s.frontier.seen_error_rate,
             map_size=s.frontier.lmdb_map_size_bytes,
             per_ip=p.per_ip,
             known_ips=known_ips,

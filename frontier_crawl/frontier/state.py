@@ -2,19 +2,16 @@
 
 The state directory holds ``frontier.lmdb`` (the queue, the seen-set, blobs, the outbox and,
 in a continuous crawl, the schedule), ``inbox.lmdb`` (worker mode: batches from other
-workers), the robots.txt cache (``robots/``), the seen-set's Bloom snapshot (``seen.bloom``)
-and ``identity.json`` (``identity.py``). :meth:`StateFiles.open` opens them all or none: a
-full or failing disk is a :class:`StorageError`, a damaged environment a
-:class:`DamagedState` naming what the crawl does about it. :meth:`StateFiles.checkpoint`
-makes LMDB durable and writes the snapshot (skipped, with a warning, when there is no room:
-it only saves restart time); :meth:`StateFiles.close` releases everything.
+workers), the robots.txt cache (``robots/``) and ``identity.json`` (``identity.py``).
+:meth:`StateFiles.open` opens them all or none: a full or failing disk is a
+:class:`StorageError`, a damaged environment a :class:`DamagedState` naming what the crawl
+does about it; it also removes the seen-set's Bloom filter snapshot (``seen.bloom``, and its
+``.tmp``) that older versions left (``RETIRED_FILES``). :meth:`StateFiles.checkpoint` makes
+LMDB durable; :meth:`StateFiles.close` releases everything.
 """
 
 from __future__ import annotations
 
-import errno
-import logging
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,6 +29,7 @@ from frontier_crawl.frontier.store import (
     storage_error,
     storage_errors,
 )
+from frontier_crawl.safefs import remove_leftover
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -39,12 +37,10 @@ if TYPE_CHECKING:
 
     from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions
 
-log = logging.getLogger(__name__)
-
 FRONTIER_ENV = "frontier.lmdb"  #: the frontier's LMDB environment, in the state directory
-SNAPSHOT = "seen.bloom"  #: the seen-set's Bloom filter snapshot, in the state directory
-#: errnos of a write without room: a skipped Bloom snapshot, not a failed crawl
-_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)
+#: files older versions kept in the state directory (the seen-set's Bloom filter snapshot and
+#: its temporary file): removed at open, the seen-set is exact in LMDB (``seen.py``)
+RETIRED_FILES = ("seen.bloom", "seen.bloom.tmp")
 #: what a damaged frontier environment, set aside, means for the crawl
 FRESH_FRONTIER = (
     "The crawl starts afresh from the seeds: pages fetched before are fetched again (the "
@@ -69,7 +65,6 @@ class StateFiles:
     recrawl: Recrawl | None  #: the schedule of a continuous crawl (None: recrawl off)
     inbox: Inbox | None  #: batches from other workers (worker mode only: ``route`` given)
     robots: RobotsCache
-    snapshot_failing: bool = False  #: the last checkpoint had no room for the snapshot
 
     @classmethod
     def open(
@@ -85,7 +80,7 @@ class StateFiles:
         env = open_checked_env(env_path, o.map_size, FRESH_FRONTIER)
         try:
             store = QueueStore(env, host_id_of)
-            seen = SeenSet(env, o.seen_capacity, o.seen_error_rate)
+            seen = SeenSet(env)
             blobs = env.open_db(b"blobs")
             outbox = env.open_db(b"outbox")
             recrawl = (
@@ -113,42 +108,16 @@ class StateFiles:
                 inbox.close()
             env.close()
             raise
+        for name in RETIRED_FILES:
+            remove_leftover(directory / name)
         return cls(directory, env_path, env, store, seen, blobs, outbox, recrawl, inbox, robots)
 
     def checkpoint(self) -> None:
-        """Flush LMDB to disk and snapshot the Bloom filter (StorageError, or OSError from
-        the snapshot, if writing fails). A snapshot without room (ENOSPC, EDQUOT) is skipped
-        with a warning, not raised: it only saves a restart time (``seen.py``: the next start
-        loads the previous snapshot and the digests logged since, or rebuilds the filter from
-        LMDB), so it must not fail a crawl, least of all one that has ended. The robots.txt
-        cache's pending writes are written first (``RobotsCache.flush``)."""
+        """Flush LMDB to disk (StorageError if writing fails). The robots.txt cache's pending
+        writes are written first (``RobotsCache.flush``)."""
         self.robots.flush()
         with storage_errors(self.env_path):
             self.env.sync(True)
-            try:
-                self.seen.save_snapshot(self.directory / SNAPSHOT)
-            except OSError as exc:
-                if exc.errno not in _NO_ROOM:
-                    raise
-                self._snapshot_skipped(exc)
-                return
-        if self.snapshot_failing:
-            self.snapshot_failing = False
-            log.warning("seen-set snapshot written again in %s", self.directory)
-
-    def _snapshot_skipped(self, exc: OSError) -> None:
-        """Say once (until a snapshot is written again) that snapshots are being skipped."""
-        if self.snapshot_failing:
-            return
-        self.snapshot_failing = True
-        size = self.seen.stats()["bloom_bytes"]
-        log.warning(
-            "seen-set snapshot not written (%s: %s; it needs %.1f MB free in %s): the crawl "
-            "goes on, nothing is lost (a restart loads the previous snapshot and the URLs "
-            "recorded since, or rebuilds the set from LMDB: slower); tried again at each "
-            "checkpoint",
-            os.strerror(exc.errno or 0), exc.filename or "", int(size) / 1e6, self.directory,
-        )  # fmt: skip
 
     def close(self) -> None:
         """Close what the frontier holds open (LMDB environments, the robots cache)."""

@@ -337,7 +337,7 @@ class FrontierView:
         return self._dispatch.busiest.top(n)
 
     def seen_stats(self) -> dict[str, float | int]:
-        """The seen-set's counters (Bloom filter size, estimated false positives...)."""
+        """The seen-set's counters (``SeenSet.stats``: URLs in it, recent-cache hits)."""
         return self._seen_stats()
 
     def freshness(self, now_wall: float) -> dict[str, object]:

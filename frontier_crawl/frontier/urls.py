@@ -28,8 +28,8 @@ it: by the WHATWG URL Standard's parser (Ada, through ``can_ada``), and our rule
 
 The result is ASCII and a fixed point: ``canonicalize(canonicalize(u)) == canonicalize(u)``.
 
-Digests: ``url_digest`` is the 16-byte key of a canonical URL in the seen-set, its Bloom filter
-and (by its first 4 bytes, a hash of the host) the worker partition.
+Digests: ``url_digest`` is the 16-byte key of a canonical URL in the seen-set and (by its first
+4 bytes, a hash of the host) the worker partition.
 
 Cost: an already-canonical URL (lower-case scheme and host, allowed characters only, no dot
 segments, no escape that would change) is recognised by one regular expression and a set of

@@ -349,10 +349,11 @@ class CrawlStats:
         pl.counts[bisect_left(_EDGES, pipeline_s)] += 1
 
     def report(
-        self, elapsed_s: float, bloom: Mapping[str, float | int], figures: Figures | None = None
+        self, elapsed_s: float, seen: Mapping[str, float | int], figures: Figures | None = None
     ) -> dict[str, object]:
-        """The final report as a JSON-able dict; ``bloom`` is passed through. ``figures``: the
-        headline figures (``figures.py``; without them, those of these counters as one run)."""
+        """The final report as a JSON-able dict; ``seen`` (the seen-set's counters) is passed
+        through. ``figures``: the headline figures (``figures.py``; without them, those of
+        these counters as one run)."""
         if figures is None:
             figures = Figures(self.pages, self.revisits, elapsed_s, self.pages, self.revisits,
                               elapsed_s)  # fmt: skip
@@ -376,7 +377,7 @@ class CrawlStats:
             "http_errors": self.http_errors,
             "robots_txt_fetches": self.robots_txt,
             "bytes": self.bytes,
-            "bloom": dict(bloom),
+            "seen": dict(seen),
             "host_held_s": round(self.held_s, 3),
             "held_by": [
                 {"url": url, "held_s": round(held, 3)}
@@ -591,7 +592,7 @@ def _rows(report: Mapping[str, object]) -> list[tuple[str, str]]:
         ("robots denied / unavailable",
          f"{get('robots_denied', 0)} / {get('robots_unavailable', 0)}"),
         ("addresses refused", str(get("address_refused", 0))),
-        ("seen URLs (Bloom filter)", _bloom(get("bloom"))),
+        ("seen URLs", _seen(get("seen"), get("bloom"))),
         ("hosts held (Retry-After, backoff)", _holds(get("held_by"), get("host_held_s"))),
     ]  # fmt: skip
     spider = get("spider")
@@ -736,15 +737,13 @@ def _holds(value: object, total: object) -> str:
     return f"{total} s in all; longest: {top}"
 
 
-def _bloom(value: object) -> str:
-    """The seen-set line: size and false positives, estimated and rescued by the exact check."""
+def _seen(value: object, older: object) -> str:
+    """The seen-set line: URLs in it (``older``: the ``bloom`` object of the reports of
+    versions with a Bloom filter, which held the same count)."""
+    value = value if isinstance(value, Mapping) else older
     if not isinstance(value, Mapping):
         return ""
-    return (
-        f"{value.get('count', 0):,} of {value.get('capacity', 0):,}, est. false positives "
-        f"{_number(value.get('estimated_false_positives', 0.0))}, "
-        f"rescued {value.get('rescued_false_positives', 0)}"
-    )
+    return f"{value.get('count', 0):,}"
 
 
 def _pairs(value: object) -> str:

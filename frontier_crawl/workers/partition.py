@@ -68,12 +68,10 @@ def node_root(settings: CrawlSettings, node: int | None) -> Path:
 
 
 def cluster_identity(settings: CrawlSettings) -> dict[str, Any]:
-    """What every node of a cluster crawl must agree on: the frontier's identity keys (layout
-    version, seen-set sizing), the seeds, the scope and the partitioning."""
+    """What every node of a cluster crawl must agree on: the frontier's identity (its layout
+    version), the seeds, the scope and the partitioning."""
     return {
         "layout_version": LAYOUT_VERSION,
-        "frontier.seen_capacity": settings.frontier.seen_capacity,
-        "frontier.seen_error_rate": settings.frontier.seen_error_rate,
         "crawl.seeds": sorted(settings.crawl.seeds),
         "scope.allow_domains": list(settings.scope.allow_domains),
         "scope.exclude": list(settings.scope.exclude),
@@ -85,8 +83,13 @@ def cluster_identity(settings: CrawlSettings) -> dict[str, Any]:
 
 #: identity values a cluster may hold from an older version that this one goes on from: the
 #: frontier's layouts each node upgrades its own state from (``cluster_identity``'s own value
-#: is this version's; the one stored in Redis stays the first node's)
-CLUSTER_UPGRADABLE: dict[str, list[int]] = {"layout_version": sorted(UPGRADABLE_LAYOUTS)}
+#: is this version's; the one stored in Redis stays the first node's), and, with any value
+#: (None), the seen-set's Bloom filter sizing older versions pinned and this one ignores
+CLUSTER_UPGRADABLE: dict[str, list[int] | None] = {
+    "layout_version": sorted(UPGRADABLE_LAYOUTS),
+    "frontier.seen_capacity": None,
+    "frontier.seen_error_rate": None,
+}
 
 
 def redis_of(settings: CrawlSettings) -> Redis:

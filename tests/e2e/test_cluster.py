@@ -247,13 +247,13 @@ def test_before_every_node_joined_and_refusals(
     (tmp_path / "other").mkdir()
     other = cluster_config(
         tmp_path / "other", site, server.port, redis_server.url, 2,
-        frontier={"seen_capacity": 200_000},
+        scope={"exclude": ["/never/"]},
     )  # fmt: skip
     proc = subprocess.run(
         node_cmd(other, "--node", "1"), capture_output=True, text=True, timeout=30
     )
     assert proc.returncode == 2, proc.stderr
-    assert "frontier.seen_capacity" in proc.stderr and "differs" in proc.stderr
+    assert "scope.exclude" in proc.stderr and "differs" in proc.stderr
     assert PASSWORD not in twice.stderr + again.stderr + proc.stderr
     # a batch sent twice (a sender killed between XADD and its outbox delete resends it) is
     # admitted once, by its id; entries that are not batches are dropped and counted

@@ -117,7 +117,6 @@ def _config(tmp_path: Path, site: _Site, url: str) -> Path:
         "politeness": {"min_delay_s": 0.0, "delay_factor": 0.0,
                        "user_agent": "frontier-crawl-test/0.1"},
         "fetch": {"resolve": [f"{h}:{site.port}:127.0.0.1" for h in (site.near, site.far)]},
-        "frontier": {"seen_capacity": 100_000},
         "output": {"progress_interval_s": 0.0},
         # the fault would take 300 s by default to end the nodes: 8 s
         "cluster": {"redis_url": url, "nodes": 2, "unreachable_timeout_s": 8.0},

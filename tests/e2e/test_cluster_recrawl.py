@@ -69,7 +69,6 @@ def test_schedules_stay_per_partition(
         "crawl": {"seeds": site.seeds(), "output_dir": "out-{node}"},
         "politeness": {"min_delay_s": 0.25},
         "fetch": {"resolve": site.resolve_entries()},
-        "frontier": {"seen_capacity": 100_000},
         "workers": {"processes": 1},
         "cluster": {"redis_url": redis_server.url, "nodes": 2},
         "recrawl": {"enabled": True, "min_interval_s": 1.0, "initial_interval_s": 1.5,

@@ -68,8 +68,6 @@ def config(tmp_path: Path, site: RecrawlSite, **sections: dict[str, Any]) -> Pat
         "crawl": {"seeds": site.seeds(), "output_dir": "out"},
         "fetch": {"resolve": site.resolve_entries()},
         "recrawl": dict(RECRAWL),
-        # 100M -> 100k: a 360 MB Bloom filter written at every stop is not what is tested
-        "frontier": {"seen_capacity": 100_000},
     }
     for name, values in sections.items():
         base.setdefault(name, {}).update(values)

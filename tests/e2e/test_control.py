@@ -285,9 +285,9 @@ def test_reload(tmp_path: Path, web: tuple[Site, DemoServer]) -> None:
         slow = [g for host in each for g in host]
         assert min(slow) >= 0.4 * 0.9, slow
         # an identity key: refused, nothing applied (the delay change beside it neither)
-        config(tmp_path, site, server, frontier={"seen_capacity": 200_000})
+        config(tmp_path, site, server, workers={"partition_by": "registered-domain"})
         refused = ctl(cfg, "reload")
-        assert refused.returncode == 1 and "frontier.seen_capacity" in refused.stderr, refused
+        assert refused.returncode == 1 and "workers.partition_by" in refused.stderr, refused
         assert "identity" in refused.stderr
         refused_at = time.monotonic()
         # a file with an error, by SIGHUP: reported in the log, the running config stays

@@ -18,6 +18,7 @@ import pytest
 
 from frontier_crawl.demo.server import DemoServer
 from frontier_crawl.demo.site import Site, SiteSpec
+from frontier_crawl.frontier.identity import LAYOUT_VERSION
 from tests.conftest import (
     children_of,
     crawl_config,
@@ -99,8 +100,6 @@ MIB = 1 << 20
 KILL_TEST_SETTINGS: dict[str, dict[str, object]] = {
     # 1 s per page and host would take 150 s for 600 pages over 4 hosts: 0.02 s, 3 s in all
     "politeness": {"min_delay_s": 0.02, "user_agent": "frontier-crawl-test/0.1"},
-    # seen_capacity 10^8 is a 360 MB Bloom filter written at every checkpoint: 10^5 fits the site
-    "frontier": {"seen_capacity": 100_000},
     # 0 turns off the console progress line, which only adds noise to the captured stderr
     "output": {"progress_interval_s": 0.0},
 }
@@ -254,18 +253,23 @@ def test_sigterm_stops_gracefully_and_resume_completes(
 
 @pytest.mark.timeout(60)
 def test_changed_identity_is_refused(tmp_path: Path, site_server: tuple[Site, DemoServer]) -> None:
+    """The Bloom filter's sizing older versions pinned is ignored (a note), in the file and
+    in the crawl's identity; a state of another layout version is refused."""
     site, server = site_server
-    cfg = crawl_config(tmp_path, site, server.port, crawl={"max_pages": 5})
+    cfg = crawl_config(tmp_path, site, server.port, crawl={"max_pages": 5},
+                       frontier={"seen_capacity": 100_000})  # fmt: skip
     finish(cfg)
-    crawl_config(
-        tmp_path, site, server.port, crawl={"max_pages": 5}, frontier={"seen_capacity": 12345}
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    identity = tmp_path / "out" / "state" / "identity.json"
+    pinned = {"layout_version": LAYOUT_VERSION, "seen_capacity": 100_000,
+              "seen_error_rate": 1e-7}  # fmt: skip
+    identity.write_text(json.dumps(pinned))  # as versions with a Bloom filter wrote it
+    crawl_config(tmp_path, site, server.port, crawl={"max_pages": 5},
+                 frontier={"seen_capacity": 12345})  # fmt: skip
+    command = [sys.executable, "-m", "frontier_crawl.cli", "--config", str(cfg)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "note: frontier.seen_capacity is ignored" in proc.stderr
+    identity.write_text(json.dumps({**pinned, "layout_version": LAYOUT_VERSION + 1}))
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert "seen_capacity: 100000 in the existing crawl, 12345 now" in proc.stderr
-    assert "frontier.seen_capacity" in proc.stderr
+    assert f"state layout version {LAYOUT_VERSION + 1}" in proc.stderr

@@ -148,13 +148,12 @@ def test_full_disk_stops_gracefully_then_resumes(
 def test_a_disk_that_fills_mid_crawl_stops_it_then_resumes(
     tmp_path: Path, tmpfs: Tmpfs, big_site: tuple[Site, DemoServer]
 ) -> None:
-    """Another user's file takes the last byte while the crawl runs (no WARC, so the crawl log,
-    an LMDB commit or the Bloom snapshot meets the full disk first). A failed snapshot alone is
-    a warning (the crawl goes on); the log or a commit stops it gracefully; either way the
+    """Another user's file takes the last byte while the crawl runs (no WARC, so the crawl log
+    or an LMDB commit meets the full disk first). The log or a commit stops it gracefully; the
     crawl cannot finish on a full disk, and the same command finishes it once space is back.
 
     (A size chosen so a whole crawl overflows the tmpfs did this before: once the crawl wrote
-    less, 800 KiB held all of it but a second snapshot, and the crawl ended complete.)"""
+    less, 800 KiB held all of it, and the crawl ended complete.)"""
     site, server = big_site
     since = len(server.log())
     tmpfs.resize(64 * MIB)
@@ -311,3 +310,23 @@ def test_a_disk_full_at_start_up_sets_nothing_aside(
     proc = _crawl(cfg)
     assert proc.returncode == 0, proc.stderr[-3000:]
     _check_complete(site, server, since, tmpfs.path / "out", warc=False)
+
+
+@pytest.mark.timeout(120)
+def test_a_low_space_stop_says_so_once(
+    tmp_path: Path, tmpfs: Tmpfs, big_site: tuple[Site, DemoServer]
+) -> None:
+    """low_space_action = "stop": one line on stderr says how much is left, of what floor,
+    that the crawl stops and how to resume (no second "stop requested: draining" line)."""
+    site, server = big_site
+    tmpfs.resize(32 * MIB)
+    floor = 24 * MIB
+    filler = tmpfs.path / "filler"
+    filler.write_bytes(b"\0" * (tmpfs.free() - floor - 3 * MIB // 2))
+    cfg = _config(tmp_path, tmpfs, site, server.port, min_free_bytes=floor, low_space_action="stop")
+    proc = _crawl(cfg, timeout=90)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert "below output.min_free_bytes" in lines[0] and "stopping" in lines[0], lines
+    assert "the same command resumes" in lines[0], lines

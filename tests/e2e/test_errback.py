@@ -62,8 +62,6 @@ resolve = ["quotes.test:{port}:127.0.0.1", "dead.test:{dead}:127.0.0.1"]
 allow_addresses = ["loopback"]
 retries = 0
 connect_timeout_s = 2
-[frontier]
-seen_capacity = 10000
 [output]
 progress_interval_s = 0
 [spider]

@@ -74,8 +74,6 @@ def config(tmp_path: Path, site: Site, port: int, **sections: dict[str, object])
         "crawl": {"seeds": site.seeds(port), "output_dir": "out", "max_depth": 100},
         "politeness": {"min_delay_s": DELAY, "user_agent": "frontier-crawl-test/0.1"},
         "fetch": {"resolve": site.resolve_entries(port)},
-        # seen_capacity 10^8 -> 10^5: a 360 MB Bloom filter written at every end and checkpoint
-        "frontier": {"seen_capacity": 100_000},
     }
     for name, values in sections.items():
         base.setdefault(name, {}).update(values)
@@ -395,7 +393,6 @@ def test_recrawl_two_processes(tmp_path: Path) -> None:
             "crawl": {"seeds": site.seeds(), "output_dir": "out"},
             "politeness": {"min_delay_s": 0.25},
             "fetch": {"resolve": site.resolve_entries()},
-            "frontier": {"seen_capacity": 100_000},  # (see config above)
             "workers": {"processes": 2},
             "recrawl": {"enabled": True, "min_interval_s": 1.0, "initial_interval_s": 1.5,
                         "max_interval_s": 5.0},

@@ -32,8 +32,6 @@ obey_robots = false
 max_host_errors = 1
 [fetch]
 retries = 0
-[frontier]
-seen_capacity = 1000
 [output]
 progress_interval_s = 0
 feeds = [{{ path = "feed/items.jsonl" }}]

@@ -277,8 +277,8 @@ def test_figures_agree_over_three_stops_and_resumes(
                            check=False)  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert (out / "report.html").exists()
-    bloom = [line for line in again.stdout.splitlines() if "seen URLs (Bloom filter)" in line]
-    assert bloom and "rescued" in bloom[0], again.stdout  # the value on its label's line
+    seen = report["seen"]["count"]
+    assert re.search(rf"seen URLs\s+{seen:,}\n", again.stdout), again.stdout  # on its line
     assert re.search(rf"fetched\s+{pages:,} pages", again.stdout), again.stdout
     assert "run the same command to resume" in again.stdout.strip().splitlines()[-5]
 
@@ -345,7 +345,6 @@ def test_a_short_continuous_crawl_counts_its_revisits_everywhere(tmp_path: Path)
             "politeness": {"min_delay_s": 0.2},
             "recrawl": {"enabled": True, "min_interval_s": 2.0, "initial_interval_s": 2.0,
                         "max_interval_s": 6.0},
-            "frontier": {"seen_capacity": 100_000},
             "control": {"listen": "127.0.0.1:0"},
             "output": {"progress_interval_s": 0.5},
         }))  # fmt: skip

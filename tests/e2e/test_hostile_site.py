@@ -114,7 +114,7 @@ def hostile_config(tmp_path: Path, site: HostileSite, seeds: list[str], **fetch:
             "resolve": site.resolve_entries(),
             **fetch,
         },
-        "frontier": {"seen_capacity": 100_000, "checkpoint_interval_s": 1.0},
+        "frontier": {"checkpoint_interval_s": 1.0},
         "output": {"warc_max_bytes": 8 * MB, "progress_interval_s": 0.0},
     }
     path = tmp_path / "crawl.toml"

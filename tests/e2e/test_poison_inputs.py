@@ -84,8 +84,6 @@ min_delay_s = 0.01
 [fetch]
 resolve = {json.dumps(srv.resolve(HOST))}
 allow_addresses = ["loopback"]
-[frontier]
-seen_capacity = 10000
 [recrawl]
 enabled = false
 [output]

@@ -39,8 +39,6 @@ min_delay_s = 0.01
 [fetch]
 resolve = ["quotes.test:{port}:127.0.0.1"]
 allow_addresses = ["loopback"]
-[frontier]
-seen_capacity = 10000
 [output]
 progress_interval_s = 0
 [spider]

@@ -25,6 +25,7 @@ import pytest
 
 from frontier_crawl.demo.server import DemoServer
 from frontier_crawl.demo.site import Site, SiteSpec
+from frontier_crawl.frontier.identity import LAYOUT_VERSION
 from tests.conftest import children_of, crawl_config, running, served_pages, warc_response_uris
 from tests.waiting import wait_until
 
@@ -59,18 +60,17 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
     site = Site(SPEC)
     with DemoServer(site) as server:
         tmp = tmp_path_factory.mktemp("killed")
-        # shortened: a checkpoint (seen.bloom) within 0.2 s, so the kill finds one to damage
+        # shortened: checkpoints (LMDB synced) every 0.2 s, so the kill meets some
         cfg = crawl_config(
             tmp, site, server.port, politeness=KILLED_POLITENESS,
             frontier={"checkpoint_interval_s": 0.2},
         )
         proc = subprocess.Popen(_command(cfg), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        snapshot = tmp / "out" / "state" / "seen.bloom"
         try:
             wait_until(
-                f"{KILL_AFTER} pages served and a seen-set snapshot (or the crawl ended)",
-                lambda: (len(served_pages(server, wait_s=0.0)) >= KILL_AFTER
-                         and snapshot.exists()) or proc.poll() is not None,
+                f"{KILL_AFTER} pages served (or the crawl ended)",
+                lambda: len(served_pages(server, wait_s=0.0)) >= KILL_AFTER
+                or proc.poll() is not None,
                 60, every_s=0.005,
             )  # fmt: skip
         finally:
@@ -232,18 +232,19 @@ def test_crawl_log_partial_last_line_is_cut(killed: Killed, tmp_path: Path) -> N
 # ----------------------------------------------------------------------------- state
 
 
-@pytest.mark.parametrize("how", ["garbage", "truncated"])
-def test_bloom_snapshot_is_rebuilt_from_the_exact_seen_set(
-    killed: Killed, tmp_path: Path, how: str
+@pytest.mark.parametrize("name", ["seen.bloom", "seen.bloom.tmp"])
+def test_an_older_versions_bloom_snapshot_is_removed(
+    killed: Killed, tmp_path: Path, name: str
 ) -> None:
-    def damage(out: Path) -> None:
-        path = out / "state" / "seen.bloom"
-        if how == "garbage":
-            path.write_bytes(random.Random(5).randbytes(path.stat().st_size))
-        else:
-            os.truncate(path, path.stat().st_size // 2)
+    """The seen-set's Bloom filter snapshot older versions wrote (any content: it is
+    never read) is removed; the exact seen-set in LMDB goes on."""
 
-    _, _, refetched = resume(killed, tmp_path, damage)
+    def damage(out: Path) -> None:
+        (out / "state" / name).write_bytes(random.Random(5).randbytes(4096))
+
+    report, _, refetched = resume(killed, tmp_path, damage)
+    assert not (tmp_path / "out" / "state" / name).exists()
+    assert not warnings_of(report)
     assert refetched <= REFETCH_BOUND  # the seen-set still knows the pages done before
 
 
@@ -278,7 +279,7 @@ def test_truncated_identity_is_written_again(killed: Killed, tmp_path: Path) -> 
     report, _, refetched = resume(killed, tmp_path, damage)
     state = tmp_path / "out" / "state"
     assert aside(state, "identity.json")
-    assert json.loads((state / "identity.json").read_text())["seen_capacity"] == 100_000
+    assert json.loads((state / "identity.json").read_text()) == {"layout_version": LAYOUT_VERSION}
     assert any("identity.json" in w for w in warnings_of(report))
     assert refetched <= REFETCH_BOUND  # the frontier itself was kept
 

@@ -78,7 +78,6 @@ min_delay_s = {delay}
 resolve = ["quotes.test:{port}:127.0.0.1"]
 allow_addresses = ["loopback"]
 [frontier]
-seen_capacity = 10000
 commit_interval_s = 0.05
 [output]
 progress_interval_s = 0

@@ -54,8 +54,6 @@ min_delay_s = 0.01
 resolve = ["quotes.test:{port}:127.0.0.1"]
 allow_addresses = ["loopback"]
 retries = 2
-[frontier]
-seen_capacity = 10000
 [output]
 progress_interval_s = 0
 [spider]
@@ -136,8 +134,6 @@ min_delay_s = 0.01
 [fetch]
 resolve = ["quotes.test:{port}:127.0.0.1"]
 allow_addresses = ["loopback"]
-[frontier]
-seen_capacity = 10000
 [output]
 progress_interval_s = 0
 [spider]

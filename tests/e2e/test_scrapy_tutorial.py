@@ -119,8 +119,6 @@ output_dir = "out"
 [fetch]
 resolve = ["quotes.test:{port}:127.0.0.1"]
 allow_addresses = ["loopback"]
-[frontier]
-seen_capacity = 10000
 [workers]
 processes = {processes}
 [output]

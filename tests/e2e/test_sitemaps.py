@@ -110,8 +110,8 @@ def test_sitemaps_feed_the_crawl_within_scope_and_bounds(tmp_path: Path) -> None
         assert len(site.one_xml) + len(site.two_xml) > MIB  # decompressed, the two sitemaps
         assert len(site.answers["/bomb.xml.gz"].body) < 400 * 1024
         # the defaults, but for: the site (seed, scope, its loopback address), the feature
-        # under test, a 0.01 s delay (50 pages at the default 1 s would take a minute), a
-        # small Bloom filter (the default is sized for 10^8 URLs: ~400 MB), no progress line
+        # under test, a 0.01 s delay (50 pages at the default 1 s would take a minute), no
+        # progress line
         (tmp_path / "crawl.toml").write_text(f"""
 [crawl]
 seeds = ["{site.base}/"]
@@ -125,8 +125,6 @@ min_delay_s = 0.01
 [fetch]
 resolve = ["{HOST}:{srv.port}:127.0.0.1", "{OTHER}:{srv.port}:127.0.0.1"]
 allow_addresses = ["loopback"]
-[frontier]
-seen_capacity = 100000
 [output]
 progress_interval_s = 0
 """)
@@ -224,8 +222,6 @@ min_delay_s = 0.01
 [fetch]
 resolve = ["{HOST}:{port}:127.0.0.1", "{other}:{port}:127.0.0.1"]
 allow_addresses = ["loopback"]
-[frontier]
-seen_capacity = 100000
 [output]
 progress_interval_s = 0
 """)

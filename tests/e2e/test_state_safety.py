@@ -111,7 +111,8 @@ def test_pickle_planted_in_the_http_cache_is_not_run(
 @pytest.mark.parametrize(
     "name",
     [
-        "state/seen.bloom.tmp",  # the Bloom snapshot's temporary file
+        "state/seen.bloom",  # older versions' Bloom snapshot: removed at the start
+        "state/seen.bloom.tmp",  # and its temporary file
         "state/identity.json.tmp",  # the crawl identity's temporary file (identity.tmp before)
         "crawl.jsonl",  # appended to
         "report.json",  # replaced atomically
@@ -240,17 +241,19 @@ def test_output_dir_writable_by_others_is_refused_at_start_with_exit_2(
 def test_fifos_planted_as_state_files_do_not_hang_the_start(
     tmp_path: Path, small_site: tuple[Site, DemoServer]
 ) -> None:
-    """Opening a FIFO for reading blocks until someone writes to it: the Bloom snapshot and
-    the identity are read as regular files only (a FIFO is damage: set aside, rebuilt)."""
+    """Opening a FIFO for reading blocks until someone writes to it: the identity is read as a
+    regular file only (a FIFO is damage: set aside, written again), and an older version's
+    Bloom snapshot is removed without being opened."""
     assert_crawled(crawl(tmp_path, small_site))
     state = tmp_path / "out" / "state"
+    (state / "identity.json").unlink()
     for name in ("seen.bloom", "identity.json"):
-        (state / name).unlink()
         os.mkfifo(state / name)
-    report = crawl(tmp_path, small_site)  # resumes: reads the identity, then the snapshot
+    report = crawl(tmp_path, small_site)  # resumes: reads the identity
     assert not report.get("write_error"), report
     assert any("identity.json" in w for w in report["warnings"]), report["warnings"]
-    assert stat.S_ISREG((state / "seen.bloom").lstat().st_mode)  # written afresh at the end
+    assert stat.S_ISREG((state / "identity.json").lstat().st_mode)
+    assert not (state / "seen.bloom").exists()
 
 
 def test_an_unreadable_workers_pin_is_refused_with_what_to_do(

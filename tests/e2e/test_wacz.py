@@ -131,8 +131,6 @@ def test_a_stopped_continuous_crawl_packages_its_revisits_with_their_originals(
             # intervals of seconds, not hours: revisits within the test's few seconds
             "recrawl": {"enabled": True, "min_interval_s": 1.0, "initial_interval_s": 1.0,
                         "max_interval_s": 2.0},
-            # 100M -> 100k: a 360 MB Bloom filter written at the stop is not what is tested
-            "frontier": {"seen_capacity": 100_000},
             # min_delay_s 1 -> 0.1: a few rounds of revisits within seconds
             "politeness": {"min_delay_s": 0.1},
         }))  # fmt: skip

@@ -161,7 +161,6 @@ def main(out_dir: str) -> None:
                 "retries": 1,
                 "retry_backoff_s": 0.05,
             },
-            "frontier": {"seen_capacity": 10_000},
             "output": {"progress_interval_s": 0.0},
         }
     )

@@ -106,6 +106,23 @@ def test_seeds_file_and_missing_seeds(tmp_path: Path) -> None:
         parse({"crawl": {"seeds": ["file:///etc/passwd"]}})
 
 
+def test_bloom_filter_sizing_is_accepted_and_ignored(tmp_path: Path) -> None:
+    """crawl.toml files of versions with a Bloom filter load (exit 0); --check says the two
+    keys are ignored, and a file without them gets no such note."""
+    seeds = f'[crawl]\nseeds = ["http://a.test/"]\noutput_dir = "{tmp_path / "out"}"\n'
+    proc = _run_cli(tmp_path, seeds + "[frontier]\nseen_capacity = 100_000\n"
+                    "seen_error_rate = 1e-6\n", "--check")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    notes = [line for line in proc.stdout.splitlines() if line.startswith("# note:")]
+    assert notes == [
+        f"# note: frontier.{key} is ignored (no longer used: the seen-set is exact in LMDB, "
+        "with no Bloom filter to size)"
+        for key in ("seen_capacity", "seen_error_rate")
+    ]
+    proc = _run_cli(tmp_path, seeds, "--check")
+    assert proc.returncode == 0 and "# note:" not in proc.stdout, proc
+
+
 def test_invalid_toml_is_a_config_error(tmp_path: Path) -> None:
     proc = _run_cli(tmp_path, "[crawl\nseeds = ")
     assert proc.returncode == 2

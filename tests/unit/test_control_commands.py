@@ -156,7 +156,8 @@ def test_every_key_has_a_reload_group() -> None:
     assert key_group("spider.class") == key_group("extract") == "fixed"
     assert key_group("cluster.nodes") == "identity"
     assert key_group("politeness.min_delay_s") == "reloadable"
-    assert key_group("frontier.seen_capacity") == "identity"
+    assert key_group("workers.processes") == "identity"
+    assert key_group("frontier.seen_capacity") == "reloadable"  # ignored: nothing to refuse
     assert key_group("control.listen") == "fixed"
 
 
@@ -166,11 +167,11 @@ def test_reload_plan() -> None:
     new = parse({**base, "politeness": {"min_delay_s": 2.0}, "fetch": {"timeout_s": 5.0}})
     plan = reload_plan(old, new)
     assert plan.changed == ("politeness.min_delay_s", "fetch.timeout_s") and not plan.refused
-    worse = parse({**base, "frontier": {"seen_capacity": 10}, "output": {"warc": False},
+    worse = parse({**base, "workers": {"processes": 3}, "output": {"warc": False},
                    "politeness": {"min_delay_s": 2.0}})  # fmt: skip
     plan = reload_plan(old, worse)
-    assert plan.refused == ("frontier.seen_capacity", "output.warc")
-    assert "frontier.seen_capacity: the crawl's identity" in plan.message
+    assert plan.refused == ("output.warc", "workers.processes")
+    assert "workers.processes: the crawl's identity" in plan.message
     assert "output.warc: fixed while the crawl runs" in plan.message
     assert reload_plan(old, parse({"crawl": {"seeds": ["http://b.test/"]}})).refused == (
         "crawl.seeds",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,8 +11,10 @@ from typing import Any
 import pytest
 
 from frontier_crawl.frontier import Failure, Frontier, HostState, StateMismatch, Ticket
+from frontier_crawl.frontier.identity import LAYOUT_VERSION, url_digest
 from frontier_crawl.frontier.options import FrontierHooks, FrontierOptions
 from frontier_crawl.frontier.politeness import DelayPolicy
+from frontier_crawl.frontier.store import open_env
 from frontier_crawl.frontier.traps import Limits
 
 A = "http://a.test"
@@ -46,8 +49,6 @@ def make(tmp_path: Path, **overrides: Any) -> tuple[Frontier, list[tuple[str, st
         "robots_retry_s": 10.0,
         "robots_attempts": 2,
         "memory_urls": 1000,
-        "seen_capacity": 10_000,
-        "seen_error_rate": 1e-6,
         "map_size": 1 << 26,
     }
     options.update(overrides)
@@ -613,15 +614,64 @@ def test_completion_without_mark_done_is_fetched_again_after_a_restart(tmp_path:
     g.close()
 
 
-def test_identity_change_is_refused(tmp_path: Path) -> None:
+def test_identity_of_another_layout_is_refused(tmp_path: Path) -> None:
     f, _ = make(tmp_path)
     f.close()
-    with pytest.raises(
-        StateMismatch, match=r"seen_capacity: 10000 in the existing crawl, 20000 now"
-    ):
-        make(tmp_path, seen_capacity=20_000)
+    identity = tmp_path / "state" / "identity.json"
+    identity.write_text(json.dumps({"layout_version": LAYOUT_VERSION + 1}))
+    with pytest.raises(StateMismatch, match=f"layout version {LAYOUT_VERSION + 1}"):
+        make(tmp_path)
+    identity.write_text(json.dumps({"layout_version": LAYOUT_VERSION}))
     g, _ = make(tmp_path, min_delay_s=5.0, memory_urls=7)  # tunables may change
     g.close()
+
+
+def test_state_of_a_version_with_a_bloom_filter_resumes_exactly(tmp_path: Path) -> None:
+    """A state directory as versions with a Bloom filter left it: an identity pinning the
+    filter's sizing, its snapshot (and a temporary file, here a symbolic link to a file
+    outside that must survive) beside LMDB, and the digest log ``seen_recent`` in it. It
+    opens; the leftovers are removed; the queue and the seen-set go on exactly."""
+    f, _ = make(tmp_path, min_delay_s=0.0)
+    with f.batch():
+        assert f.add([f"{A}/{i}" for i in range(6)], depth=0) == 6
+    with f.batch():
+        done = f.next_ready(0.0, 1)
+        f.finish(done[0], 0.0)
+    f.close()
+    state = tmp_path / "state"
+    identity = state / "identity.json"
+    identity.write_text(json.dumps({"layout_version": LAYOUT_VERSION, "seen_capacity": 10_000,
+                                    "seen_error_rate": 1e-6}))  # fmt: skip
+    (state / "seen.bloom").write_bytes(b"FCSEEN02" + bytes(64))
+    outside = tmp_path / "not-the-crawls"
+    outside.write_bytes(b"keep me")
+    (state / "seen.bloom.tmp").symlink_to(outside)
+    env = open_env(state / "frontier.lmdb", 1 << 26)
+    with env.begin(write=True) as txn:
+        log_db = env.open_db(b"seen_recent", txn=txn)
+        txn.put((7).to_bytes(8, "big"), url_digest(f"{A}/0") + url_digest(f"{A}/1"), db=log_db)
+    env.close()
+
+    g, _ = make(tmp_path, min_delay_s=0.0)
+    assert not (state / "seen.bloom").exists() and not (state / "seen.bloom.tmp").is_symlink()
+    assert outside.read_bytes() == b"keep me"
+    assert g.view.seen_stats()["count"] == 6
+    assert g.pending == 5
+    with g.batch():
+        assert g.add([f"{A}/{i}" for i in range(8)], depth=0) == 2  # 6 and 7 only
+    fetched: list[str] = []
+    with g.batch():
+        for now in range(10, 30):
+            for t in g.next_ready(float(now), 1):
+                g.finish(t, float(now))
+                fetched.append(t.url)
+    assert g.pending == 0
+    assert sorted(fetched + urls(done)) == sorted(f"{A}/{i}" for i in range(8))  # each once
+    g.close()
+    env = open_env(state / "frontier.lmdb", 1 << 26)
+    with env.begin() as txn:
+        assert txn.get(b"seen_recent") is None
+    env.close()
 
 
 def test_blobs_are_durable(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ def waiting_hosts(tmp_path: Path, hosts: int) -> tuple[Frontier, float]:
     the rest in LMDB), robots.txt answered for every one (the same body): each host waits for
     its politeness delay with its rules known. Returns it and the bytes per host it took."""
     f, _ = make(tmp_path, allow_domains=["test"], obey_robots=True, memory_urls=hosts // 2,
-                seen_capacity=4 * hosts, map_size=1 << 30)  # fmt: skip
+                map_size=1 << 30)  # fmt: skip
     gc.collect()
     tracemalloc.start()
     try:

@@ -34,7 +34,7 @@ def options(memory_urls: int) -> FrontierOptions:
                                         max_crawl_delay_s=0.0, backoff_s=0.0),
         max_host_errors=3, connections_per_host=1, obey_robots=False, user_agent="testbot",
         robots_ttl_s=3600.0, robots_retry_s=10.0, robots_attempts=2, memory_urls=memory_urls,
-        seen_capacity=10_000, seen_error_rate=1e-6, map_size=1 << 26,
+        map_size=1 << 26,
     )  # fmt: skip
 
 

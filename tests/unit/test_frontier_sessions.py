@@ -38,7 +38,7 @@ def crawl(f: Frontier, slots: int, until: float = 1e9) -> dict[str, list[tuple[f
 def test_a_host_comes_back_after_its_delay_not_after_every_other_host(tmp_path: Path) -> None:
     """2,000 hosts of 3 URLs, 20 slots a tick (200 requests/s), 1 s between a host's starts:
     one pass over the ready hosts takes 10 s, but a host's next request follows its delay."""
-    f, _ = make(tmp_path, min_delay_s=1.0, memory_urls=100_000, seen_capacity=100_000)
+    f, _ = make(tmp_path, min_delay_s=1.0, memory_urls=100_000)
     hosts = [f"http://h{i}.a.test" for i in range(2000)]
     with f.batch():
         for page in range(3):
@@ -55,7 +55,7 @@ def test_a_host_comes_back_after_its_delay_not_after_every_other_host(tmp_path: 
 def test_a_session_ends_so_large_hosts_do_not_keep_new_ones_out(tmp_path: Path) -> None:
     """50 hosts of 1,000 URLs want 50 requests/s, twice the 20/s the slots give; a host of
     one URL queued after them still starts once the large hosts' sessions have run out."""
-    f, _ = make(tmp_path, min_delay_s=1.0, memory_urls=100_000, seen_capacity=100_000)
+    f, _ = make(tmp_path, min_delay_s=1.0, memory_urls=100_000)
     large = [f"http://big{i}.a.test" for i in range(50)]
     with f.batch():
         f.add([f"{h}/{page}" for page in range(1000) for h in large], depth=0)

@@ -130,7 +130,7 @@ def test_status_at_100_000_hosts_reads_no_host_table(tmp_path: Path) -> None:
     scan of every held one, per status. A frontier of 10^5 hosts (10^4 of them held by a 429)
     answers both with a bounded number of calls, and right."""
     f, _ = make(tmp_path, allow_domains=["test"], min_delay_s=0.0, memory_urls=20_000,
-                seen_capacity=300_000, map_size=1 << 30)  # fmt: skip
+                map_size=1 << 30)  # fmt: skip
     n = 100_000
     with f.batch():
         f.add([f"http://h{i}.test/" for i in range(n)], depth=0)

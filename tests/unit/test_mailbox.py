@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from frontier_crawl.config import CrawlSettings
-from frontier_crawl.config.settings import CrawlSection, FrontierSection, PolitenessSection
+from frontier_crawl.config.settings import CrawlSection, PolitenessSection
 from frontier_crawl.frontier import Frontier, mailbox
 from frontier_crawl.frontier.mailbox import (
     INBOX_ENV,
@@ -65,7 +65,6 @@ def open_owner(tmp_path: Path) -> Frontier:
     settings = CrawlSettings(
         crawl=CrawlSection(seeds=("http://a.test/",), output_dir=str(tmp_path)),
         politeness=PolitenessSection(obey_robots=False, min_delay_s=0.0),
-        frontier=FrontierSection(seen_capacity=10_000),
     )
     return Frontier.from_settings(settings, tmp_path / "state", route=lambda _o: 0, worker=0)
 

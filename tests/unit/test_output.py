@@ -634,13 +634,7 @@ SEQUENCE: list[tuple[str, int, str | None, int]] = [
     (Outcome.ROBOTS_UNAVAILABLE, 0, None, 0),
     (Outcome.ROBOTS_TXT, 0, "timeout", 0),
 ]
-BLOOM = {
-    "capacity": 1000,
-    "error_rate": 1e-7,
-    "count": 12,
-    "estimated_false_positives": 0.0,
-    "rescued_false_positives": 0,
-}
+SEEN = {"count": 1234, "recent_hits": 5}
 
 
 def test_report_for_a_known_sequence() -> None:
@@ -648,7 +642,7 @@ def test_report_for_a_known_sequence() -> None:
     before = time.time()
     for outcome, status, error, nbytes in SEQUENCE:
         stats.record(outcome, status, error, nbytes)
-    report = stats.report(4.0, BLOOM)
+    report = stats.report(4.0, SEEN)
     # the two fetched pages, in the minute they were counted (tested in test_report_html.py)
     [[start, pages, _ran, _revisits]] = report.pop("pages_over_time")  # type: ignore[misc]
     assert pages == 2 and before - 60 < start <= time.time()
@@ -683,7 +677,7 @@ def test_report_for_a_known_sequence() -> None:
         "pages_per_s": 0.5,
         "revisits": 0,
         "this_run": {"pages": 2, "revisits": 0, "elapsed_s": 4.0, "pages_per_s": 0.5},
-        "bloom": BLOOM,
+        "seen": SEEN,
         "host_held_s": 0.0,
         "held_by": [],
         "rate_bucket_s": 60.0,
@@ -699,7 +693,7 @@ def test_report_names_the_urls_that_held_their_hosts_longest() -> None:
     for i in range(HOLDS_KEPT + 5):
         stats.record_hold(f"http://h.test/{i}", float(i))
     stats.record_hold("http://h.test/9", 100.0)  # a URL held its host twice
-    report = stats.report(1.0, BLOOM)
+    report = stats.report(1.0, SEEN)
     held = report["held_by"]
     assert isinstance(held, list) and len(held) == HOLDS_KEPT
     assert held[0] == {"url": "http://h.test/9", "held_s": 109.0}
@@ -718,8 +712,8 @@ def test_write_report_is_atomic(tmp_path: Path) -> None:
     path = tmp_path / "report.json"
     stats = CrawlStats()
     stats.record(Outcome.FETCHED, 200, None, 10)
-    write_report(path, stats.report(1.0, BLOOM))
-    write_report(path, stats.report(2.0, BLOOM))  # replaces
+    write_report(path, stats.report(1.0, SEEN))
+    write_report(path, stats.report(2.0, SEEN))  # replaces
     assert json.loads(path.read_text())["elapsed_s"] == 2.0
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
 
@@ -734,13 +728,25 @@ def test_render_report() -> None:
     for outcome, status, error, nbytes in SEQUENCE:
         stats.record(outcome, status, error, nbytes)
     console = Console(record=True, width=100, color_system=None)
-    render_report(stats.report(4.0, BLOOM), console)
+    render_report(stats.report(4.0, SEEN), console)
     text = console.export_text()
     assert "crawl report" in text
     assert "2 pages (0.50/s over 4.0 s, all runs)" in text
     assert "2xx 3" in text
     assert "timeout 2" in text
-    assert "est. false positives" in text and "rescued 0" in text
+    assert next(line for line in text.splitlines() if "seen URLs" in line).split()[-1] == "1,234"
+
+
+def test_render_report_of_a_version_with_a_bloom_filter() -> None:
+    """A report.json written before the seen-set lost its Bloom filter: the count is read
+    from its ``bloom`` object (``frontier-crawl report`` prints old reports again)."""
+    report = CrawlStats().report(1.0, SEEN)
+    report.pop("seen")
+    report["bloom"] = {"capacity": 10**7, "count": 99, "estimated_false_positives": 0.0}
+    console = Console(record=True, width=100, color_system=None)
+    render_report(report, console)
+    text = console.export_text()
+    assert next(line for line in text.splitlines() if "seen URLs" in line).split()[-1] == "99"
 
 
 def test_outcome_values() -> None:
@@ -852,7 +858,7 @@ def test_revisit_record_for_not_modified(tmp_path: Path) -> None:
 def test_not_modified_is_counted_and_warnings_reported() -> None:
     stats = CrawlStats()
     stats.record(Outcome.NOT_MODIFIED, 304, None, 0)
-    report = stats.report(1.0, BLOOM)
+    report = stats.report(1.0, SEEN)
     assert report["not_modified"] == 1 and report["fetched"] == 0
     assert report["unchanged"] == 0
     assert output.config_warnings(CrawlSettings()) == []

@@ -29,8 +29,8 @@ def make(
         allow_domains=["a.test", "b.test"],
         exclude=[], limits=Limits(max_depth=5), max_pages=0, policy=policy, max_host_errors=3,
         connections_per_host=1, obey_robots=False, user_agent="testbot", robots_ttl_s=3600.0,
-        robots_retry_s=10.0, robots_attempts=2, memory_urls=memory_urls, seen_capacity=10_000,
-        seen_error_rate=1e-6, map_size=1 << 26,
+        robots_retry_s=10.0, robots_attempts=2, memory_urls=memory_urls,
+        map_size=1 << 26,
     ))  # fmt: skip
     return f, None
 
